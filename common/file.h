@@ -1,0 +1,17 @@
+// File helpers returning Status instead of throwing.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace dsd {
+
+// Whole file; errors name the path. Refuses files over max_bytes (protects against /dev/zero).
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 20);
+// Writes to path.tmp.<pid>, fsyncs, renames over path, fsyncs the directory: readers see the old
+// or the new content, never a torn file.
+Status WriteFileAtomic(const std::string& path, const std::string& content);
+bool FileExists(const std::string& path);
+
+}  // namespace dsd

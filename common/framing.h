@@ -1,0 +1,62 @@
+// Wire framing for the agent protocol: each message is a JSON object behind an 8-byte header.
+//
+//   offset 0  3 bytes  magic "DSD"
+//   offset 3  1 byte   protocol version (kProtocolVersion)
+//   offset 4  4 bytes  payload length, big-endian, at most the receiver's max frame size
+//   offset 8  N bytes  payload: UTF-8 JSON object, nesting depth at most kMaxJsonDepth
+//
+// See docs/protocol.md. Malformed input is reported as a Status, never a crash or an exception.
+// FrameDecoder is a single-owner value: not thread-safe, one per connection.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace dsd::wire {
+
+inline constexpr char kMagic[3] = {'D', 'S', 'D'};
+inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderSize = 8;
+inline constexpr size_t kDefaultMaxFrameBytes = 16u << 20;
+inline constexpr size_t kMaxJsonDepth = 64;
+
+// Serialises `message` (must be a JSON object) into one frame.
+Result<std::string> EncodeFrame(const nlohmann::json& message,
+                                size_t max_frame_bytes = kDefaultMaxFrameBytes);
+
+// Parses JSON text, rejecting nesting deeper than max_depth before the (recursive) parser runs,
+// so hostile input cannot exhaust the stack. Errors name the byte offset.
+Result<nlohmann::json> ParseJsonBounded(std::string_view text, size_t max_depth = kMaxJsonDepth);
+
+class FrameDecoder {
+ public:
+  explicit FrameDecoder(size_t max_frame_bytes = kDefaultMaxFrameBytes)
+      : max_frame_bytes_(max_frame_bytes) {}
+
+  // Appends bytes read from the peer.
+  void Feed(std::string_view bytes);
+
+  // The next complete message; std::nullopt when more bytes are needed. A bad header (magic,
+  // version, oversized length) breaks the stream for good: this and every later call return the
+  // same error, since no resynchronisation is possible. A bad payload (not JSON, not an object)
+  // is an error for that frame only; the decoder then continues with the next frame.
+  Result<std::optional<nlohmann::json>> Next();
+
+  size_t buffered() const { return buffer_.size() - consumed_; }
+  bool broken() const { return !broken_.ok(); }
+
+ private:
+  size_t max_frame_bytes_;
+  std::string buffer_;
+  size_t consumed_ = 0;
+  Status broken_;
+};
+
+}  // namespace dsd::wire

@@ -1,0 +1,66 @@
+#include "common/process.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace dsd {
+namespace {
+
+TEST(ProcessTest, CapturesOutputAndExitCode) {
+  ChildOptions opts;
+  opts.env["DSD_CHILD_TEST"] = "hello";
+  auto r = RunInChild([] {
+    std::printf("out:%s\n", std::getenv("DSD_CHILD_TEST"));
+    std::fprintf(stderr, "err\n");
+    return 7;
+  }, opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 7);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_NE(r->output.find("out:hello"), std::string::npos);
+  EXPECT_NE(r->output.find("err"), std::string::npos);
+  EXPECT_EQ(std::getenv("DSD_CHILD_TEST"), nullptr);  // the parent's env is untouched
+}
+
+TEST(ProcessTest, KillsAHangingChildAtTheDeadline) {
+  ChildOptions opts;
+  opts.timeout = std::chrono::milliseconds(200);
+  auto r = RunInChild([] {
+    ::pause();
+    return 0;
+  }, opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_TRUE(r->signaled);
+  EXPECT_EQ(r->term_signal, SIGKILL);
+  EXPECT_EQ(DescribeChildEnd(*r), "timed out");
+}
+
+TEST(ProcessTest, ReportsACrash) {
+  auto r = RunInChild([] {
+    ::raise(SIGSEGV);
+    return 0;
+  }, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->signaled);
+  EXPECT_EQ(r->term_signal, SIGSEGV);
+}
+
+TEST(ProcessTest, TruncatesHugeOutput) {
+  ChildOptions opts;
+  opts.max_output = 100;
+  auto r = RunInChild([] {
+    for (int i = 0; i < 1000; ++i) std::printf("0123456789");
+    return 0;
+  }, opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->output.size(), 100u);
+  EXPECT_TRUE(r->truncated);
+}
+
+}  // namespace
+}  // namespace dsd

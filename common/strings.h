@@ -1,0 +1,19 @@
+// Small string helpers shared by parsers. Pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dsd {
+
+std::string_view Trim(std::string_view s);
+std::vector<std::string> Split(std::string_view s, char sep);
+// Splits on runs of spaces/tabs, dropping empty tokens.
+std::vector<std::string> SplitWhitespace(std::string_view s);
+bool StartsWith(std::string_view s, std::string_view prefix);
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+// "1.5 GiB", "512 MiB", "12 B".
+std::string FormatBytes(double bytes);
+
+}  // namespace dsd
