@@ -55,7 +55,7 @@ Result<nlohmann::json> ParseJsonBounded(std::string_view text, size_t max_depth)
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     return Corruption(std::string("invalid JSON: ") + e.what());
   }
   return value;

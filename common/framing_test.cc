@@ -102,6 +102,13 @@ TEST(FramingTest, DeepNestingIsRejectedWithoutRecursing) {
   EXPECT_TRUE(s.ok());
 }
 
+// Found by the fuzzer: nlohmann throws out_of_range, not parse_error, for number overflow.
+TEST(FramingTest, NumberOverflowIsAnErrorNotACrash) {
+  auto r = ParseJsonBounded("{\"a\":777e7777777771}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("number overflow"), std::string::npos);
+}
+
 TEST(FramingTest, InvalidUtf8IsAnErrorNotACrash) {
   FrameDecoder d;
   std::string payload = "{\"a\":\"\xff\xfe\"}";

@@ -95,6 +95,98 @@ Result<ChildResult> RunInChild(const std::function<int()>& body, const ChildOpti
   return result;
 }
 
+Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const CommandOptions& options) {
+  if (argv.empty()) return InvalidArgument("RunCommand: empty argv");
+  int out_pipe[2], err_pipe[2], in_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoError("fork", errno);
+  if (pid == 0) {
+    ::dup2(in_pipe[0], 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    for (const auto& [k, v] : options.env) {
+      if (v.empty()) ::unsetenv(k.c_str());
+      else ::setenv(k.c_str(), v.c_str(), 1);
+    }
+    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) ::_exit(127);
+    ::execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "exec %s: %s\n", cargv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  auto log = log::Get("process");
+  log->debug("started {} as pid {}", argv[0], pid);
+  // Small inputs only (tokens, scripts): fits the pipe buffer, so no interleaving with reads.
+  if (!options.stdin_data.empty()) {
+    ssize_t ignored = ::write(in_pipe[1], options.stdin_data.data(), options.stdin_data.size());
+    (void)ignored;
+  }
+  ::close(in_pipe[1]);
+
+  CommandResult result;
+  const MonoTime deadline = std::chrono::steady_clock::now() + options.timeout;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&result.out, &result.err};
+  int open_fds = 2;
+  char buf[8192];
+  while (open_fds > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    int pr = ::poll(fds, 2, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (pr < 0 && errno != EINTR) break;
+    if (pr <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      size_t room = options.max_output > sinks[i]->size() ? options.max_output - sinks[i]->size() : 0;
+      sinks[i]->append(buf, std::min<size_t>(static_cast<size_t>(n), room));
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  int status = 0;
+  while (!result.timed_out) {
+    pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() >= deadline) result.timed_out = true;
+    else ::usleep(2000);
+  }
+  if (result.timed_out) {
+    log->debug("pid {} ({}) timed out; sending SIGKILL", pid, argv[0]);
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signaled = true;
+    result.term_signal = WTERMSIG(status);
+  }
+  log->debug("pid {} ({}) ended: exit {} signal {}", pid, argv[0], result.exit_code, result.term_signal);
+  return result;
+}
+
 std::string DescribeChildEnd(const ChildResult& r) {
   if (r.timed_out) return "timed out";
   if (r.signaled) return "signal " + std::to_string(r.term_signal) + " (" + strsignal(r.term_signal) + ")";

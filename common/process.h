@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -33,6 +34,26 @@ struct ChildOptions {
 // with its return value. The parent collects output until exit or timeout (then SIGKILLs the child
 // by pid and reaps it).
 Result<ChildResult> RunInChild(const std::function<int()>& body, const ChildOptions& options);
+
+struct CommandResult {
+  int exit_code = -1;
+  int term_signal = 0;
+  bool signaled = false;
+  bool timed_out = false;
+  std::string out, err;  // stdout and stderr, each truncated at max_output
+};
+
+struct CommandOptions {
+  Duration timeout = std::chrono::seconds(60);
+  size_t max_output = 4u << 20;
+  std::map<std::string, std::string> env;  // overlays ours; an empty value unsets
+  std::string stdin_data;                  // written to the child's stdin, then closed
+  std::string cwd;                         // empty: ours
+};
+
+// fork + execvp of argv[0]; collects stdout and stderr separately until exit or the timeout
+// (then SIGKILL by pid). Exit code 127 means the program could not be executed.
+Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const CommandOptions& options);
 
 // "exit 3", "signal 9 (Killed)", "timed out".
 std::string DescribeChildEnd(const ChildResult& r);

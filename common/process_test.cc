@@ -62,5 +62,32 @@ TEST(ProcessTest, TruncatesHugeOutput) {
   EXPECT_TRUE(r->truncated);
 }
 
+TEST(RunCommandTest, SeparatesStdoutStderrAndPassesEnvAndStdin) {
+  CommandOptions opts;
+  opts.env["DSD_CMD_TEST"] = "v1";
+  opts.stdin_data = "from-stdin\n";
+  auto r = RunCommand({"/bin/sh", "-c", "echo out:$DSD_CMD_TEST; read x; echo err:$x >&2; exit 4"}, opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 4);
+  EXPECT_EQ(r->out, "out:v1\n");
+  EXPECT_EQ(r->err, "err:from-stdin\n");
+}
+
+TEST(RunCommandTest, MissingProgramExits127) {
+  auto r = RunCommand({"/nonexistent/dsdoctor-prog"}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 127);
+  EXPECT_NE(r->err.find("/nonexistent/dsdoctor-prog"), std::string::npos);
+}
+
+TEST(RunCommandTest, TimesOutAndKills) {
+  CommandOptions opts;
+  opts.timeout = std::chrono::milliseconds(200);
+  auto r = RunCommand({"sleep", "30"}, opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->term_signal, SIGKILL);
+}
+
 }  // namespace
 }  // namespace dsd

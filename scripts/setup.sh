@@ -5,7 +5,7 @@ set -euo pipefail
 
 APT_PACKAGES=(
   # toolchain
-  build-essential cmake ninja-build pkg-config clang
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   # libraries found with find_package
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libncurses-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libopenmpi-dev openmpi-bin

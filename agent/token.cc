@@ -1,0 +1,73 @@
+#include "agent/token.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "common/file.h"
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace dsd::agent {
+
+Result<std::string> GenerateToken() {
+  unsigned char bytes[32];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("getrandom", errno);
+    }
+    got += static_cast<size_t>(n);
+  }
+  std::string hex;
+  char buf[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(buf, sizeof buf, "%02x", b);
+    hex += buf;
+  }
+  return hex;
+}
+
+Result<std::string> LoadTokenFile(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError("token file " + path, errno);
+  if (!S_ISREG(st.st_mode)) return InvalidArgument("token file " + path + " is not a regular file");
+  if (st.st_mode & 077) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    return PermissionDenied("token file " + path + " has mode " + mode +
+                            "; it must not be readable by group or others (chmod 600)");
+  }
+  DSD_ASSIGN_OR_RETURN(std::string content, ReadFile(path, 4096));
+  std::string token(Trim(content));
+  if (token.empty()) return InvalidArgument("token file " + path + " is empty");
+  log::Get("agent")->debug("token loaded from {} ({} bytes)", path, token.size());
+  return token;
+}
+
+Status WriteTokenFile(const std::string& path, const std::string& token) {
+  mode_t old = ::umask(077);
+  Status s = WriteFileAtomic(path, token + "\n");
+  ::umask(old);
+  if (s.ok() && ::chmod(path.c_str(), 0600) != 0) return ErrnoError("chmod " + path, errno);
+  return s;
+}
+
+bool TokensEqual(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  size_t n = a.size() > b.size() ? a.size() : b.size();
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+}  // namespace dsd::agent

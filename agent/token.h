@@ -1,0 +1,27 @@
+// The job token that authenticates every connection to an agent. Tokens travel in files (mode
+// 0600) or over an inherited pipe, never on a command line where `ps` would show them.
+// Free functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace dsd::agent {
+
+// 32 random bytes from the kernel, hex-encoded.
+Result<std::string> GenerateToken();
+
+// Reads a token file: must be a regular file, not readable by group or others, and hold a
+// non-empty token (surrounding whitespace ignored). Errors name the path and the problem.
+Result<std::string> LoadTokenFile(const std::string& path);
+
+// Writes a token file with mode 0600, atomically.
+Status WriteTokenFile(const std::string& path, const std::string& token);
+
+// Compares in time that depends only on the lengths, so a remote peer cannot learn the token
+// byte by byte from response times.
+bool TokensEqual(std::string_view a, std::string_view b);
+
+}  // namespace dsd::agent

@@ -1,0 +1,32 @@
+// /proc/<pid>/stat and wchan: is a rank running, sleeping in the kernel, or stopped, and is its
+// CPU time growing (spinning) or flat (blocked)? ReadProcStat touches /proc; ParseProcStat is pure.
+// Thread-safe free functions.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace dsd::collectors {
+
+struct ProcStat {
+  pid_t pid = 0;
+  std::string comm;     // executable name as the kernel keeps it (may contain spaces or ')')
+  char state = '?';     // R running, S sleeping, D disk sleep, T stopped, t traced, Z zombie
+  pid_t ppid = 0;
+  uint64_t utime_ticks = 0, stime_ticks = 0;
+  uint64_t num_threads = 0;
+  std::string wchan;    // kernel function it sleeps in ("" or "0" when running)
+  uint64_t cpu_ticks() const { return utime_ticks + stime_ticks; }
+};
+
+// Parses the content of /proc/<pid>/stat. comm is delimited by the first '(' and the *last* ')'.
+Result<ProcStat> ParseProcStat(const std::string& content);
+Result<ProcStat> ReadProcStat(pid_t pid);
+
+const char* DescribeProcState(char state);  // "running", "sleeping", ...
+
+}  // namespace dsd::collectors

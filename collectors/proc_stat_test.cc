@@ -1,0 +1,58 @@
+#include "collectors/proc_stat.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+namespace dsd::collectors {
+namespace {
+
+TEST(ProcStatTest, ParsesCommWithSpacesAndParens) {
+  auto s = ParseProcStat("4242 (my (weird) rank) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3 0 "
+                         "1000 1000 100 18446744073709551615");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->pid, 4242);
+  EXPECT_EQ(s->comm, "my (weird) rank");
+  EXPECT_EQ(s->state, 'S');
+  EXPECT_EQ(s->ppid, 1);
+  EXPECT_EQ(s->utime_ticks, 37u);
+  EXPECT_EQ(s->stime_ticks, 5u);
+  EXPECT_EQ(s->num_threads, 3u);
+}
+
+TEST(ProcStatTest, RejectsGarbage) {
+  EXPECT_FALSE(ParseProcStat("").ok());
+  EXPECT_FALSE(ParseProcStat("12 (x) S 1").ok());
+  EXPECT_FALSE(ParseProcStat("12 (x) S one 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18").ok());
+}
+
+TEST(ProcStatTest, SeesARealChildSleepThenStop) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto wait_for_state = [&](char want) {
+    for (int i = 0; i < 200; ++i) {
+      auto s = ReadProcStat(child);
+      if (s.ok() && s->state == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  EXPECT_TRUE(wait_for_state('S'));
+  ::kill(child, SIGSTOP);
+  EXPECT_TRUE(wait_for_state('T'));
+  EXPECT_STREQ(DescribeProcState('T'), "stopped");
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(ReadProcStat(child).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace dsd::collectors

@@ -1,0 +1,70 @@
+// Findings: what dsdoctor concluded, in the shape every report (text, JSON, JUnit, TUI) uses.
+// JSON: {"code","severity","summary","nodes","ranks","evidence","remedy"} (DESIGN.md, docs/findings.md).
+// Plain values; thread-compatible.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace dsd::diagnosis {
+
+enum class Severity { kInfo, kWarning, kError };
+const char* SeverityName(Severity s);  // "info" | "warning" | "error"
+Result<Severity> ParseSeverity(const std::string& s);
+
+// The finding codes of DESIGN.md. Extend, never rename: users grep and alert on them.
+namespace codes {
+// check
+inline constexpr const char* kAgentUnreachable = "AGENT_UNREACHABLE";
+inline constexpr const char* kPortBlocked = "PORT_BLOCKED";
+inline constexpr const char* kPortRefused = "PORT_REFUSED";
+inline constexpr const char* kHostUnreachable = "HOST_UNREACHABLE";
+inline constexpr const char* kNameUnresolved = "NAME_UNRESOLVED";
+inline constexpr const char* kDuplicateHostname = "DUPLICATE_HOSTNAME";
+inline constexpr const char* kNcclMissing = "NCCL_MISSING";
+inline constexpr const char* kNcclVersionMismatch = "NCCL_VERSION_MISMATCH";
+inline constexpr const char* kCudaVersionMismatch = "CUDA_VERSION_MISMATCH";
+inline constexpr const char* kSocketIfnameInvalid = "SOCKET_IFNAME_INVALID";
+inline constexpr const char* kEnvMismatch = "ENV_MISMATCH";
+inline constexpr const char* kSlotsExceedGpus = "SLOTS_EXCEED_GPUS";
+inline constexpr const char* kBandwidthLow = "BANDWIDTH_LOW";
+inline constexpr const char* kAllreduceWrong = "ALLREDUCE_WRONG";
+// run
+inline constexpr const char* kCollectiveMismatch = "COLLECTIVE_MISMATCH";
+inline constexpr const char* kRankMissing = "RANK_MISSING";
+inline constexpr const char* kRankExited = "RANK_EXITED";
+inline constexpr const char* kCollectiveStall = "COLLECTIVE_STALL";
+inline constexpr const char* kWatchdogTimeout = "WATCHDOG_TIMEOUT";
+inline constexpr const char* kP2pDeadlock = "P2P_DEADLOCK";
+inline constexpr const char* kStraggler = "STRAGGLER";
+inline constexpr const char* kNcclError = "NCCL_ERROR";
+inline constexpr const char* kCommError = "COMM_ERROR";
+inline constexpr const char* kLogError = "LOG_ERROR";
+}  // namespace codes
+
+bool IsKnownCode(const std::string& code);
+
+struct Finding {
+  std::string code;
+  Severity severity = Severity::kError;
+  std::string summary;
+  std::vector<std::string> nodes;
+  std::vector<int> ranks;
+  std::vector<std::string> evidence;
+  std::string remedy;
+
+  bool operator==(const Finding&) const = default;
+};
+
+nlohmann::json ToJson(const Finding& f);
+// Errors name the field that is missing or of the wrong type.
+Result<Finding> FindingFromJson(const nlohmann::json& j);
+
+// Errors first, then warnings, then info; stable within a severity.
+void SortBySeverity(std::vector<Finding>& findings);
+
+}  // namespace dsd::diagnosis
