@@ -28,6 +28,34 @@ int Main(int argc, char** argv) {
   report_cmd->add_flag("--json", report.json, "Print the JSON document (docs/report-json.md)");
   report_cmd->add_flag("--no-color", no_color, "Plain marks even on a terminal");
 
+  AgentCommandOptions agent_opts;
+  auto* agent_cmd = app.add_subcommand("agent", "Serve checks and job launches for a coordinator (authenticated)");
+  agent_cmd->add_option("--listen", agent_opts.listen, "ADDR:PORT to bind (port 0: any free port)")->required();
+  agent_cmd->add_option("--token-file", agent_opts.token_file, "File with the job token (mode 0600), or - for stdin")->required();
+  agent_cmd->add_option("--name", agent_opts.name, "Node name in reports (default: hostname)");
+  agent_cmd->add_flag("--exit-with-coordinator", agent_opts.exit_with_coordinator,
+                      "Exit when stdin closes (the launching coordinator is gone)");
+
+  CheckOptions check;
+  auto* check_cmd = app.add_subcommand("check", "Pre-flight check of a cluster: agents, NCCL, env, connectivity");
+  check_cmd->add_option("--hostfile", check.hostfile, "DeepSpeed/OpenMPI hostfile (default: /job/hostfile, else this node)");
+  check_cmd->add_option("--local", check.local, "Simulate N nodes on this machine (127.0.0.2…)")->check(CLI::Range(1, 250));
+  check_cmd->add_option("--include", check.include, "host[:slot,slot][@host…]");
+  check_cmd->add_option("--exclude", check.exclude, "host[:slot,slot][@host…]");
+  check_cmd->add_option("--num_nodes", check.num_nodes, "Use the first N nodes");
+  check_cmd->add_option("--num_gpus", check.num_gpus, "Use the first N slots of each node");
+  check_cmd->add_option("--launcher", check.launcher, "local | attach")->check(CLI::IsMember({"local", "attach", "ssh", "mpirun"}));
+  check_cmd->add_option("--agents", check.agents, "Running agents to attach to: host:port,…");
+  check_cmd->add_option("--token-file", check.token_file, "Token of attached agents");
+  check_cmd->add_option("--master_port", check.master_port, "Rendezvous port (MASTER_PORT)")->check(CLI::Range(1, 65535));
+  check_cmd->add_option("--agent-port", check.agent_port, "Port for started agents (0: any free port)")->check(CLI::Range(0, 65535));
+  check_cmd->add_option("--connect-timeout-ms", check.connect_timeout_ms, "Connect timeout per pair (DROP detection)")
+      ->check(CLI::Range(100, 60000));
+  check_cmd->add_flag("--no-bandwidth", check.no_bandwidth, "Skip bandwidth probes");
+  check_cmd->add_option("--json", check.json_out, "Write the JSON document to FILE (- for stdout instead of text)");
+  check_cmd->add_option("--junit", check.junit_out, "Write a JUnit XML report to FILE");
+  check_cmd->add_flag("--no-color", no_color, "Plain marks even on a terminal");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -44,6 +72,12 @@ int Main(int argc, char** argv) {
   log::Init(log_level.empty() ? std::nullopt : std::optional<std::string>(log_level));
   auto log = log::Get("cli");
   try {
+    if (*agent_cmd) return RunAgent(agent_opts);
+    if (*check_cmd) {
+      check.color = !no_color && ::isatty(1) && !std::getenv("NO_COLOR");
+      check.log_level = log_level;
+      return RunCheck(check);
+    }
     if (*report_cmd) {
       report.color = !no_color && ::isatty(1) && !std::getenv("NO_COLOR");
       return RunReport(report);

@@ -17,6 +17,33 @@ struct ReportOptions {
 };
 int RunReport(const ReportOptions& options);
 
+struct AgentCommandOptions {
+  std::string listen = "127.0.0.1:0";
+  std::string token_file;  // "-" = first line of stdin
+  std::string name;
+  bool exit_with_coordinator = false;
+};
+int RunAgent(const AgentCommandOptions& options);
+
+struct CheckOptions {
+  std::string hostfile;
+  int local = 0;                  // --local N: N simulated nodes on this machine
+  std::string include, exclude;
+  int num_nodes = -1, num_gpus = -1;
+  std::string launcher;           // local | attach (ssh, mpirun: not yet)
+  std::string agents;             // --agents host:port,…
+  std::string token_file;         // attach: the agents' token
+  int master_port = 29500;
+  int agent_port = 0;
+  int connect_timeout_ms = 2000;
+  bool no_bandwidth = false;
+  std::string json_out;           // file or "-"
+  std::string junit_out;
+  bool color = false;
+  std::string log_level;
+};
+int RunCheck(const CheckOptions& options);
+
 // Parses argv and dispatches; catches everything so no exception escapes main.
 int Main(int argc, char** argv);
 

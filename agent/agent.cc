@@ -1,0 +1,192 @@
+#include "agent/agent.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <vector>
+
+#include "agent/token.h"
+#include "common/log.h"
+#include "probe/report.h"
+
+namespace dsd::agent {
+
+using nlohmann::json;
+
+std::string ReadyLine(const std::string& name, const std::string& addr, int port) {
+  return "DSDOCTOR_AGENT_READY name=" + name + " addr=" + addr + " port=" + std::to_string(port) +
+         " pid=" + std::to_string(::getpid());
+}
+
+Agent::Agent(AgentOptions options, probe::InventorySource* inventory)
+    : options_(std::move(options)), inventory_(inventory) {
+  if (options_.name.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    options_.name = host;
+  }
+}
+
+Agent::~Agent() { Stop(); }
+
+Status Agent::Bind() {
+  DSD_ASSIGN_OR_RETURN(listener_, net::Listen(options_.listen_addr, options_.port, &port_));
+  return Status::Ok();
+}
+
+void Agent::Stop() { stop_ = true; }
+
+Status Agent::Run() {
+  auto log = log::Get("agent");
+  if (!listener_.valid()) DSD_RETURN_IF_ERROR(Bind());
+  log->debug("agent {} listening on {}", options_.name, net::Endpoint{options_.listen_addr, port_}.ToString());
+  while (!stop_) {
+    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {options_.exit_on_stdin_eof ? 0 : -1, POLLIN, 0}};
+    int pr = ::poll(fds, 2, 200);
+    if (pr < 0 && errno != EINTR) return ErrnoError("poll", errno);
+    if (pr <= 0) continue;
+    if (fds[1].fd == 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      char buf[256];
+      ssize_t n = ::read(0, buf, sizeof buf);
+      if (n <= 0) {
+        log->debug("coordinator gone (stdin closed); agent {} exits", options_.name);
+        break;
+      }
+    }
+    if (fds[0].revents & POLLIN) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      int c = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+      std::string peer = std::string(host) + ":" + serv;
+      ++active_connections_;
+      std::thread([this, c, peer] {
+        Serve(net::Fd(c), peer);
+        --active_connections_;
+      }).detach();
+    }
+  }
+  stop_ = true;
+  // Let connection threads notice the stop flag before the object goes away.
+  for (int i = 0; i < 100 && active_connections_ > 0; ++i) ::usleep(10000);
+  return Status::Ok();
+}
+
+void Agent::Serve(net::Fd conn, std::string peer) {
+  auto log = log::Get("agent");
+  wire::FrameDecoder decoder;
+  auto hello = net::RecvFrame(conn.get(), decoder, options_.auth_timeout);
+  if (!hello.ok() || (*hello).value("type", "") != "hello" || !(*hello)["token"].is_string() ||
+      !TokensEqual((*hello)["token"].get<std::string>(), options_.token)) {
+    if (!hello.ok() && hello.status().code() == StatusCode::kUnavailable && decoder.buffered() == 0) {
+      log->debug("connection from {} closed without a hello (a connectivity probe)", peer);
+      return;
+    }
+    std::string why = !hello.ok() ? hello.status().message() : "missing or wrong token";
+    log->warn("refused connection from {}: {}", peer, why);
+    (void)net::SendFrame(conn.get(), {{"type", "error"}, {"code", "unauthenticated"},
+                                      {"message", "authentication failed: " + why}});
+    return;
+  }
+  log->debug("authenticated connection from {}", peer);
+  (void)net::SendFrame(conn.get(), {{"type", "welcome"}, {"name", options_.name}, {"pid", ::getpid()},
+                                    {"protocol", wire::kProtocolVersion}});
+  while (!stop_) {
+    auto req = net::RecvFrame(conn.get(), decoder, std::chrono::milliseconds(500));
+    if (!req.ok()) {
+      if (req.status().code() == StatusCode::kTimeout) continue;
+      if (req.status().code() == StatusCode::kCorruption && !decoder.broken()) {
+        (void)net::SendFrame(conn.get(), {{"type", "error"}, {"code", "bad_request"}, {"message", req.status().message()}});
+        continue;
+      }
+      log->debug("connection from {} ends: {}", peer, req.status().message());
+      return;
+    }
+    bool close_after = false;
+    json reply = Handle(*req, &close_after);
+    if (req->contains("id")) reply["id"] = (*req)["id"];
+    if (!net::SendFrame(conn.get(), reply).ok()) return;
+    if (close_after) return;
+  }
+}
+
+json Agent::Handle(const json& request, bool* close_after) {
+  auto log = log::Get("agent");
+  std::string type = request.value("type", "");
+  log->debug("request {}", type);
+  try {
+    if (type == "inventory") {
+      probe::EnvMap job_env;
+      if (request.contains("job_env")) job_env = request["job_env"].get<probe::EnvMap>();
+      auto inv = probe::CollectInventory(*inventory_, job_env);
+      auto rows = probe::EvaluateNode(inv);
+      json j = probe::ReportJson(inv, rows);
+      return {{"type", "inventory"}, {"name", options_.name}, {"report", j}};
+    }
+    if (type == "listen") return HandleListen(request);
+    if (type == "ping") return HandlePing(request);
+    if (type == "shutdown") {
+      *close_after = true;
+      Stop();
+      return {{"type", "bye"}};
+    }
+  } catch (const json::exception& e) {
+    return {{"type", "error"}, {"code", "bad_request"}, {"message", std::string("malformed ") + type + ": " + e.what()}};
+  }
+  return {{"type", "error"}, {"code", "unknown_type"}, {"message", "unknown request type '" + type + "'"}};
+}
+
+json Agent::HandleListen(const json& request) {
+  int port = request.at("port").get<int>();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (port == port_ || extra_listeners_.count(port)) return {{"type", "listening"}, {"port", port}};
+  int bound = 0;
+  auto fd = net::Listen(options_.listen_addr, port, &bound);
+  if (!fd.ok()) return {{"type", "error"}, {"code", "listen_failed"}, {"message", fd.status().message()}};
+  auto shared = std::make_shared<net::Fd>(std::move(fd).value());
+  extra_listeners_[bound] = shared;
+  // Accept and close: the port only has to be reachable, as a rendezvous store's would be.
+  std::thread([this, shared] {
+    while (!stop_) {
+      pollfd p{shared->get(), POLLIN, 0};
+      if (::poll(&p, 1, 200) > 0) {
+        int c = ::accept4(shared->get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0) ::close(c);
+      }
+    }
+  }).detach();
+  log::Get("agent")->debug("rendezvous listener on port {}", bound);
+  return {{"type", "listening"}, {"port", bound}};
+}
+
+json Agent::HandlePing(const json& request) {
+  auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 2000));
+  std::vector<std::future<json>> pending;
+  for (const auto& t : request.at("targets")) {
+    std::string name = t.value("name", "");
+    std::string host = t.at("host").get<std::string>();
+    int port = t.at("port").get<int>();
+    std::string kind = t.value("kind", "");
+    pending.push_back(std::async(std::launch::async, [=, this] {
+      auto r = net::Connect(host, port, timeout, options_.listen_addr);
+      return json{{"name", name}, {"host", host}, {"port", port}, {"kind", kind},
+                  {"outcome", net::ConnectOutcomeName(r.outcome)}, {"latency_ms", r.latency_ms}, {"error", r.error}};
+    }));
+  }
+  json results = json::array();
+  for (auto& f : pending) results.push_back(f.get());
+  json listening = json::array({port_});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [p, _] : extra_listeners_) listening.push_back(p);
+  }
+  return {{"type", "ping_result"}, {"from", options_.name}, {"results", results}, {"listening", listening}};
+}
+
+}  // namespace dsd::agent

@@ -1,0 +1,62 @@
+// The per-node agent: serves the framed protocol (docs/agent-protocol.md) on one TCP address.
+// Every connection must open with {"type":"hello","token":…}; a wrong or missing token gets an
+// error frame, is logged and closed, and the agent stays up.
+// Thread model: Run() accepts on the calling thread and serves each connection on its own
+// detached thread; shared state (extra listeners, stop flag) is guarded by a mutex/atomics.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/net.h"
+#include "probe/inventory.h"
+
+namespace dsd::agent {
+
+struct AgentOptions {
+  std::string listen_addr = "127.0.0.1";
+  int port = 0;                  // 0: any free port, reported by the ready line
+  std::string token;
+  std::string name;              // node name in reports; default: hostname
+  bool exit_on_stdin_eof = false;  // launched by a coordinator: its end of our stdin closing = it is gone
+  Duration auth_timeout = std::chrono::seconds(5);
+};
+
+class Agent {
+ public:
+  // `inventory` is borrowed and must outlive the agent.
+  Agent(AgentOptions options, probe::InventorySource* inventory);
+  ~Agent();
+
+  // Binds; prints nothing. After success, port() is the bound port.
+  Status Bind();
+  int port() const { return port_; }
+  // Serves until Stop() or a shutdown request (or stdin EOF when so configured).
+  Status Run();
+  void Stop();
+
+ private:
+  void Serve(net::Fd conn, std::string peer);
+  nlohmann::json Handle(const nlohmann::json& request, bool* close_after);
+  nlohmann::json HandlePing(const nlohmann::json& request);
+  nlohmann::json HandleListen(const nlohmann::json& request);
+
+  AgentOptions options_;
+  probe::InventorySource* inventory_;
+  net::Fd listener_;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::map<int, std::shared_ptr<net::Fd>> extra_listeners_;  // port → listener (rendezvous ports)
+  std::atomic<int> active_connections_{0};
+};
+
+// The line an agent prints on stdout once it listens, for launchers to read:
+// "DSDOCTOR_AGENT_READY name=<name> addr=<addr> port=<port> pid=<pid>"
+std::string ReadyLine(const std::string& name, const std::string& addr, int port);
+
+}  // namespace dsd::agent

@@ -1,0 +1,482 @@
+#include "agent/cluster_check.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace dsd::agent {
+
+using diagnosis::Finding;
+using diagnosis::Severity;
+using nlohmann::json;
+using probe::CheckRow;
+using probe::CheckStatus;
+namespace codes = diagnosis::codes;
+
+namespace {
+
+std::string Str(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+const json& Inv(const NodeProbe& n) {
+  static const json kEmpty = json::object();
+  return n.report.is_object() && n.report.contains("inventory") ? n.report["inventory"] : kEmpty;
+}
+
+bool Reachable(const NodeProbe& n) { return n.error.empty(); }
+
+CheckRow AgentsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"agents", CheckStatus::kOk, "", {}, ""};
+  int up = 0;
+  for (const auto& n : in.nodes) {
+    if (Reachable(n)) {
+      ++up;
+      continue;
+    }
+    r.details.push_back(n.name + ": " + n.error);
+    out.push_back({codes::kAgentUnreachable, Severity::kError, "no agent on " + n.name, {n.name}, {}, {n.error},
+                   "check that the node is up and reachable from here (ssh, firewall) and that dsdoctor is installed there"});
+  }
+  r.summary = std::to_string(up) + "/" + std::to_string(in.nodes.size()) + " agents answered";
+  if (up < static_cast<int>(in.nodes.size())) {
+    r.status = CheckStatus::kFail;
+    r.remedy = "every node needs a running agent; see AGENT_UNREACHABLE";
+  }
+  return r;
+}
+
+CheckRow HostnamesRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"hostnames", CheckStatus::kOk, "", {}, ""};
+  if (in.simulated) {
+    r.status = CheckStatus::kInfo;
+    r.summary = "simulated nodes share this machine's hostname (not checked)";
+    return r;
+  }
+  std::map<std::string, std::vector<std::string>> by_host;
+  for (const auto& n : in.nodes) {
+    if (Reachable(n)) by_host[Str(Inv(n)["system"], "hostname")].push_back(n.name);
+  }
+  r.summary = std::to_string(by_host.size()) + " distinct hostnames";
+  for (const auto& [host, names] : by_host) {
+    if (names.size() < 2) continue;
+    r.status = CheckStatus::kFail;
+    r.details.push_back(host + ": " + Join(names, ", "));
+    out.push_back({codes::kDuplicateHostname, Severity::kError, "nodes " + Join(names, ", ") + " report the same hostname '" + host + "'",
+                   names, {}, {}, "give every node a unique hostname: NCCL and torch use it to group local ranks"});
+  }
+  return r;
+}
+
+CheckRow NcclRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"NCCL version", CheckStatus::kOk, "", {}, ""};
+  std::map<std::string, std::vector<std::string>> by_version;
+  std::vector<std::string> missing;
+  for (const auto& n : in.nodes) {
+    if (!Reachable(n)) continue;
+    const json& nccl = Inv(n)["nccl"];
+    if (!nccl.value("found", false)) {
+      missing.push_back(n.name);
+      continue;
+    }
+    by_version[Str(nccl, "version")].push_back(n.name);
+    r.details.push_back(n.name + ": " + Str(nccl, "version") + " at " + Str(nccl, "path"));
+  }
+  if (!missing.empty()) {
+    bool none = by_version.empty();
+    r.status = none ? CheckStatus::kWarn : CheckStatus::kFail;
+    r.details.push_back("missing on " + Join(missing, ", "));
+    out.push_back({codes::kNcclMissing, none ? Severity::kWarning : Severity::kError,
+                   none ? "no node has NCCL (fine for CPU-only gloo/MPI jobs)" : "NCCL missing on " + Join(missing, ", "),
+                   missing, {}, {}, "install the same NCCL on every node, or set DSDOCTOR_NCCL_LIBRARY to its path"});
+  }
+  if (by_version.size() > 1) {
+    r.status = CheckStatus::kFail;
+    std::vector<std::string> parts, nodes;
+    for (const auto& [v, names] : by_version) {
+      parts.push_back(v + " on " + Join(names, ", "));
+      nodes.insert(nodes.end(), names.begin(), names.end());
+    }
+    out.push_back({codes::kNcclVersionMismatch, Severity::kError, "NCCL versions differ: " + Join(parts, "; "), nodes, {},
+                   r.details, "install one NCCL version everywhere (NCCL refuses to connect mismatched peers)"});
+  }
+  r.summary = by_version.empty() ? "NCCL not found on any node"
+              : by_version.size() == 1 ? "NCCL " + by_version.begin()->first + " on " +
+                                             std::to_string(by_version.begin()->second.size()) + " nodes"
+                                       : std::to_string(by_version.size()) + " different NCCL versions";
+  return r;
+}
+
+CheckRow CudaRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"CUDA version", CheckStatus::kOk, "", {}, ""};
+  std::map<std::string, std::vector<std::string>> by_runtime;
+  for (const auto& n : in.nodes) {
+    if (!Reachable(n)) continue;
+    const json& cuda = Inv(n)["cuda"];
+    std::string v = cuda.value("runtime_found", false) ? Str(cuda, "runtime_version") : "none";
+    by_runtime[v].push_back(n.name);
+    r.details.push_back(n.name + ": runtime " + v + ", driver " + Str(cuda, "driver_version"));
+  }
+  r.summary = by_runtime.size() <= 1 ? "CUDA runtime " + (by_runtime.empty() ? "?" : by_runtime.begin()->first) + " everywhere"
+                                     : std::to_string(by_runtime.size()) + " different CUDA runtimes";
+  if (by_runtime.size() > 1) {
+    r.status = CheckStatus::kWarn;
+    std::vector<std::string> parts, nodes;
+    for (const auto& [v, names] : by_runtime) {
+      parts.push_back(v + " on " + Join(names, ", "));
+      nodes.insert(nodes.end(), names.begin(), names.end());
+    }
+    out.push_back({codes::kCudaVersionMismatch, Severity::kWarning, "CUDA runtimes differ: " + Join(parts, "; "), nodes, {},
+                   {}, "use the same CUDA toolkit/container image on every node"});
+  }
+  return r;
+}
+
+CheckRow GpuSlotsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"GPUs vs slots", CheckStatus::kOk, "", {}, ""};
+  int with_gpus = 0;
+  for (const auto& n : in.nodes) {
+    if (!Reachable(n)) continue;
+    size_t gpus = Inv(n)["nvml"].value("gpus", json::array()).size();
+    if (gpus == 0) continue;
+    ++with_gpus;
+    r.details.push_back(n.name + ": " + std::to_string(gpus) + " GPUs, " + std::to_string(n.slots) + " slots");
+    if (static_cast<size_t>(n.slots) > gpus) {
+      r.status = CheckStatus::kFail;
+      out.push_back({codes::kSlotsExceedGpus, Severity::kError,
+                     n.name + " has slots=" + std::to_string(n.slots) + " but " + std::to_string(gpus) + " GPUs",
+                     {n.name}, {}, {}, "lower slots= in the hostfile to the GPU count, or use --num_gpus"});
+    }
+  }
+  if (with_gpus == 0) {
+    r.status = CheckStatus::kInfo;
+    r.summary = "no GPUs found (NVML); not checked";
+  } else {
+    r.summary = std::to_string(with_gpus) + " nodes with GPUs";
+  }
+  return r;
+}
+
+CheckRow BootstrapRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"NCCL bootstrap interface", CheckStatus::kOk, "", {}, ""};
+  int ran = 0;
+  for (const auto& n : in.nodes) {
+    if (!Reachable(n)) continue;
+    const json& inv = Inv(n);
+    const json& b = inv["nccl_bootstrap"];
+    if (!b.value("ran", false)) continue;
+    ++ran;
+    std::string ifname = inv["env"].is_object() ? Str(inv["env"], "NCCL_SOCKET_IFNAME") : "";
+    std::string iface = Str(b, "interface");
+    if (!b.value("ok", false)) {
+      r.status = CheckStatus::kFail;
+      std::vector<std::string> ev;
+      for (const auto& w : b.value("warnings", json::array())) ev.push_back("NCCL WARN " + w.get<std::string>());
+      r.details.push_back(n.name + ": failed under NCCL_SOCKET_IFNAME=" + (ifname.empty() ? "(unset)" : ifname));
+      std::vector<std::string> names;
+      for (const auto& nic : inv["system"].value("interfaces", json::array())) {
+        if (nic.value("up", false) && !nic.value("loopback", false)) names.push_back(Str(nic, "name"));
+      }
+      out.push_back({codes::kSocketIfnameInvalid, Severity::kError,
+                     n.name + ": NCCL finds no bootstrap interface" +
+                         (ifname.empty() ? std::string() : " matching NCCL_SOCKET_IFNAME=" + ifname),
+                     {n.name}, {}, ev,
+                     "set NCCL_SOCKET_IFNAME to an interface present on every node (" + n.name + " has: " +
+                         (names.empty() ? "none up" : Join(names, ", ")) + "), or a prefix / '^lo,docker' exclusion"});
+      continue;
+    }
+    r.details.push_back(n.name + ": " + iface + " " + Str(b, "address"));
+    if (iface == "lo" && !in.simulated) {
+      r.status = std::max(r.status, CheckStatus::kWarn);
+      out.push_back({codes::kSocketIfnameInvalid, Severity::kWarning, n.name + ": NCCL would bootstrap over loopback",
+                     {n.name}, {}, {}, "set NCCL_SOCKET_IFNAME to the cluster network interface"});
+    } else if (StartsWith(iface, "docker") || StartsWith(iface, "veth") || StartsWith(iface, "virbr")) {
+      r.status = std::max(r.status, CheckStatus::kWarn);
+      out.push_back({codes::kSocketIfnameInvalid, Severity::kWarning,
+                     n.name + ": NCCL would bootstrap over the container bridge " + iface, {n.name}, {}, {},
+                     "set NCCL_SOCKET_IFNAME=^docker,lo,veth or to the cluster interface"});
+    }
+  }
+  r.summary = ran == 0 ? "not run (no NCCL)" : std::to_string(ran) + " nodes probed with the job's NCCL env";
+  if (ran == 0) r.status = CheckStatus::kInfo;
+  return r;
+}
+
+CheckRow EnvRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"environment consistency", CheckStatus::kOk, "", {}, ""};
+  std::map<std::string, std::map<std::string, std::string>> values;  // var → node → value
+  std::vector<std::string> reachable;
+  for (const auto& n : in.nodes) {
+    if (!Reachable(n)) continue;
+    reachable.push_back(n.name);
+    for (const auto& [k, v] : Inv(n)["env"].items()) {
+      if (StartsWith(k, "NCCL_") || k == "CUDA_VISIBLE_DEVICES" || StartsWith(k, "TORCH_NCCL_") || StartsWith(k, "GLOO_")) {
+        values[k][n.name] = v.get<std::string>();
+      }
+    }
+    for (const auto& f : Inv(n).value("deepspeed_env", json::array())) {
+      for (const auto& p : f.value("problems", json::array())) {
+        if (!p.value("fatal", false)) continue;
+        r.status = CheckStatus::kFail;
+        r.details.push_back(n.name + ": " + Str(f, "path") + ":" + std::to_string(p.value("line", 0)) + ": " + Str(p, "reason"));
+      }
+    }
+  }
+  int mismatched = 0;
+  for (const auto& [var, per_node] : values) {
+    std::set<std::string> distinct;
+    for (const auto& node : reachable) distinct.insert(per_node.count(node) ? per_node.at(node) : "(unset)");
+    if (distinct.size() <= 1) continue;
+    ++mismatched;
+    r.status = CheckStatus::kFail;
+    std::vector<std::string> ev;
+    for (const auto& node : reachable) ev.push_back(node + ": " + var + "=" + (per_node.count(node) ? per_node.at(node) : "(unset)"));
+    r.details.push_back(var + " differs: " + Join(ev, "; "));
+    out.push_back({codes::kEnvMismatch, Severity::kError, var + " differs between nodes", reachable, {}, ev,
+                   "set " + var + " identically for every rank (put it in .deepspeed_env, which the launcher "
+                   "exports to all workers)"});
+  }
+  r.summary = std::to_string(values.size()) + " NCCL/GLOO/CUDA variables compared, " + std::to_string(mismatched) + " differ";
+  return r;
+}
+
+std::string Cell(const json& p) {
+  std::string o = Str(p, "outcome");
+  if (o == "ok") {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "ok %.1fms", p.value("latency_ms", 0.0));
+    return buf;
+  }
+  if (o == "timeout") return "DROP";
+  if (o == "refused") return "RST";
+  if (o == "unreachable") return "UNR";
+  if (o == "unresolved") return "DNS";
+  return "ERR";
+}
+
+CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, ClusterCheckResult& res) {
+  bool rendezvous = kind == "rendezvous";
+  CheckRow r{rendezvous ? "connectivity: rendezvous port " + std::to_string(in.master_port) : "connectivity: agent port",
+             CheckStatus::kOk, "", {}, ""};
+  size_t n = in.nodes.size();
+  auto& m = res.matrix[kind];
+  m.assign(n, std::vector<std::string>(n, "?"));
+  std::map<std::pair<size_t, size_t>, json> results;
+  auto index_of = [&](const std::string& name) -> size_t {
+    for (size_t i = 0; i < n; ++i) {
+      if (in.nodes[i].name == name) return i;
+    }
+    return n;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    m[i][i] = "-";
+    if (!Reachable(in.nodes[i])) continue;
+    for (const auto& p : in.nodes[i].pings.value("results", json::array())) {
+      if (Str(p, "kind") != kind) continue;
+      size_t j = index_of(Str(p, "name"));
+      if (j == n) continue;
+      m[i][j] = Cell(p);
+      results[{i, j}] = p;
+    }
+  }
+  int ok = 0, bad = 0;
+  for (const auto& [ij, p] : results) {
+    auto [i, j] = ij;
+    const NodeProbe& from = in.nodes[i];
+    const NodeProbe& to = in.nodes[j];
+    std::string outcome = Str(p, "outcome");
+    if (outcome == "ok") {
+      ++ok;
+      continue;
+    }
+    ++bad;
+    int port = p.value("port", 0);
+    std::string pair = from.name + " (" + from.address + ") -> " + to.name + " (" + to.address + "):" + std::to_string(port);
+    std::vector<std::string> ev = {pair + ": " + outcome + " after " + std::to_string(static_cast<int>(p.value("latency_ms", 0.0))) +
+                                   " ms (" + Str(p, "error") + ")"};
+    auto back = results.find({j, i});
+    if (back != results.end() && Str(back->second, "outcome") == "ok") {
+      ev.push_back("asymmetric: " + to.name + " -> " + from.name + ":" + std::to_string(back->second.value("port", 0)) + " works");
+    }
+    Finding f;
+    f.nodes = {from.name, to.name};
+    f.evidence = ev;
+    std::string what = (rendezvous ? "rendezvous port " : "agent port ") + std::to_string(port);
+    std::string allow = "allow TCP " + std::to_string(port) + " from " + from.address + " to " + to.address +
+                        " (on " + to.name + ": iptables -I INPUT -p tcp -s " + from.address + " --dport " + std::to_string(port) +
+                        " -j ACCEPT; also check cloud security groups)";
+    if (outcome == "timeout") {
+      f.code = codes::kPortBlocked;
+      f.summary = from.name + " -> " + to.name + ":" + std::to_string(port) + " (" + what +
+                  ") blocked: connection attempts time out, as behind a firewall DROP rule";
+      f.remedy = allow + ". Ping (ICMP) may still work: NCCL and torch need TCP.";
+    } else if (outcome == "refused") {
+      f.code = codes::kPortRefused;
+      bool listening = false;
+      for (const auto& lp : to.pings.value("listening", json::array())) listening |= lp.get<int>() == port;
+      f.summary = from.name + " -> " + to.name + ":" + std::to_string(port) + " (" + what + ") refused: " +
+                  (listening ? "the port is open on " + to.name + ", so a REJECT rule answers" : "nothing listens there");
+      f.evidence.push_back(listening ? to.name + "'s agent reports it is listening on " + std::to_string(port)
+                                     : to.name + " is not listening on " + std::to_string(port));
+      f.remedy = listening ? allow : "start the service on " + to.name + " port " + std::to_string(port) + " (MASTER_PORT must be free and bound on the master)";
+    } else if (outcome == "unreachable") {
+      f.code = codes::kHostUnreachable;
+      f.summary = from.name + " has no route to " + to.name + " (" + to.address + ")";
+      f.remedy = "check routes and the interface (ip route get " + to.address + " on " + from.name + ")";
+    } else if (outcome == "unresolved") {
+      f.code = codes::kNameUnresolved;
+      f.summary = from.name + " cannot resolve " + to.address;
+      f.remedy = "fix DNS or /etc/hosts on " + from.name;
+    } else {
+      f.code = codes::kPortRefused;
+      f.summary = from.name + " -> " + to.name + ":" + std::to_string(port) + " failed: " + Str(p, "error");
+      f.remedy = allow;
+    }
+    f.severity = Severity::kError;
+    r.details.push_back(f.summary);
+    res.findings.push_back(f);
+  }
+  r.summary = std::to_string(ok) + " of " + std::to_string(ok + bad) + " connections ok";
+  if (bad) {
+    r.status = CheckStatus::kFail;
+    r.remedy = "see the matrix below: DROP = timed out (firewall drops), RST = refused (REJECT rule or no listener), "
+               "UNR = no route, DNS = name not resolved";
+  }
+  return r;
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') o += ' ';
+        else o += c;
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
+  ClusterCheckResult res;
+  res.rows.push_back(AgentsRow(in, res.findings));
+  res.rows.push_back(HostnamesRow(in, res.findings));
+  res.rows.push_back(NcclRow(in, res.findings));
+  res.rows.push_back(CudaRow(in, res.findings));
+  res.rows.push_back(GpuSlotsRow(in, res.findings));
+  res.rows.push_back(BootstrapRow(in, res.findings));
+  res.rows.push_back(EnvRow(in, res.findings));
+  res.rows.push_back(ConnectivityRow(in, "agent", res));
+  res.rows.push_back(ConnectivityRow(in, "rendezvous", res));
+  diagnosis::SortBySeverity(res.findings);
+  log::Get("agent")->debug("cluster check: {} rows, {} findings", res.rows.size(), res.findings.size());
+  return res;
+}
+
+std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckResult& res, bool color) {
+  std::ostringstream out;
+  out << probe::RenderChecksText("dsdoctor check: " + std::to_string(in.nodes.size()) + " nodes", res.rows, {color});
+  for (const auto& [kind, m] : res.matrix) {
+    bool any = false;
+    for (const auto& row : m) any |= std::any_of(row.begin(), row.end(), [](const std::string& c) { return c != "?" && c != "-"; });
+    if (!any) continue;
+    if (kind == "rendezvous") {  // one target: the master
+      out << "\nrendezvous port " << in.master_port << " on " << in.nodes[0].name << " (" << in.nodes[0].address << ")\n";
+      for (size_t i = 1; i < m.size(); ++i) out << "  " << in.nodes[i].name << " -> " << in.nodes[0].name << ": " << m[i][0] << "\n";
+      continue;
+    }
+    out << "\nconnectivity matrix, " << (kind == "agent" ? "agent port" : "rendezvous port " + std::to_string(in.master_port))
+        << " (row -> column)\n";
+    size_t w = 10;
+    for (const auto& n : in.nodes) w = std::max(w, n.name.size() + 2);
+    out << std::string(w, ' ');
+    for (const auto& n : in.nodes) out << n.name << std::string(w - n.name.size(), ' ');
+    out << "\n";
+    for (size_t i = 0; i < m.size(); ++i) {
+      out << in.nodes[i].name << std::string(w - in.nodes[i].name.size(), ' ');
+      for (const auto& c : m[i]) out << c << std::string(w > c.size() ? w - c.size() : 1, ' ');
+      out << "\n";
+    }
+  }
+  if (!res.findings.empty()) {
+    out << "\nfindings\n";
+    for (const auto& f : res.findings) {
+      out << "  " << diagnosis::SeverityName(f.severity) << " " << f.code << ": " << f.summary << "\n";
+      for (const auto& e : f.evidence) out << "      " << e << "\n";
+      if (!f.remedy.empty()) out << "      remedy: " << f.remedy << "\n";
+    }
+  }
+  return out.str();
+}
+
+json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
+  json nodes = json::array();
+  for (const auto& n : in.nodes) {
+    nodes.push_back({{"name", n.name}, {"address", n.address}, {"agent_port", n.agent_port}, {"slots", n.slots},
+                     {"reachable", n.error.empty()}, {"error", n.error}, {"report", n.report}});
+  }
+  json checks = json::array();
+  int fails = 0, warns = 0;
+  for (const auto& r : res.rows) {
+    fails += r.status == CheckStatus::kFail;
+    warns += r.status == CheckStatus::kWarn;
+    checks.push_back({{"name", r.name}, {"status", probe::CheckStatusName(r.status)}, {"summary", r.summary},
+                      {"details", r.details}, {"remedy", r.remedy}});
+  }
+  json findings = json::array();
+  for (const auto& f : res.findings) findings.push_back(diagnosis::ToJson(f));
+  return {{"schema", "dsdoctor.check/1"}, {"master_port", in.master_port}, {"nodes", nodes}, {"checks", checks},
+          {"findings", findings}, {"matrix", res.matrix},
+          {"summary", {{"fail", fails}, {"warn", warns}, {"findings", res.findings.size()}, {"exit_code", ClusterExitCode(res)}}}};
+}
+
+std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
+  int failures = 0;
+  for (const auto& r : res.rows) failures += r.status == CheckStatus::kFail;
+  std::ostringstream x;
+  char time[32];
+  std::snprintf(time, sizeof time, "%.3f", seconds);
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"dsdoctor\" tests=\"" << res.rows.size() << "\" failures=\"" << failures << "\" time=\"" << time << "\">\n";
+  x << "  <testsuite name=\"dsdoctor check\" tests=\"" << res.rows.size() << "\" failures=\"" << failures
+    << "\" errors=\"0\" skipped=\"0\" time=\"" << time << "\">\n";
+  for (const auto& r : res.rows) {
+    x << "    <testcase classname=\"dsdoctor.check\" name=\"" << XmlEscape(r.name) << "\">\n";
+    if (r.status == CheckStatus::kFail) {
+      std::set<std::string> codes_here;
+      for (const auto& f : res.findings) {
+        for (const auto& d : r.details) {
+          if (d == f.summary) codes_here.insert(f.code);
+        }
+      }
+      std::string type = codes_here.empty() ? "fail" : Join(std::vector<std::string>(codes_here.begin(), codes_here.end()), ",");
+      x << "      <failure type=\"" << XmlEscape(type) << "\" message=\"" << XmlEscape(r.summary) << "\">"
+        << XmlEscape(Join(r.details, "\n") + (r.remedy.empty() ? "" : "\nremedy: " + r.remedy)) << "</failure>\n";
+    } else {
+      x << "      <system-out>" << XmlEscape(std::string(probe::CheckStatusName(r.status)) + ": " + r.summary) << "</system-out>\n";
+    }
+    x << "    </testcase>\n";
+  }
+  x << "  </testsuite>\n</testsuites>\n";
+  return x.str();
+}
+
+int ClusterExitCode(const ClusterCheckResult& res) {
+  for (const auto& r : res.rows) {
+    if (r.status == CheckStatus::kFail) return 1;
+  }
+  return 0;
+}
+
+}  // namespace dsd::agent

@@ -1,0 +1,240 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <iostream>
+
+#include "agent/client.h"
+#include "agent/cluster_check.h"
+#include "agent/hostfile.h"
+#include "agent/launcher.h"
+#include "agent/token.h"
+#include "cli/commands.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "probe/dsenv.h"
+#include "probe/inventory.h"
+
+extern char** environ;
+
+namespace dsd::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dsdoctor";
+}
+
+// What every rank would see: the coordinator's NCCL_*/GLOO_* variables (DeepSpeed exports these
+// from the launcher) and the merged .deepspeed_env.
+probe::EnvMap JobEnv() {
+  probe::EnvMap env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = kv.substr(0, eq);
+    if (StartsWith(k, "NCCL_") || StartsWith(k, "GLOO_") || StartsWith(k, "TORCH_NCCL_")) env[k] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : probe::MergeDsEnv(probe::FindDsEnvFiles())) env[k] = v;
+  return env;
+}
+
+Result<std::vector<agent::NodePlan>> PlanFromOptions(const CheckOptions& o, std::vector<std::string>* warnings) {
+  agent::PlanOptions plan{o.include, o.exclude, o.num_nodes, o.num_gpus};
+  agent::Hostfile hf;
+  if (o.local > 0) {
+    if (!o.hostfile.empty()) return InvalidArgument("--local and --hostfile are mutually exclusive");
+    hf.path = "--local " + std::to_string(o.local);
+    for (int i = 0; i < o.local; ++i) hf.hosts.push_back({"node-" + std::to_string(i), 1, 0});
+  } else if (!o.hostfile.empty() || agent::DefaultHostfilePath()) {
+    std::string path = o.hostfile.empty() ? *agent::DefaultHostfilePath() : o.hostfile;
+    DSD_ASSIGN_OR_RETURN(hf, agent::LoadHostfile(path));
+    *warnings = hf.warnings;
+  } else if (!o.agents.empty()) {
+    auto parts = Split(o.agents, ',');
+    hf.path = "--agents";
+    for (size_t i = 0; i < parts.size(); ++i) hf.hosts.push_back({"node-" + std::to_string(i), 1, 0});
+  } else {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    hf.path = "(this node)";
+    hf.hosts.push_back({host, 1, 0});
+  }
+  return agent::PlanNodes(hf, plan);
+}
+
+}  // namespace
+
+int RunCheck(const CheckOptions& o) {
+  auto log = log::Get("cli");
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> warnings;
+  auto nodes = PlanFromOptions(o, &warnings);
+  if (!nodes.ok()) {
+    std::cerr << "dsdoctor check: " << nodes.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (const auto& w : warnings) log->warn("{}", w);
+
+  std::string launcher_name = o.launcher;
+  if (launcher_name.empty()) launcher_name = o.agents.empty() ? "local" : "attach";
+  std::unique_ptr<agent::Launcher> launcher;
+  std::string token;
+  if (launcher_name == "local") {
+    auto t = agent::GenerateToken();
+    if (!t.ok()) {
+      log->error("{}", t.status().message());
+      return kExitInternal;
+    }
+    token = *t;
+    agent::LocalLauncherOptions lo;
+    lo.dsdoctor_binary = SelfExe();
+    lo.agent_port = o.agent_port;
+    lo.log_level = o.log_level;
+    launcher = std::make_unique<agent::LocalLauncher>(lo);
+  } else if (launcher_name == "attach") {
+    if (o.agents.empty()) {
+      std::cerr << "dsdoctor check: --launcher attach needs --agents host:port,…\n";
+      return kExitUsage;
+    }
+    std::vector<net::Endpoint> endpoints;
+    for (const auto& part : Split(o.agents, ',')) {
+      auto e = net::ParseEndpoint(std::string(Trim(part)));
+      if (!e.ok()) {
+        std::cerr << "dsdoctor check: --agents: " << e.status().message() << "\n";
+        return kExitUsage;
+      }
+      endpoints.push_back(*e);
+    }
+    if (endpoints.size() != nodes->size()) {
+      std::cerr << "dsdoctor check: --agents lists " << endpoints.size() << " agents for " << nodes->size() << " nodes\n";
+      return kExitUsage;
+    }
+    std::string token_file = o.token_file.empty() ? (std::getenv("DSDOCTOR_TOKEN_FILE") ? std::getenv("DSDOCTOR_TOKEN_FILE") : "") : o.token_file;
+    if (token_file.empty()) {
+      std::cerr << "dsdoctor check: --launcher attach needs --token-file (or DSDOCTOR_TOKEN_FILE)\n";
+      return kExitUsage;
+    }
+    auto t = agent::LoadTokenFile(token_file);
+    if (!t.ok()) {
+      std::cerr << "dsdoctor check: " << t.status().message() << "\n";
+      return kExitUsage;
+    }
+    token = *t;
+    launcher = std::make_unique<agent::AttachLauncher>(endpoints);
+  } else {
+    std::cerr << "dsdoctor check: --launcher " << launcher_name << " is not available yet (use local or attach)\n";
+    return kExitUsage;
+  }
+
+  auto handles = launcher->Start(*nodes, token);
+  const auto timeout = std::chrono::milliseconds(std::max(o.connect_timeout_ms, 100));
+  const auto call_timeout = std::chrono::seconds(60);
+
+  agent::ClusterCheckInput input;
+  input.master_port = o.master_port;
+  input.simulated = launcher_name == "local";
+  input.connect_timeout_ms = o.connect_timeout_ms;
+  std::vector<std::optional<agent::AgentClient>> clients(handles.size());
+  for (size_t i = 0; i < handles.size(); ++i) {
+    agent::NodeProbe p;
+    p.name = handles[i].name;
+    p.address = handles[i].endpoint.host;
+    p.agent_port = handles[i].endpoint.port;
+    p.slots = static_cast<int>((*nodes)[i].slots.size());
+    p.error = handles[i].error;
+    input.nodes.push_back(p);
+  }
+  // Connect and collect inventories in parallel.
+  probe::EnvMap job_env = JobEnv();
+  {
+    std::vector<std::future<void>> work;
+    for (size_t i = 0; i < handles.size(); ++i) {
+      if (!input.nodes[i].error.empty()) continue;
+      work.push_back(std::async(std::launch::async, [&, i] {
+        auto c = agent::AgentClient::Connect(handles[i].endpoint, token, timeout);
+        if (!c.ok()) {
+          input.nodes[i].error = c.status().message();
+          return;
+        }
+        auto inv = c->Call({{"type", "inventory"}, {"job_env", job_env}}, call_timeout);
+        if (!inv.ok()) {
+          input.nodes[i].error = inv.status().message();
+          return;
+        }
+        input.nodes[i].report = (*inv)["report"];
+        clients[i].emplace(std::move(c).value());
+      }));
+    }
+    for (auto& w : work) w.get();
+  }
+  // The master node's agent opens the rendezvous port, as rank 0's store would.
+  if (clients[0]) {
+    auto l = clients[0]->Call({{"type", "listen"}, {"port", o.master_port}}, call_timeout);
+    if (!l.ok()) log->warn("master {} could not listen on {}: {}", input.nodes[0].name, o.master_port, l.status().message());
+  }
+  // Full mesh, every agent at once: the whole phase is bounded by one connect timeout.
+  {
+    std::vector<std::future<void>> work;
+    for (size_t i = 0; i < handles.size(); ++i) {
+      if (!clients[i]) continue;
+      json targets = json::array();
+      for (size_t j = 0; j < handles.size(); ++j) {
+        if (i == j || !input.nodes[j].error.empty()) continue;
+        targets.push_back({{"name", input.nodes[j].name}, {"host", input.nodes[j].address},
+                           {"port", input.nodes[j].agent_port}, {"kind", "agent"}});
+      }
+      if (i != 0 && input.nodes[0].error.empty()) {
+        targets.push_back({{"name", input.nodes[0].name}, {"host", input.nodes[0].address}, {"port", o.master_port},
+                           {"kind", "rendezvous"}});
+      }
+      work.push_back(std::async(std::launch::async, [&, i, targets] {
+        auto r = clients[i]->Call({{"type", "ping"}, {"targets", targets}, {"timeout_ms", o.connect_timeout_ms}}, call_timeout);
+        if (r.ok()) input.nodes[i].pings = *r;
+        else log->warn("ping from {}: {}", input.nodes[i].name, r.status().message());
+      }));
+    }
+    for (auto& w : work) w.get();
+  }
+  // Master's listening ports are needed by the evaluation for refused connections to it.
+  if (clients[0]) {
+    auto r = clients[0]->Call({{"type", "ping"}, {"targets", json::array()}}, call_timeout);
+    if (r.ok() && input.nodes[0].pings.is_null()) input.nodes[0].pings = *r;
+  }
+  for (auto& c : clients) {
+    if (c && launcher_name == "local") (void)c->Call({{"type", "shutdown"}}, std::chrono::seconds(2));
+  }
+  clients.clear();
+  launcher->Stop();
+
+  auto result = agent::EvaluateCluster(input);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  int code = agent::ClusterExitCode(result);
+  if (o.json_out == "-") {
+    std::cout << agent::ClusterJson(input, result).dump(2) << "\n";
+  } else {
+    std::cout << agent::RenderClusterText(input, result, o.color);
+    if (!o.json_out.empty()) {
+      if (Status s = WriteFileAtomic(o.json_out, agent::ClusterJson(input, result).dump(2) + "\n"); !s.ok()) {
+        log->error("--json: {}", s.message());
+        return kExitInternal;
+      }
+    }
+  }
+  if (!o.junit_out.empty()) {
+    if (Status s = WriteFileAtomic(o.junit_out, agent::RenderJUnit(result, seconds)); !s.ok()) {
+      log->error("--junit: {}", s.message());
+      return kExitInternal;
+    }
+  }
+  log->debug("check finished in {:.2f} s with exit code {}", seconds, code);
+  return code;
+}
+
+}  // namespace dsd::cli

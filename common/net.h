@@ -1,0 +1,79 @@
+// TCP helpers: listeners, connects with a deadline and a chosen source address, connect probes
+// that classify failures the way a firewall shows them, and framed message I/O.
+// Free functions over file descriptors; thread-safe (each call owns its fds).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "common/clock.h"
+#include "common/framing.h"
+#include "common/status.h"
+
+namespace dsd::net {
+
+// Owns one file descriptor; closes it on destruction. Move-only.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { Reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.Release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = o.Release();
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  std::string ToString() const;  // "127.0.0.2:47000", "[::1]:47000"
+};
+
+// "host:port" or "[v6]:port"; errors name the text.
+Result<Endpoint> ParseEndpoint(const std::string& text);
+
+// Binds and listens (SO_REUSEADDR). Port 0 picks a free port; `bound_port` receives it.
+Result<Fd> Listen(const std::string& addr, int port, int* bound_port = nullptr, int backlog = 128);
+
+// How a connect attempt ended. The classes match what firewalls do: DROP rules swallow the SYN
+// (kTimeout), REJECT rules or a closed port answer with a reset/ICMP port-unreachable (kRefused),
+// missing routes or ICMP host-unreachable give kUnreachable.
+enum class ConnectOutcome { kOk, kTimeout, kRefused, kUnreachable, kUnresolved, kError };
+const char* ConnectOutcomeName(ConnectOutcome o);  // "ok", "timeout", "refused", ...
+
+struct ConnectResult {
+  ConnectOutcome outcome = ConnectOutcome::kError;
+  double latency_ms = 0;  // time to establish (ok) or to fail
+  std::string error;      // strerror / gai_strerror text
+  Fd fd;                  // the connected socket when ok
+};
+
+// Resolves `host`, connects with `timeout`, optionally from `source_addr` (bind before connect,
+// so firewall rules that match on source see the right node).
+ConnectResult Connect(const std::string& host, int port, Duration timeout, const std::string& source_addr = "");
+
+Status SendAll(int fd, std::string_view bytes);
+Status SendFrame(int fd, const nlohmann::json& message);
+// Reads until `decoder` yields a message or `timeout` passes. EOF before a message is kUnavailable.
+Result<nlohmann::json> RecvFrame(int fd, wire::FrameDecoder& decoder, Duration timeout);
+
+}  // namespace dsd::net

@@ -1,0 +1,170 @@
+// End-to-end tests of `dsdoctor check` with real agents, real sockets and real iptables rules,
+// each inside a private network namespace (`unshare -n`, only lo, which the script brings up), so
+// nothing touches the host's network. The namespace disappears with the script; agents started
+// by a script are ended by pid.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/file.h"
+#include "common/process.h"
+
+namespace dsd {
+namespace {
+
+using nlohmann::json;
+
+class CheckE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("dsd_check_e2e_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    auto probe = RunCommand({"unshare", "-n", "sh", "-c", "ip link set lo up && iptables -L OUTPUT -n >/dev/null"}, {});
+    if (!probe.ok() || probe->exit_code != 0) {
+      if (std::getenv("DSDOCTOR_REQUIRE_NETNS")) FAIL() << "network namespaces/iptables required: " << (probe.ok() ? probe->err : "");
+      GTEST_SKIP() << "needs root, unshare -n and iptables";
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Runs `script` in a fresh network namespace with $DSD (the binary) and $DIR set.
+  CommandResult InNamespace(const std::string& script) {
+    CommandOptions opts;
+    opts.env = {{"DSD", DSDOCTOR_BIN}, {"DIR", dir_.string()}, {"DSDOCTOR_LOG_LEVEL", "warn"}};
+    opts.timeout = std::chrono::seconds(90);
+    auto r = RunCommand({"unshare", "-n", "bash", "-c", "set -u; ip link set lo up; " + script}, opts);
+    EXPECT_TRUE(r.ok());
+    EXPECT_FALSE(r->timed_out);
+    return r.ok() ? *r : CommandResult{};
+  }
+
+  json ReadJson(const std::string& name) {
+    auto text = ReadFile((dir_ / name).string());
+    EXPECT_TRUE(text.ok()) << text.status().ToString();
+    return text.ok() ? json::parse(*text) : json();
+  }
+
+  static std::vector<json> FindingsWithCode(const json& doc, const std::string& code) {
+    std::vector<json> out;
+    for (const auto& f : doc["findings"]) {
+      if (f["code"] == code) out.push_back(f);
+    }
+    return out;
+  }
+
+  std::filesystem::path dir_;
+};
+
+constexpr const char* kCheck4 =
+    "$DSD check --local 4 --agent-port 47000 --connect-timeout-ms 500 --json $DIR/out.json --junit $DIR/junit.xml";
+
+TEST_F(CheckE2eTest, HealthyClusterExitsZeroWithValidJUnit) {
+  auto r = InNamespace(kCheck4);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  EXPECT_EQ(doc["summary"]["fail"], 0);
+  EXPECT_EQ(doc["nodes"].size(), 4u);
+  // Well-formed JUnit with one testcase per check and no failure.
+  auto xml = RunCommand({"python3", "-c",
+                         "import sys,xml.etree.ElementTree as E; s=E.parse(sys.argv[1]).getroot().find('testsuite');"
+                         "print(s.get('tests'), s.get('failures'), len(s.findall('testcase')), len(s.findall('.//failure')))",
+                         (dir_ / "junit.xml").string()},
+                        {});
+  ASSERT_TRUE(xml.ok());
+  EXPECT_EQ(xml->exit_code, 0) << xml->err;
+  EXPECT_EQ(xml->out, "9 0 9 0\n");
+}
+
+TEST_F(CheckE2eTest, DropRuleIsPortBlockedForExactlyThatPair) {
+  auto r = InNamespace("iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.4 -p tcp --dport 47000 -j DROP; " + std::string(kCheck4));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  auto blocked = FindingsWithCode(doc, "PORT_BLOCKED");
+  ASSERT_EQ(blocked.size(), 1u) << doc["findings"].dump(2);
+  EXPECT_EQ(blocked[0]["nodes"], json({"node-1", "node-2"}));
+  EXPECT_NE(blocked[0]["summary"].get<std::string>().find("node-1 -> node-2:47000"), std::string::npos);
+  EXPECT_NE(blocked[0]["evidence"].dump().find("asymmetric: node-2 -> node-1:47000 works"), std::string::npos);
+  EXPECT_EQ(doc["findings"].size(), 1u) << doc["findings"].dump(2);
+  EXPECT_EQ(doc["matrix"]["agent"][1][2], "DROP");
+  EXPECT_NE(r.out.find("PORT_BLOCKED"), std::string::npos);
+  auto junit = ReadFile((dir_ / "junit.xml").string());
+  EXPECT_NE(junit->find("<failure type=\"PORT_BLOCKED\""), std::string::npos) << *junit;
+}
+
+TEST_F(CheckE2eTest, RejectRuleIsPortRefusedWhileTheTargetListens) {
+  auto r = InNamespace("iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.4 -p tcp --dport 47000 -j REJECT --reject-with tcp-reset; " +
+                       std::string(kCheck4));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  auto refused = FindingsWithCode(doc, "PORT_REFUSED");
+  ASSERT_EQ(refused.size(), 1u) << doc["findings"].dump(2);
+  EXPECT_EQ(refused[0]["nodes"], json({"node-1", "node-2"}));
+  EXPECT_NE(refused[0]["summary"].get<std::string>().find("REJECT rule"), std::string::npos) << refused[0].dump();
+  EXPECT_TRUE(FindingsWithCode(doc, "PORT_BLOCKED").empty());
+}
+
+TEST_F(CheckE2eTest, BlockedRendezvousPortNamesTheMasterPort) {
+  auto r = InNamespace("iptables -A OUTPUT -s 127.0.0.4 -d 127.0.0.2 -p tcp --dport 29500 -j DROP; " + std::string(kCheck4));
+  EXPECT_EQ(r.exit_code, 1);
+  json doc = ReadJson("out.json");
+  auto blocked = FindingsWithCode(doc, "PORT_BLOCKED");
+  ASSERT_EQ(blocked.size(), 1u) << doc["findings"].dump(2);
+  EXPECT_EQ(blocked[0]["nodes"], json({"node-2", "node-0"}));
+  EXPECT_NE(blocked[0]["summary"].get<std::string>().find("rendezvous port 29500"), std::string::npos);
+}
+
+// Two hand-started agents, one whose own environment names a missing interface; attach to both.
+TEST_F(CheckE2eTest, AttachedAgentWithMissingIfnameIsSocketIfnameInvalid) {
+  auto r = InNamespace(
+      "umask 077; echo secret-token > $DIR/token; "
+      "$DSD agent --listen 127.0.0.2:47100 --token-file $DIR/token --name good > $DIR/a.out & A=$!; "
+      "NCCL_SOCKET_IFNAME=nosuch0 $DSD agent --listen 127.0.0.3:47100 --token-file $DIR/token --name bad > $DIR/b.out & B=$!; "
+      "for i in $(seq 100); do grep -q READY $DIR/a.out && grep -q READY $DIR/b.out && break; sleep 0.05; done; "
+      "$DSD check --launcher attach --agents 127.0.0.2:47100,127.0.0.3:47100 --token-file $DIR/token "
+      "--connect-timeout-ms 500 --json $DIR/out.json; rc=$?; kill $A $B; wait $A $B; exit $rc");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  auto invalid = FindingsWithCode(doc, "SOCKET_IFNAME_INVALID");
+  // node-1 fails; node-0 works but, with only lo in this namespace, is warned about loopback.
+  ASSERT_EQ(invalid.size(), 2u) << doc["findings"].dump(2);
+  EXPECT_EQ(invalid[0]["severity"], "error");
+  EXPECT_EQ(invalid[0]["nodes"], json({"node-1"}));
+  EXPECT_NE(invalid[0]["summary"].get<std::string>().find("NCCL_SOCKET_IFNAME=nosuch0"), std::string::npos);
+  EXPECT_EQ(invalid[1]["severity"], "warning");
+  EXPECT_EQ(invalid[1]["nodes"], json({"node-0"}));
+  EXPECT_NE(invalid[1]["summary"].get<std::string>().find("loopback"), std::string::npos);
+  auto mismatch = FindingsWithCode(doc, "ENV_MISMATCH");
+  ASSERT_EQ(mismatch.size(), 1u);
+  EXPECT_NE(mismatch[0]["summary"].get<std::string>().find("NCCL_SOCKET_IFNAME"), std::string::npos);
+}
+
+TEST_F(CheckE2eTest, WrongTokenIsRefusedAndTheAgentStaysUp) {
+  auto r = InNamespace(
+      "umask 077; echo right > $DIR/token; echo wrong > $DIR/bad; "
+      "$DSD agent --listen 127.0.0.2:47200 --token-file $DIR/token > $DIR/a.out 2> $DIR/a.err & A=$!; "
+      "for i in $(seq 100); do grep -q READY $DIR/a.out && break; sleep 0.05; done; "
+      "$DSD check --launcher attach --agents 127.0.0.2:47200 --token-file $DIR/bad --json $DIR/bad.json; echo bad_rc=$?; "
+      "$DSD check --launcher attach --agents 127.0.0.2:47200 --token-file $DIR/token --json $DIR/good.json; echo good_rc=$?; "
+      "kill $A; wait $A; cat $DIR/a.err");
+  EXPECT_NE(r.out.find("bad_rc=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("good_rc=0"), std::string::npos) << r.out << r.err;
+  json bad = ReadJson("bad.json");
+  auto unreachable = FindingsWithCode(bad, "AGENT_UNREACHABLE");
+  ASSERT_EQ(unreachable.size(), 1u);
+  EXPECT_NE(unreachable[0]["evidence"].dump().find("authentication failed"), std::string::npos) << unreachable[0].dump();
+  EXPECT_NE(r.out.find("refused connection from 127.0.0.1"), std::string::npos);  // the agent logged it
+}
+
+TEST_F(CheckE2eTest, AgentsDoNotOutliveAKilledCoordinator) {
+  auto r = InNamespace(
+      "$DSD check --local 3 --agent-port 47300 --json $DIR/out.json & C=$!; sleep 0.3; kill -9 $C; wait $C; sleep 1; "
+      "pgrep -f 'agent --listen 127.0.0.[234]:47300' || echo no-agents-left");
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
+}
+
+}  // namespace
+}  // namespace dsd
