@@ -23,10 +23,25 @@ std::string Str(const json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
-const json& Inv(const NodeProbe& n) {
-  static const json kEmpty = json::object();
-  return n.report.is_object() && n.report.contains("inventory") ? n.report["inventory"] : kEmpty;
+// Agents' documents are untrusted input: a missing or mistyped field reads as empty, never throws.
+const json& Field(const json& j, const char* key) {
+  static const json kNull;
+  return j.is_object() && j.contains(key) ? j[key] : kNull;
 }
+const json& Arr(const json& j, const char* key) {
+  static const json kEmpty = json::array();
+  const json& v = Field(j, key);
+  return v.is_array() ? v : kEmpty;
+}
+bool Bool(const json& j, const char* key) {
+  const json& v = Field(j, key);
+  return v.is_boolean() && v.get<bool>();
+}
+double Num(const json& j, const char* key) {
+  const json& v = Field(j, key);
+  return v.is_number() ? v.get<double>() : 0.0;
+}
+const json& Inv(const NodeProbe& n) { return Field(n.report, "inventory"); }
 
 bool Reachable(const NodeProbe& n) { return n.error.empty(); }
 
@@ -59,7 +74,7 @@ CheckRow HostnamesRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   }
   std::map<std::string, std::vector<std::string>> by_host;
   for (const auto& n : in.nodes) {
-    if (Reachable(n)) by_host[Str(Inv(n)["system"], "hostname")].push_back(n.name);
+    if (Reachable(n)) by_host[Str(Field(Inv(n), "system"), "hostname")].push_back(n.name);
   }
   r.summary = std::to_string(by_host.size()) + " distinct hostnames";
   for (const auto& [host, names] : by_host) {
@@ -78,8 +93,8 @@ CheckRow NcclRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   std::vector<std::string> missing;
   for (const auto& n : in.nodes) {
     if (!Reachable(n)) continue;
-    const json& nccl = Inv(n)["nccl"];
-    if (!nccl.value("found", false)) {
+    const json& nccl = Field(Inv(n), "nccl");
+    if (!Bool(nccl, "found")) {
       missing.push_back(n.name);
       continue;
     }
@@ -116,8 +131,8 @@ CheckRow CudaRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   std::map<std::string, std::vector<std::string>> by_runtime;
   for (const auto& n : in.nodes) {
     if (!Reachable(n)) continue;
-    const json& cuda = Inv(n)["cuda"];
-    std::string v = cuda.value("runtime_found", false) ? Str(cuda, "runtime_version") : "none";
+    const json& cuda = Field(Inv(n), "cuda");
+    std::string v = Bool(cuda, "runtime_found") ? Str(cuda, "runtime_version") : "none";
     by_runtime[v].push_back(n.name);
     r.details.push_back(n.name + ": runtime " + v + ", driver " + Str(cuda, "driver_version"));
   }
@@ -141,7 +156,7 @@ CheckRow GpuSlotsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   int with_gpus = 0;
   for (const auto& n : in.nodes) {
     if (!Reachable(n)) continue;
-    size_t gpus = Inv(n)["nvml"].value("gpus", json::array()).size();
+    size_t gpus = Arr(Field(Inv(n), "nvml"), "gpus").size();
     if (gpus == 0) continue;
     ++with_gpus;
     r.details.push_back(n.name + ": " + std::to_string(gpus) + " GPUs, " + std::to_string(n.slots) + " slots");
@@ -167,19 +182,21 @@ CheckRow BootstrapRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   for (const auto& n : in.nodes) {
     if (!Reachable(n)) continue;
     const json& inv = Inv(n);
-    const json& b = inv["nccl_bootstrap"];
-    if (!b.value("ran", false)) continue;
+    const json& b = Field(inv, "nccl_bootstrap");
+    if (!Bool(b, "ran")) continue;
     ++ran;
-    std::string ifname = inv["env"].is_object() ? Str(inv["env"], "NCCL_SOCKET_IFNAME") : "";
+    std::string ifname = Str(Field(inv, "env"), "NCCL_SOCKET_IFNAME");
     std::string iface = Str(b, "interface");
-    if (!b.value("ok", false)) {
+    if (!Bool(b, "ok")) {
       r.status = CheckStatus::kFail;
       std::vector<std::string> ev;
-      for (const auto& w : b.value("warnings", json::array())) ev.push_back("NCCL WARN " + w.get<std::string>());
+      for (const auto& w : Arr(b, "warnings")) {
+        if (w.is_string()) ev.push_back("NCCL WARN " + w.get<std::string>());
+      }
       r.details.push_back(n.name + ": failed under NCCL_SOCKET_IFNAME=" + (ifname.empty() ? "(unset)" : ifname));
       std::vector<std::string> names;
-      for (const auto& nic : inv["system"].value("interfaces", json::array())) {
-        if (nic.value("up", false) && !nic.value("loopback", false)) names.push_back(Str(nic, "name"));
+      for (const auto& nic : Arr(Field(inv, "system"), "interfaces")) {
+        if (Bool(nic, "up") && !Bool(nic, "loopback")) names.push_back(Str(nic, "name"));
       }
       out.push_back({codes::kSocketIfnameInvalid, Severity::kError,
                      n.name + ": NCCL finds no bootstrap interface" +
@@ -213,16 +230,19 @@ CheckRow EnvRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   for (const auto& n : in.nodes) {
     if (!Reachable(n)) continue;
     reachable.push_back(n.name);
-    for (const auto& [k, v] : Inv(n)["env"].items()) {
+    const json& env = Field(Inv(n), "env");
+    if (!env.is_object()) continue;
+    for (const auto& [k, v] : env.items()) {
+      if (!v.is_string()) continue;
       if (StartsWith(k, "NCCL_") || k == "CUDA_VISIBLE_DEVICES" || StartsWith(k, "TORCH_NCCL_") || StartsWith(k, "GLOO_")) {
         values[k][n.name] = v.get<std::string>();
       }
     }
-    for (const auto& f : Inv(n).value("deepspeed_env", json::array())) {
-      for (const auto& p : f.value("problems", json::array())) {
-        if (!p.value("fatal", false)) continue;
+    for (const auto& f : Arr(Inv(n), "deepspeed_env")) {
+      for (const auto& p : Arr(f, "problems")) {
+        if (!Bool(p, "fatal")) continue;
         r.status = CheckStatus::kFail;
-        r.details.push_back(n.name + ": " + Str(f, "path") + ":" + std::to_string(p.value("line", 0)) + ": " + Str(p, "reason"));
+        r.details.push_back(n.name + ": " + Str(f, "path") + ":" + std::to_string(static_cast<int>(Num(p, "line"))) + ": " + Str(p, "reason"));
       }
     }
   }
@@ -248,7 +268,7 @@ std::string Cell(const json& p) {
   std::string o = Str(p, "outcome");
   if (o == "ok") {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "ok %.1fms", p.value("latency_ms", 0.0));
+    std::snprintf(buf, sizeof buf, "ok %.1fms", Num(p, "latency_ms"));
     return buf;
   }
   if (o == "timeout") return "DROP";
@@ -275,7 +295,7 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
   for (size_t i = 0; i < n; ++i) {
     m[i][i] = "-";
     if (!Reachable(in.nodes[i])) continue;
-    for (const auto& p : in.nodes[i].pings.value("results", json::array())) {
+    for (const auto& p : Arr(in.nodes[i].pings, "results")) {
       if (Str(p, "kind") != kind) continue;
       size_t j = index_of(Str(p, "name"));
       if (j == n) continue;
@@ -294,13 +314,13 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
       continue;
     }
     ++bad;
-    int port = p.value("port", 0);
+    int port = static_cast<int>(Num(p, "port"));
     std::string pair = from.name + " (" + from.address + ") -> " + to.name + " (" + to.address + "):" + std::to_string(port);
-    std::vector<std::string> ev = {pair + ": " + outcome + " after " + std::to_string(static_cast<int>(p.value("latency_ms", 0.0))) +
+    std::vector<std::string> ev = {pair + ": " + outcome + " after " + std::to_string(static_cast<int>(Num(p, "latency_ms"))) +
                                    " ms (" + Str(p, "error") + ")"};
     auto back = results.find({j, i});
     if (back != results.end() && Str(back->second, "outcome") == "ok") {
-      ev.push_back("asymmetric: " + to.name + " -> " + from.name + ":" + std::to_string(back->second.value("port", 0)) + " works");
+      ev.push_back("asymmetric: " + to.name + " -> " + from.name + ":" + std::to_string(static_cast<int>(Num(back->second, "port"))) + " works");
     }
     Finding f;
     f.nodes = {from.name, to.name};
@@ -317,7 +337,7 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
     } else if (outcome == "refused") {
       f.code = codes::kPortRefused;
       bool listening = false;
-      for (const auto& lp : to.pings.value("listening", json::array())) listening |= lp.get<int>() == port;
+      for (const auto& lp : Arr(to.pings, "listening")) listening |= lp.is_number_integer() && lp.get<int>() == port;
       f.summary = from.name + " -> " + to.name + ":" + std::to_string(port) + " (" + what + ") refused: " +
                   (listening ? "the port is open on " + to.name + ", so a REJECT rule answers" : "nothing listens there");
       f.evidence.push_back(listening ? to.name + "'s agent reports it is listening on " + std::to_string(port)

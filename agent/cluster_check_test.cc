@@ -1,0 +1,143 @@
+#include "agent/cluster_check.h"
+
+#include <gtest/gtest.h>
+
+namespace dsd::agent {
+namespace {
+
+using nlohmann::json;
+
+json Report(const std::string& host, const std::string& nccl, const std::string& cuda, json env = json::object(),
+            int gpus = 0) {
+  json gpu_list = json::array();
+  for (int i = 0; i < gpus; ++i) gpu_list.push_back({{"index", i}});
+  return {{"inventory",
+           {{"system", {{"hostname", host}, {"interfaces", json::array({{{"name", "eth0"}, {"up", true}, {"loopback", false}}})}}},
+            {"nccl", {{"found", !nccl.empty()}, {"version", nccl}, {"path", "/lib/libnccl.so.2"}}},
+            {"nccl_bootstrap", {{"ran", !nccl.empty()}, {"ok", true}, {"interface", "eth0"}, {"address", "198.18.0.1"}}},
+            {"cuda", {{"runtime_found", true}, {"runtime_version", cuda}, {"driver_version", "none"}}},
+            {"nvml", {{"gpus", gpu_list}}},
+            {"env", env},
+            {"deepspeed_env", json::array()}}}};
+}
+
+ClusterCheckInput Cluster(std::vector<json> reports) {
+  ClusterCheckInput in;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    NodeProbe n;
+    n.name = "node-" + std::to_string(i);
+    n.address = "198.18.0." + std::to_string(i + 1);
+    n.report = reports[i];
+    in.nodes.push_back(n);
+  }
+  return in;
+}
+
+std::vector<diagnosis::Finding> WithCode(const ClusterCheckResult& r, const std::string& code) {
+  std::vector<diagnosis::Finding> out;
+  for (const auto& f : r.findings) {
+    if (f.code == code) out.push_back(f);
+  }
+  return out;
+}
+
+TEST(ClusterCheckTest, HealthyClusterHasNoFindings) {
+  auto r = EvaluateCluster(Cluster({Report("a", "2.21.5", "12.4"), Report("b", "2.21.5", "12.4")}));
+  EXPECT_TRUE(r.findings.empty());
+  EXPECT_EQ(ClusterExitCode(r), 0);
+}
+
+TEST(ClusterCheckTest, NcclVersionMismatchListsWhichNodeHasWhich) {
+  auto r = EvaluateCluster(
+      Cluster({Report("a", "2.21.5", "12.4"), Report("b", "2.18.3", "12.4"), Report("c", "2.21.5", "12.4")}));
+  auto f = WithCode(r, "NCCL_VERSION_MISMATCH");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].summary, "NCCL versions differ: 2.18.3 on node-1; 2.21.5 on node-0, node-2");
+  EXPECT_EQ(ClusterExitCode(r), 1);
+}
+
+TEST(ClusterCheckTest, NcclMissingOnSomeNodesIsAnError) {
+  auto r = EvaluateCluster(Cluster({Report("a", "2.21.5", "12.4"), Report("b", "", "12.4")}));
+  auto f = WithCode(r, "NCCL_MISSING");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].severity, diagnosis::Severity::kError);
+  EXPECT_EQ(f[0].nodes, std::vector<std::string>{"node-1"});
+  auto none = EvaluateCluster(Cluster({Report("a", "", "12.4"), Report("b", "", "12.4")}));
+  EXPECT_EQ(WithCode(none, "NCCL_MISSING")[0].severity, diagnosis::Severity::kWarning);
+}
+
+TEST(ClusterCheckTest, CudaMismatchDuplicateHostnamesAndSlots) {
+  auto in = Cluster({Report("same", "2.21.5", "12.4", {}, 2), Report("same", "2.21.5", "12.1", {}, 8)});
+  in.nodes[0].slots = 4;
+  auto r = EvaluateCluster(in);
+  EXPECT_EQ(WithCode(r, "CUDA_VERSION_MISMATCH").size(), 1u);
+  auto dup = WithCode(r, "DUPLICATE_HOSTNAME");
+  ASSERT_EQ(dup.size(), 1u);
+  EXPECT_EQ(dup[0].nodes, (std::vector<std::string>{"node-0", "node-1"}));
+  auto slots = WithCode(r, "SLOTS_EXCEED_GPUS");
+  ASSERT_EQ(slots.size(), 1u);
+  EXPECT_EQ(slots[0].summary, "node-0 has slots=4 but 2 GPUs");
+  in.simulated = true;  // one machine: same hostname is expected
+  EXPECT_TRUE(WithCode(EvaluateCluster(in), "DUPLICATE_HOSTNAME").empty());
+}
+
+TEST(ClusterCheckTest, EnvMismatchNamesTheVariableAndValues) {
+  auto r = EvaluateCluster(Cluster({Report("a", "2.21.5", "12.4", {{"NCCL_IB_DISABLE", "1"}}),
+                                    Report("b", "2.21.5", "12.4", json::object())}));
+  auto f = WithCode(r, "ENV_MISMATCH");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].evidence, (std::vector<std::string>{"node-0: NCCL_IB_DISABLE=1", "node-1: NCCL_IB_DISABLE=(unset)"}));
+}
+
+TEST(ClusterCheckTest, UnreachableAgentIsReportedAndSkippedElsewhere) {
+  auto in = Cluster({Report("a", "2.21.5", "12.4"), json()});
+  in.nodes[1].error = "connect timeout";
+  auto r = EvaluateCluster(in);
+  auto f = WithCode(r, "AGENT_UNREACHABLE");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].nodes, std::vector<std::string>{"node-1"});
+  EXPECT_TRUE(WithCode(r, "NCCL_MISSING").empty());
+}
+
+TEST(ClusterCheckTest, ConnectivityOutcomesMapToCodes) {
+  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4")});
+  auto ping = [](const std::string& to, int port, const std::string& outcome) {
+    return json{{"name", to}, {"host", "x"}, {"port", port}, {"kind", "agent"}, {"outcome", outcome}, {"latency_ms", 1.0}, {"error", "e"}};
+  };
+  in.nodes[0].pings = {{"results", {ping("node-1", 47000, "unreachable"), ping("node-2", 47000, "unresolved")}}, {"listening", {47000}}};
+  in.nodes[1].pings = {{"results", {ping("node-0", 47000, "refused"), ping("node-2", 47000, "ok")}}, {"listening", json::array()}};
+  in.nodes[2].pings = {{"results", {ping("node-0", 47000, "ok"), ping("node-1", 47000, "timeout")}}, {"listening", {47000}}};
+  auto r = EvaluateCluster(in);
+  EXPECT_EQ(WithCode(r, "HOST_UNREACHABLE").size(), 1u);
+  EXPECT_EQ(WithCode(r, "NAME_UNRESOLVED").size(), 1u);
+  auto refused = WithCode(r, "PORT_REFUSED");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].summary.find("REJECT rule"), std::string::npos);  // node-0 listens on 47000
+  auto blocked = WithCode(r, "PORT_BLOCKED");
+  ASSERT_EQ(blocked.size(), 1u);
+  EXPECT_EQ(blocked[0].nodes, (std::vector<std::string>{"node-2", "node-1"}));
+  EXPECT_EQ(r.matrix["agent"][2][1], "DROP");
+  EXPECT_EQ(r.matrix["agent"][1][2], "ok 1.0ms");
+  EXPECT_EQ(r.matrix["agent"][0][0], "-");
+}
+
+TEST(ClusterCheckTest, MalformedAgentDocumentsNeverThrow) {
+  auto in = Cluster({json("not an object"), json{{"inventory", {{"nccl", 5}, {"env", {{"NCCL_X", 3}}}}}}});
+  in.nodes[0].pings = json::array({1, 2});
+  in.nodes[1].pings = {{"results", {{{"name", "node-0"}, {"kind", "agent"}, {"outcome", 7}}}}, {"listening", "x"}};
+  EXPECT_NO_THROW((void)EvaluateCluster(in));
+}
+
+TEST(ClusterCheckTest, JUnitEscapesAndCountsFailures) {
+  ClusterCheckResult r;
+  r.rows = {{"a<b", probe::CheckStatus::kOk, "fine & dandy", {}, ""},
+            {"c", probe::CheckStatus::kFail, "bad \"x\"", {"d"}, "fix"}};
+  std::string x = RenderJUnit(r, 1.5);
+  EXPECT_NE(x.find("tests=\"2\" failures=\"1\""), std::string::npos);
+  EXPECT_NE(x.find("name=\"a&lt;b\""), std::string::npos);
+  EXPECT_NE(x.find("message=\"bad &quot;x&quot;\""), std::string::npos);
+  EXPECT_NE(x.find("fine &amp; dandy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsd::agent
