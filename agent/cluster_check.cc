@@ -43,6 +43,16 @@ double Num(const json& j, const char* key) {
 }
 const json& Inv(const NodeProbe& n) { return Field(n.report, "inventory"); }
 
+// {"2.18.3": [b], "2.21.5": [a, c]} → ("2.18.3 on b; 2.21.5 on a, c", [b, a, c]).
+std::pair<std::string, std::vector<std::string>> DescribeGroups(const std::map<std::string, std::vector<std::string>>& groups) {
+  std::vector<std::string> parts, nodes;
+  for (const auto& [value, names] : groups) {
+    parts.push_back(value + " on " + Join(names, ", "));
+    nodes.insert(nodes.end(), names.begin(), names.end());
+  }
+  return {Join(parts, "; "), nodes};
+}
+
 bool Reachable(const NodeProbe& n) { return n.error.empty(); }
 
 CheckRow AgentsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
@@ -111,12 +121,8 @@ CheckRow NcclRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   }
   if (by_version.size() > 1) {
     r.status = CheckStatus::kFail;
-    std::vector<std::string> parts, nodes;
-    for (const auto& [v, names] : by_version) {
-      parts.push_back(v + " on " + Join(names, ", "));
-      nodes.insert(nodes.end(), names.begin(), names.end());
-    }
-    out.push_back({codes::kNcclVersionMismatch, Severity::kError, "NCCL versions differ: " + Join(parts, "; "), nodes, {},
+    auto [text, nodes] = DescribeGroups(by_version);
+    out.push_back({codes::kNcclVersionMismatch, Severity::kError, "NCCL versions differ: " + text, nodes, {},
                    r.details, "install one NCCL version everywhere (NCCL refuses to connect mismatched peers)"});
   }
   r.summary = by_version.empty() ? "NCCL not found on any node"
@@ -140,12 +146,8 @@ CheckRow CudaRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
                                      : std::to_string(by_runtime.size()) + " different CUDA runtimes";
   if (by_runtime.size() > 1) {
     r.status = CheckStatus::kWarn;
-    std::vector<std::string> parts, nodes;
-    for (const auto& [v, names] : by_runtime) {
-      parts.push_back(v + " on " + Join(names, ", "));
-      nodes.insert(nodes.end(), names.begin(), names.end());
-    }
-    out.push_back({codes::kCudaVersionMismatch, Severity::kWarning, "CUDA runtimes differ: " + Join(parts, "; "), nodes, {},
+    auto [text, nodes] = DescribeGroups(by_runtime);
+    out.push_back({codes::kCudaVersionMismatch, Severity::kWarning, "CUDA runtimes differ: " + text, nodes, {},
                    {}, "use the same CUDA toolkit/container image on every node"});
   }
   return r;

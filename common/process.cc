@@ -15,6 +15,36 @@
 
 namespace dsd {
 
+namespace {
+
+// Waits for `pid` until `deadline` (the child may have closed its output yet still run), then
+// SIGKILLs it by pid; fills the exit fields of a ChildResult or CommandResult.
+template <typename R>
+void ReapWithDeadline(pid_t pid, MonoTime deadline, R& result) {
+  int status = 0;
+  while (!result.timed_out) {
+    pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() >= deadline) result.timed_out = true;
+    else ::usleep(2000);
+  }
+  if (result.timed_out) {
+    log::Get("process")->debug("pid {} timed out; sending SIGKILL", pid);
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signaled = true;
+    result.term_signal = WTERMSIG(status);
+  }
+}
+
+}  // namespace
+
 Result<ChildResult> RunInChild(const std::function<int()>& body, const ChildOptions& options) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
@@ -70,27 +100,7 @@ Result<ChildResult> RunInChild(const std::function<int()>& body, const ChildOpti
     result.output.append(buf, std::min<size_t>(static_cast<size_t>(n), room));
   }
   ::close(fds[0]);
-  // The child may have closed its output yet still run: wait for it, up to the same deadline.
-  int status = 0;
-  while (!result.timed_out) {
-    pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) break;
-    if (std::chrono::steady_clock::now() >= deadline) result.timed_out = true;
-    else ::usleep(2000);
-  }
-  if (result.timed_out) {
-    log->debug("child {} timed out; sending SIGKILL", pid);
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.signaled = true;
-    result.term_signal = WTERMSIG(status);
-  }
+  ReapWithDeadline(pid, deadline, result);
   log->debug("child {} ended: {}", pid, DescribeChildEnd(result));
   return result;
 }
@@ -163,26 +173,7 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const Com
   for (auto& f : fds) {
     if (f.fd >= 0) ::close(f.fd);
   }
-  int status = 0;
-  while (!result.timed_out) {
-    pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) break;
-    if (std::chrono::steady_clock::now() >= deadline) result.timed_out = true;
-    else ::usleep(2000);
-  }
-  if (result.timed_out) {
-    log->debug("pid {} ({}) timed out; sending SIGKILL", pid, argv[0]);
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.signaled = true;
-    result.term_signal = WTERMSIG(status);
-  }
+  ReapWithDeadline(pid, deadline, result);
   log->debug("pid {} ({}) ended: exit {} signal {}", pid, argv[0], result.exit_code, result.term_signal);
   return result;
 }
