@@ -24,10 +24,10 @@ TEST(FindingTest, BadJsonNamesTheField) {
 }
 
 TEST(FindingTest, ErrorsSortFirst) {
-  std::vector<Finding> v = {{.code = "A", .severity = Severity::kInfo},
-                            {.code = "B", .severity = Severity::kError},
-                            {.code = "C", .severity = Severity::kWarning},
-                            {.code = "D", .severity = Severity::kError}};
+  std::vector<Finding> v = {{"A", Severity::kInfo, "", {}, {}, {}, ""},
+                            {"B", Severity::kError, "", {}, {}, {}, ""},
+                            {"C", Severity::kWarning, "", {}, {}, {}, ""},
+                            {"D", Severity::kError, "", {}, {}, {}, ""}};
   SortBySeverity(v);
   EXPECT_EQ(v[0].code, "B");
   EXPECT_EQ(v[1].code, "D");
