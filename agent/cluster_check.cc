@@ -392,15 +392,23 @@ std::string XmlEscape(const std::string& s) {
 
 ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
   ClusterCheckResult res;
-  res.rows.push_back(AgentsRow(in, res.findings));
-  res.rows.push_back(HostnamesRow(in, res.findings));
-  res.rows.push_back(NcclRow(in, res.findings));
-  res.rows.push_back(CudaRow(in, res.findings));
-  res.rows.push_back(GpuSlotsRow(in, res.findings));
-  res.rows.push_back(BootstrapRow(in, res.findings));
-  res.rows.push_back(EnvRow(in, res.findings));
-  res.rows.push_back(ConnectivityRow(in, "agent", res));
-  res.rows.push_back(ConnectivityRow(in, "rendezvous", res));
+  // Each row keeps the codes of the findings its check produced (JUnit failure types).
+  auto add = [&res](CheckRow row, size_t findings_before) {
+    for (size_t i = findings_before; i < res.findings.size(); ++i) {
+      if (std::find(row.codes.begin(), row.codes.end(), res.findings[i].code) == row.codes.end()) {
+        row.codes.push_back(res.findings[i].code);
+      }
+    }
+    res.rows.push_back(std::move(row));
+  };
+  for (auto check : {AgentsRow, HostnamesRow, NcclRow, CudaRow, GpuSlotsRow, BootstrapRow, EnvRow}) {
+    size_t before = res.findings.size();
+    add(check(in, res.findings), before);
+  }
+  for (const char* kind : {"agent", "rendezvous"}) {
+    size_t before = res.findings.size();
+    add(ConnectivityRow(in, kind, res), before);
+  }
   diagnosis::SortBySeverity(res.findings);
   log::Get("agent")->debug("cluster check: {} rows, {} findings", res.rows.size(), res.findings.size());
   return res;
@@ -448,24 +456,16 @@ json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
     nodes.push_back({{"name", n.name}, {"address", n.address}, {"agent_port", n.agent_port}, {"slots", n.slots},
                      {"reachable", n.error.empty()}, {"error", n.error}, {"report", n.report}});
   }
-  json checks = json::array();
-  int fails = 0, warns = 0;
-  for (const auto& r : res.rows) {
-    fails += r.status == CheckStatus::kFail;
-    warns += r.status == CheckStatus::kWarn;
-    checks.push_back({{"name", r.name}, {"status", probe::CheckStatusName(r.status)}, {"summary", r.summary},
-                      {"details", r.details}, {"remedy", r.remedy}});
-  }
+  probe::CheckCounts counts = probe::CountChecks(res.rows);
   json findings = json::array();
   for (const auto& f : res.findings) findings.push_back(diagnosis::ToJson(f));
-  return {{"schema", "dsdoctor.check/1"}, {"master_port", in.master_port}, {"nodes", nodes}, {"checks", checks},
+  return {{"schema", "dsdoctor.check/1"}, {"master_port", in.master_port}, {"nodes", nodes}, {"checks", probe::ChecksJson(res.rows)},
           {"findings", findings}, {"matrix", res.matrix},
-          {"summary", {{"fail", fails}, {"warn", warns}, {"findings", res.findings.size()}, {"exit_code", ClusterExitCode(res)}}}};
+          {"summary", {{"fail", counts.fail}, {"warn", counts.warn}, {"findings", res.findings.size()}, {"exit_code", ClusterExitCode(res)}}}};
 }
 
 std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
-  int failures = 0;
-  for (const auto& r : res.rows) failures += r.status == CheckStatus::kFail;
+  int failures = probe::CountChecks(res.rows).fail;
   std::ostringstream x;
   char time[32];
   std::snprintf(time, sizeof time, "%.3f", seconds);
@@ -476,13 +476,7 @@ std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
   for (const auto& r : res.rows) {
     x << "    <testcase classname=\"dsdoctor.check\" name=\"" << XmlEscape(r.name) << "\">\n";
     if (r.status == CheckStatus::kFail) {
-      std::set<std::string> codes_here;
-      for (const auto& f : res.findings) {
-        for (const auto& d : r.details) {
-          if (d == f.summary) codes_here.insert(f.code);
-        }
-      }
-      std::string type = codes_here.empty() ? "fail" : Join(std::vector<std::string>(codes_here.begin(), codes_here.end()), ",");
+      std::string type = r.codes.empty() ? "fail" : Join(r.codes, ",");
       x << "      <failure type=\"" << XmlEscape(type) << "\" message=\"" << XmlEscape(r.summary) << "\">"
         << XmlEscape(Join(r.details, "\n") + (r.remedy.empty() ? "" : "\nremedy: " + r.remedy)) << "</failure>\n";
     } else {
@@ -494,11 +488,6 @@ std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
   return x.str();
 }
 
-int ClusterExitCode(const ClusterCheckResult& res) {
-  for (const auto& r : res.rows) {
-    if (r.status == CheckStatus::kFail) return 1;
-  }
-  return 0;
-}
+int ClusterExitCode(const ClusterCheckResult& res) { return probe::ReportExitCode(res.rows); }
 
 }  // namespace dsd::agent

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace dsd::agent {
 namespace {
 
@@ -54,6 +56,11 @@ TEST(ClusterCheckTest, NcclVersionMismatchListsWhichNodeHasWhich) {
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].summary, "NCCL versions differ: 2.18.3 on node-1; 2.21.5 on node-0, node-2");
   EXPECT_EQ(ClusterExitCode(r), 1);
+  // The row carries its finding code, which JUnit uses as the failure type.
+  auto row = std::find_if(r.rows.begin(), r.rows.end(), [](const probe::CheckRow& x) { return x.name == "NCCL version"; });
+  ASSERT_NE(row, r.rows.end());
+  EXPECT_EQ(row->codes, std::vector<std::string>{"NCCL_VERSION_MISMATCH"});
+  EXPECT_NE(RenderJUnit(r, 0).find("<failure type=\"NCCL_VERSION_MISMATCH\""), std::string::npos);
 }
 
 TEST(ClusterCheckTest, NcclMissingOnSomeNodesIsAnError) {

@@ -17,8 +17,6 @@
 #include "probe/dsenv.h"
 #include "probe/inventory.h"
 
-extern char** environ;
-
 namespace dsd::cli {
 namespace {
 
@@ -34,12 +32,8 @@ std::string SelfExe() {
 // from the launcher) and the merged .deepspeed_env.
 probe::EnvMap JobEnv() {
   probe::EnvMap env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv(*e);
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    std::string k = kv.substr(0, eq);
-    if (StartsWith(k, "NCCL_") || StartsWith(k, "GLOO_") || StartsWith(k, "TORCH_NCCL_")) env[k] = kv.substr(eq + 1);
+  for (const auto& [k, v] : probe::RealInventorySource().Environment()) {
+    if (StartsWith(k, "NCCL_") || StartsWith(k, "GLOO_") || StartsWith(k, "TORCH_NCCL_")) env[k] = v;
   }
   for (const auto& [k, v] : probe::MergeDsEnv(probe::FindDsEnvFiles())) env[k] = v;
   return env;
@@ -179,7 +173,9 @@ int RunCheck(const CheckOptions& o) {
     auto l = clients[0]->Call({{"type", "listen"}, {"port", o.master_port}}, call_timeout);
     if (!l.ok()) log->warn("master {} could not listen on {}: {}", input.nodes[0].name, o.master_port, l.status().message());
   }
-  // Full mesh, every agent at once: the whole phase is bounded by one connect timeout.
+  // Full mesh, every agent at once: the whole phase is bounded by one connect timeout. Every
+  // reply also lists the ports its agent listens on (the master's rendezvous port included), which
+  // tells a REJECT rule from a missing listener.
   {
     std::vector<std::future<void>> work;
     for (size_t i = 0; i < handles.size(); ++i) {
@@ -201,11 +197,6 @@ int RunCheck(const CheckOptions& o) {
       }));
     }
     for (auto& w : work) w.get();
-  }
-  // Master's listening ports are needed by the evaluation for refused connections to it.
-  if (clients[0]) {
-    auto r = clients[0]->Call({{"type", "ping"}, {"targets", json::array()}}, call_timeout);
-    if (r.ok() && input.nodes[0].pings.is_null()) input.nodes[0].pings = *r;
   }
   for (auto& c : clients) {
     if (c && launcher_name == "local") (void)c->Call({{"type", "shutdown"}}, std::chrono::seconds(2));

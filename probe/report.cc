@@ -280,37 +280,44 @@ std::string RenderChecksText(const std::string& title, const std::vector<CheckRo
   };
   std::ostringstream out;
   out << title << "\n\n";
-  int fails = 0, warns = 0;
   std::string indent(6 + 2 + width + 2, ' ');
   for (const auto& r : rows) {
-    fails += r.status == CheckStatus::kFail;
-    warns += r.status == CheckStatus::kWarn;
     out << mark(r.status) << "  " << r.name << std::string(width - r.name.size(), ' ') << "  " << r.summary << "\n";
     for (const auto& d : r.details) out << indent << d << "\n";
     if (!r.remedy.empty()) out << indent << "remedy: " << r.remedy << "\n";
   }
-  out << "\n" << fails << " failed, " << warns << " warnings, " << rows.size() << " checks\n";
+  CheckCounts counts = CountChecks(rows);
+  out << "\n" << counts.fail << " failed, " << counts.warn << " warnings, " << rows.size() << " checks\n";
   return out.str();
 }
 
-nlohmann::json ReportJson(const NodeInventory& inv, const std::vector<CheckRow>& rows) {
-  nlohmann::json checks = nlohmann::json::array();
-  int fails = 0, warns = 0;
+CheckCounts CountChecks(const std::vector<CheckRow>& rows) {
+  CheckCounts c;
   for (const auto& r : rows) {
-    fails += r.status == CheckStatus::kFail;
-    warns += r.status == CheckStatus::kWarn;
+    c.fail += r.status == CheckStatus::kFail;
+    c.warn += r.status == CheckStatus::kWarn;
+  }
+  return c;
+}
+
+nlohmann::json ChecksJson(const std::vector<CheckRow>& rows) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const auto& r : rows) {
     checks.push_back({{"name", r.name}, {"status", CheckStatusName(r.status)}, {"summary", r.summary},
                       {"details", r.details}, {"remedy", r.remedy}});
   }
+  return checks;
+}
+
+nlohmann::json ReportJson(const NodeInventory& inv, const std::vector<CheckRow>& rows) {
+  CheckCounts counts = CountChecks(rows);
   return {{"schema", "dsdoctor.report/1"},
           {"dsdoctor_version", DSDOCTOR_VERSION},
           {"inventory", ToJson(inv)},
-          {"checks", checks},
-          {"summary", {{"fail", fails}, {"warn", warns}, {"checks", rows.size()}}}};
+          {"checks", ChecksJson(rows)},
+          {"summary", {{"fail", counts.fail}, {"warn", counts.warn}, {"checks", rows.size()}}}};
 }
 
-int ReportExitCode(const std::vector<CheckRow>& rows) {
-  return std::any_of(rows.begin(), rows.end(), [](const CheckRow& r) { return r.status == CheckStatus::kFail; }) ? 1 : 0;
-}
+int ReportExitCode(const std::vector<CheckRow>& rows) { return CountChecks(rows).fail > 0 ? 1 : 0; }
 
 }  // namespace dsd::probe

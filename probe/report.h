@@ -21,6 +21,7 @@ struct CheckRow {
   std::string summary;
   std::vector<std::string> details;
   std::string remedy;
+  std::vector<std::string> codes;  // finding codes behind this row (cluster checks), for JUnit failure types
 };
 
 inline constexpr uint64_t kMinShmBytes = 512ull << 20;
@@ -31,6 +32,13 @@ struct RenderOptions {
   bool color = false;
 };
 std::string RenderChecksText(const std::string& title, const std::vector<CheckRow>& rows, const RenderOptions& opts);
+
+struct CheckCounts {
+  int fail = 0, warn = 0;
+};
+CheckCounts CountChecks(const std::vector<CheckRow>& rows);
+// [{"name","status","summary","details","remedy"}]: the "checks" array of report and check documents.
+nlohmann::json ChecksJson(const std::vector<CheckRow>& rows);
 
 // The report document: {"schema", "dsdoctor_version", "inventory", "checks", "summary"}.
 nlohmann::json ReportJson(const NodeInventory& inv, const std::vector<CheckRow>& rows);

@@ -78,7 +78,7 @@ TEST(CliTest, DebugLevelFromEnvironmentLogsEveryComponentToStderr) {
   auto r = Dsdoctor({"report", "--json"}, {{"DSDOCTOR_LOG_LEVEL", "debug"}});
   EXPECT_NE(r.err.find("[probe]"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("[cli]"), std::string::npos);
-  EXPECT_NO_THROW((void)nlohmann::json::parse(r.out));  // logs never pollute stdout
+  EXPECT_NO_THROW({ auto parsed = nlohmann::json::parse(r.out); (void)parsed; });  // logs never pollute stdout
   auto quiet = Dsdoctor({"report", "--json", "--log-level", "error"}, {{"DSDOCTOR_LOG_LEVEL", "debug"}});
   EXPECT_EQ(quiet.err.find("DEBUG"), std::string::npos) << quiet.err;  // the flag overrides the env
 }
