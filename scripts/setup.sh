@@ -11,6 +11,8 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libopenmpi-dev openmpi-bin
   # tools the tests drive for real
   iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb
+  # pip, to fetch a second real NCCL for the version-mismatch tests
+  python3 python3-pip
 )
 
 missing=()
@@ -30,4 +32,29 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all Debian packages present"
+fi
+
+# A second, older real NCCL (from the nvidia-nccl-cu12 wheel on PyPI) for the NCCL_VERSION_MISMATCH
+# tests: one agent loads it through DSDOCTOR_NCCL_LIBRARY while the others load the system NCCL.
+SECOND_NCCL_VERSION=2.21.5
+deps="$(cd "$(dirname "$0")/.." && pwd)/.deps"
+second_nccl="$deps/nccl-$SECOND_NCCL_VERSION/libnccl.so.2"
+if [[ ! -f "$second_nccl" ]]; then
+  echo "setup: fetching NCCL $SECOND_NCCL_VERSION (nvidia-nccl-cu12 wheel) into $deps"
+  tmp=$(mktemp -d)
+  if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-nccl-cu12==$SECOND_NCCL_VERSION" -d "$tmp"; then
+    mkdir -p "$(dirname "$second_nccl")"
+    python3 - "$tmp"/nvidia_nccl_cu12-*.whl "$second_nccl" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    data = z.read("nvidia/nccl/lib/libnccl.so.2")
+with open(sys.argv[2] + ".tmp", "wb") as f:
+    f.write(data)
+import os
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+PY
+  else
+    echo "setup: could not fetch the nvidia-nccl-cu12 wheel (no PyPI?); NCCL mismatch tests will skip" >&2
+  fi
+  rm -rf "$tmp"
 fi

@@ -142,6 +142,34 @@ TEST_F(CheckE2eTest, AttachedAgentWithMissingIfnameIsSocketIfnameInvalid) {
   EXPECT_NE(mismatch[0]["summary"].get<std::string>().find("NCCL_SOCKET_IFNAME"), std::string::npos);
 }
 
+// Two real NCCL libraries: the system one and the older one scripts/setup.sh fetched from the
+// nvidia-nccl-cu12 wheel; node-1's agent loads the latter through DSDOCTOR_NCCL_LIBRARY.
+TEST_F(CheckE2eTest, TwoRealNcclVersionsAreNcclVersionMismatch) {
+  if (!std::filesystem::exists(DSDOCTOR_SECOND_NCCL)) {
+    if (std::getenv("DSDOCTOR_REQUIRE_NCCL")) FAIL() << DSDOCTOR_SECOND_NCCL << " missing: run scripts/setup.sh";
+    GTEST_SKIP() << "second NCCL not fetched";
+  }
+  auto r = InNamespace(
+      "umask 077; echo t > $DIR/token; "
+      "$DSD agent --listen 127.0.0.2:47400 --token-file $DIR/token > $DIR/a.out & A=$!; "
+      "DSDOCTOR_NCCL_LIBRARY=" DSDOCTOR_SECOND_NCCL " $DSD agent --listen 127.0.0.3:47400 --token-file $DIR/token > $DIR/b.out & B=$!; "
+      "$DSD agent --listen 127.0.0.4:47400 --token-file $DIR/token > $DIR/c.out & C=$!; "
+      "for i in $(seq 100); do grep -q READY $DIR/a.out && grep -q READY $DIR/b.out && grep -q READY $DIR/c.out && break; sleep 0.05; done; "
+      "$DSD check --launcher attach --agents 127.0.0.2:47400,127.0.0.3:47400,127.0.0.4:47400 --token-file $DIR/token "
+      "--connect-timeout-ms 500 --json $DIR/out.json; rc=$?; kill $A $B $C; wait $A $B $C; exit $rc");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  auto mismatch = FindingsWithCode(doc, "NCCL_VERSION_MISMATCH");
+  ASSERT_EQ(mismatch.size(), 1u) << doc["findings"].dump(2);
+  std::string summary = mismatch[0]["summary"];
+  EXPECT_NE(summary.find("2.21.5 on node-1;"), std::string::npos) << summary;
+  // The other two nodes run the system NCCL, whatever its version is, as its own report says.
+  std::string system_version = doc["nodes"][0]["report"]["inventory"]["nccl"]["version"];
+  EXPECT_NE(system_version, "2.21.5");
+  EXPECT_NE(summary.find(system_version + " on node-0, node-2"), std::string::npos) << summary;
+  EXPECT_NE(mismatch[0]["evidence"].dump().find(DSDOCTOR_SECOND_NCCL), std::string::npos);
+}
+
 TEST_F(CheckE2eTest, WrongTokenIsRefusedAndTheAgentStaysUp) {
   auto r = InNamespace(
       "umask 077; echo right > $DIR/token; echo wrong > $DIR/bad; "
