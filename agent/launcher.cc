@@ -9,21 +9,36 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <future>
 
+#include "common/file.h"
 #include "common/log.h"
 #include "common/strings.h"
 
 namespace dsd::agent {
 
-Result<std::string> LocalLauncher::NthLoopbackAddress(const std::string& first, int i) {
-  in_addr a{};
-  if (::inet_pton(AF_INET, first.c_str(), &a) != 1) return InvalidArgument("'" + first + "' is not an IPv4 address");
-  uint32_t host = ntohl(a.s_addr) + static_cast<uint32_t>(i);
-  if ((host >> 24) != 127 || (host & 0xff) == 255) return InvalidArgument("too many local nodes for 127.0.0.0/8");
-  a.s_addr = htonl(host);
-  char buf[INET_ADDRSTRLEN];
-  ::inet_ntop(AF_INET, &a, buf, sizeof buf);
-  return std::string(buf);
+std::string ShellQuote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_") ==
+                           std::string::npos) {
+    return word;
+  }
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+std::vector<std::string> AgentArgs(const net::Endpoint& listen, const std::string& name, const std::string& log_level) {
+  std::vector<std::string> args;
+  if (!log_level.empty()) args = {"--log-level", log_level};
+  for (const char* a : {"agent", "--listen"}) args.emplace_back(a);
+  args.push_back(listen.ToString());
+  for (const char* a : {"--token-file", "-", "--name"}) args.emplace_back(a);
+  args.push_back(name);
+  args.emplace_back("--exit-with-coordinator");
+  return args;
 }
 
 namespace {
@@ -41,44 +56,54 @@ Result<int> AwaitReady(int fd, pid_t pid, Duration timeout) {
       return std::atoi(got.c_str() + p + 6);
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return Timeout("agent pid " + std::to_string(pid) + " not ready in time");
+    if (left.count() <= 0) return Timeout("agent (pid " + std::to_string(pid) + ") not ready in time");
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) return Unavailable("agent pid " + std::to_string(pid) + " exited before it was ready");
+    if (n <= 0) return Unavailable("agent (pid " + std::to_string(pid) + ") exited before it was ready");
     got.append(buf, static_cast<size_t>(n));
   }
 }
 
+std::string LastLines(const std::string& text, size_t max_lines) {
+  auto lines = Split(std::string(Trim(text)), '\n');
+  if (lines.size() > max_lines) lines.erase(lines.begin(), lines.end() - static_cast<long>(max_lines));
+  return Join(lines, " | ");
+}
+
 }  // namespace
 
-std::vector<AgentHandle> LocalLauncher::Start(const std::vector<NodePlan>& nodes, const std::string& token) {
+std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes, const std::string& token) {
   auto log = log::Get("agent");
-  std::vector<AgentHandle> handles;
+  std::vector<AgentHandle> handles(nodes.size());
+  std::vector<int> stdout_fds(nodes.size(), -1);
+  std::vector<std::string> stderr_paths(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
-    AgentHandle h;
+    AgentHandle& h = handles[i];
     h.name = nodes[i].host;
-    auto addr = NthLoopbackAddress(options_.first_address, static_cast<int>(i));
-    if (!addr.ok()) {
-      h.error = addr.status().message();
-      handles.push_back(h);
+    auto spawn = SpawnFor(nodes[i], i);
+    if (!spawn.ok()) {
+      h.error = spawn.status().message();
       continue;
     }
-    h.endpoint = {*addr, options_.agent_port};
-    std::vector<std::string> args = {options_.dsdoctor_binary, "agent", "--listen", h.endpoint.ToString(),
-                                     "--token-file", "-", "--name", h.name, "--exit-with-coordinator"};
-    if (!options_.log_level.empty()) {
-      args.insert(args.begin() + 1, options_.log_level);
-      args.insert(args.begin() + 1, "--log-level");
+    h.endpoint = spawn->endpoint;
+    int err_fd = -1;
+    if (spawn->capture_stderr) {
+      char path[] = "/tmp/dsdoctor-agent-stderr-XXXXXX";
+      err_fd = ::mkostemp(path, O_CLOEXEC);
+      if (err_fd >= 0) {
+        stderr_paths[i] = path;
+        stderr_files_.push_back(path);
+      }
     }
     int in_pipe[2], out_pipe[2];
     if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
       h.error = std::string("pipe: ") + std::strerror(errno);
-      handles.push_back(h);
+      if (err_fd >= 0) ::close(err_fd);
       continue;
     }
     std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
+    for (auto& a : spawn->argv) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t parent = ::getpid();
     pid_t pid = ::fork();
@@ -87,32 +112,50 @@ std::vector<AgentHandle> LocalLauncher::Start(const std::vector<NodePlan>& nodes
       if (::getppid() != parent) ::_exit(1);  // the coordinator died before prctl took effect
       ::dup2(in_pipe[0], 0);
       ::dup2(out_pipe[1], 1);
-      ::execv(argv[0], argv.data());
+      if (err_fd >= 0) ::dup2(err_fd, 2);
+      ::execvp(argv[0], argv.data());
       std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
       ::_exit(127);
     }
     ::close(in_pipe[0]);
     ::close(out_pipe[1]);
+    if (err_fd >= 0) ::close(err_fd);
     h.pid = pid;
     h.stdin_fd = in_pipe[1];
+    stdout_fds[i] = out_pipe[0];
     std::string line = token + "\n";
     ssize_t ignored = ::write(h.stdin_fd, line.data(), line.size());
     (void)ignored;
-    auto port = AwaitReady(out_pipe[0], pid, options_.ready_timeout);
-    ::close(out_pipe[0]);  // the agent logs to stderr; stdout only carried the ready line
-    if (!port.ok()) {
-      h.error = port.status().message();
-    } else {
+    log->debug("started {} for {} as pid {}", spawn->argv[0], h.name, pid);
+  }
+  // Wait for every ready line at once: ssh handshakes overlap instead of adding up.
+  std::vector<std::future<Result<int>>> ready(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (stdout_fds[i] >= 0) {
+      ready[i] = std::async(std::launch::async, AwaitReady, stdout_fds[i], handles[i].pid, ready_timeout_);
+    }
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (stdout_fds[i] < 0) continue;
+    auto port = ready[i].get();
+    ::close(stdout_fds[i]);  // agents log to stderr; stdout only carried the ready line
+    AgentHandle& h = handles[i];
+    if (port.ok()) {
       h.endpoint.port = *port;
-      log->debug("local agent {} pid {} at {}", h.name, pid, h.endpoint.ToString());
+      log->debug("agent {} ready at {}", h.name, h.endpoint.ToString());
+    } else {
+      h.error = port.status().message();
+      if (!stderr_paths[i].empty()) {
+        auto text = ReadFile(stderr_paths[i], 1 << 20);
+        if (text.ok() && !Trim(*text).empty()) h.error += ": " + LastLines(*text, 5);
+      }
     }
     started_.push_back(h);
-    handles.push_back(h);
   }
   return handles;
 }
 
-void LocalLauncher::Stop() {
+void SpawnLauncher::Stop() {
   auto log = log::Get("agent");
   for (auto& h : started_) {
     if (h.stdin_fd >= 0) ::close(h.stdin_fd);  // agents exit when their stdin closes
@@ -127,13 +170,56 @@ void LocalLauncher::Stop() {
       if (!reaped) ::usleep(10000);
     }
     if (!reaped) {
-      log->debug("agent {} pid {} did not exit; SIGKILL", h.name, h.pid);
+      log->debug("{} (pid {}) did not exit; SIGKILL", h.name, h.pid);
       ::kill(h.pid, SIGKILL);
       ::waitpid(h.pid, &status, 0);
     }
     h.pid = -1;
   }
   started_.clear();
+  for (const auto& f : stderr_files_) ::unlink(f.c_str());
+  stderr_files_.clear();
+}
+
+Result<std::string> LocalLauncher::NthLoopbackAddress(const std::string& first, int i) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, first.c_str(), &a) != 1) return InvalidArgument("'" + first + "' is not an IPv4 address");
+  uint32_t host = ntohl(a.s_addr) + static_cast<uint32_t>(i);
+  if ((host >> 24) != 127 || (host & 0xff) == 255) return InvalidArgument("too many local nodes for 127.0.0.0/8");
+  a.s_addr = htonl(host);
+  char buf[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return std::string(buf);
+}
+
+Result<SpawnLauncher::Spawn> LocalLauncher::SpawnFor(const NodePlan& node, size_t index) {
+  DSD_ASSIGN_OR_RETURN(std::string addr, NthLoopbackAddress(options_.first_address, static_cast<int>(index)));
+  Spawn s;
+  s.endpoint = {addr, options_.agent_port};
+  s.argv = {options_.dsdoctor_binary};
+  for (auto& a : AgentArgs(s.endpoint, node.host, options_.log_level)) s.argv.push_back(a);
+  return s;
+}
+
+std::vector<std::string> SshLauncher::SshCommand(const std::string& host, const std::vector<std::string>& remote_args) const {
+  std::vector<std::string> cmd = {"ssh", "-o", "BatchMode=yes", "-o",
+                                  "ConnectTimeout=" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(options_.connect_timeout).count())};
+  cmd.insert(cmd.end(), options_.ssh_args.begin(), options_.ssh_args.end());
+  cmd.push_back(host);
+  cmd.push_back("--");
+  // ssh joins the remote words into one string for the remote shell: quote each, exec the agent.
+  std::string remote = "exec " + ShellQuote(options_.remote_dsdoctor);
+  for (const auto& a : remote_args) remote += " " + ShellQuote(a);
+  cmd.push_back(remote);
+  return cmd;
+}
+
+Result<SpawnLauncher::Spawn> SshLauncher::SpawnFor(const NodePlan& node, size_t) {
+  Spawn s;
+  s.endpoint = {node.host, options_.agent_port};
+  s.argv = SshCommand(node.host, AgentArgs(s.endpoint, node.host, options_.log_level));
+  s.capture_stderr = true;
+  return s;
 }
 
 std::vector<AgentHandle> AttachLauncher::Start(const std::vector<NodePlan>& nodes, const std::string&) {

@@ -1,11 +1,13 @@
 // Launchers start one agent per node and say where each listens.
 //   local:  N agents on this machine at 127.0.0.2, 127.0.0.3, … named node-0, node-1, … (the
 //           embedded default: a simulated multi-node cluster)
+//   ssh:    `ssh -o BatchMode=yes HOST -- dsdoctor agent …` per hostfile node
 //   attach: agents already running at given endpoints
-// The token reaches a started agent through its stdin, never its command line; the agent keeps
-// reading stdin and exits when it closes, so agents never outlive their coordinator (and
-// PR_SET_PDEATHSIG covers a coordinator killed outright).
+// Started agents get the token on their stdin, never their command line; they keep reading stdin
+// and exit when it closes (over ssh too: the session's stdin closes when the client goes), so
+// agents never outlive their coordinator. Local agents also get PR_SET_PDEATHSIG.
 // A Launcher owns the processes it started and ends them (by pid) in Stop() or its destructor.
+// Not thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -21,8 +23,8 @@ namespace dsd::agent {
 struct AgentHandle {
   std::string name;
   net::Endpoint endpoint;
-  pid_t pid = -1;          // local launcher only
-  int stdin_fd = -1;       // our end of the agent's stdin (local launcher)
+  pid_t pid = -1;          // the process we started (the agent, or its ssh client)
+  int stdin_fd = -1;       // our end of its stdin
   std::string error;       // non-empty: this node's agent could not be started
 };
 
@@ -31,29 +33,76 @@ class Launcher {
   virtual ~Launcher() = default;
   virtual std::vector<AgentHandle> Start(const std::vector<NodePlan>& nodes, const std::string& token) = 0;
   virtual void Stop() = 0;
+  virtual bool simulated() const { return false; }  // all nodes on this machine
 };
+
+// Starts one process per node whose stdout carries the agent's ready line; all nodes at once.
+class SpawnLauncher : public Launcher {
+ public:
+  ~SpawnLauncher() override { Stop(); }
+  std::vector<AgentHandle> Start(const std::vector<NodePlan>& nodes, const std::string& token) override;
+  void Stop() override;
+
+ protected:
+  struct Spawn {
+    std::vector<std::string> argv;
+    net::Endpoint endpoint;  // where the agent will listen (port 0: learnt from the ready line)
+    bool capture_stderr = false;  // to a file whose tail explains a failed start (ssh's messages)
+  };
+  virtual Result<Spawn> SpawnFor(const NodePlan& node, size_t index) = 0;
+  Duration ready_timeout_ = std::chrono::seconds(30);
+
+ private:
+  std::vector<AgentHandle> started_;
+  std::vector<std::string> stderr_files_;
+};
+
+// The arguments after `dsdoctor` that start an agent reading its token from stdin.
+std::vector<std::string> AgentArgs(const net::Endpoint& listen, const std::string& name, const std::string& log_level);
 
 struct LocalLauncherOptions {
   std::string dsdoctor_binary;        // the `dsdoctor` executable to run as agent
   std::string first_address = "127.0.0.2";
   int agent_port = 0;                 // 0: each agent picks a free port
   std::string log_level;              // passed on as --log-level when set
-  Duration ready_timeout = std::chrono::seconds(15);
 };
 
-class LocalLauncher final : public Launcher {
+class LocalLauncher final : public SpawnLauncher {
  public:
   explicit LocalLauncher(LocalLauncherOptions options) : options_(std::move(options)) {}
-  ~LocalLauncher() override { Stop(); }
-  std::vector<AgentHandle> Start(const std::vector<NodePlan>& nodes, const std::string& token) override;
-  void Stop() override;
+  bool simulated() const override { return true; }
 
   // 127.0.0.2 + i (errors past 127.255.255.254).
   static Result<std::string> NthLoopbackAddress(const std::string& first, int i);
 
+ protected:
+  Result<Spawn> SpawnFor(const NodePlan& node, size_t index) override;
+
  private:
   LocalLauncherOptions options_;
-  std::vector<AgentHandle> started_;
+};
+
+struct SshLauncherOptions {
+  std::string remote_dsdoctor;        // path of dsdoctor on the nodes
+  std::vector<std::string> ssh_args;  // extra ssh arguments (-p 2222, -i key, -o …)
+  int agent_port = 0;
+  std::string log_level;
+  Duration connect_timeout = std::chrono::seconds(10);
+};
+
+// Each agent binds to its node's hostfile name (so the coordinator and the other nodes reach it
+// by that name, and connect probes leave from that address).
+class SshLauncher final : public SpawnLauncher {
+ public:
+  explicit SshLauncher(SshLauncherOptions options) : options_(std::move(options)) {}
+  // The ssh command line for one node (exposed for tests).
+  std::vector<std::string> SshCommand(const std::string& host, const std::vector<std::string>& remote_args) const;
+
+ protected:
+  Result<Spawn> SpawnFor(const NodePlan& node, size_t index) override;
+
+ private:
+  SshLauncherOptions options_;
 };
 
 class AttachLauncher final : public Launcher {
@@ -67,5 +116,8 @@ class AttachLauncher final : public Launcher {
  private:
   std::vector<net::Endpoint> agents_;
 };
+
+// Quotes one word for a POSIX shell ('…' with embedded quotes escaped).
+std::string ShellQuote(const std::string& word);
 
 }  // namespace dsd::agent

@@ -80,18 +80,31 @@ int RunCheck(const CheckOptions& o) {
   if (launcher_name.empty()) launcher_name = o.agents.empty() ? "local" : "attach";
   std::unique_ptr<agent::Launcher> launcher;
   std::string token;
-  if (launcher_name == "local") {
+  if (launcher_name != "attach") {  // agents we start get a fresh token; attached ones have theirs
     auto t = agent::GenerateToken();
     if (!t.ok()) {
       log->error("{}", t.status().message());
       return kExitInternal;
     }
     token = *t;
+  }
+  if (launcher_name == "local") {
     agent::LocalLauncherOptions lo;
     lo.dsdoctor_binary = SelfExe();
     lo.agent_port = o.agent_port;
     lo.log_level = o.log_level;
     launcher = std::make_unique<agent::LocalLauncher>(lo);
+  } else if (launcher_name == "ssh") {
+    if (o.local > 0) {
+      std::cerr << "dsdoctor check: --launcher ssh needs a hostfile, not --local\n";
+      return kExitUsage;
+    }
+    agent::SshLauncherOptions so;
+    so.remote_dsdoctor = o.remote_dsdoctor.empty() ? SelfExe() : o.remote_dsdoctor;
+    so.ssh_args = SplitWhitespace(o.ssh_opts);
+    so.agent_port = o.agent_port;
+    so.log_level = o.log_level;
+    launcher = std::make_unique<agent::SshLauncher>(so);
   } else if (launcher_name == "attach") {
     if (o.agents.empty()) {
       std::cerr << "dsdoctor check: --launcher attach needs --agents host:port,…\n";
@@ -123,7 +136,7 @@ int RunCheck(const CheckOptions& o) {
     token = *t;
     launcher = std::make_unique<agent::AttachLauncher>(endpoints);
   } else {
-    std::cerr << "dsdoctor check: --launcher " << launcher_name << " is not available yet (use local or attach)\n";
+    std::cerr << "dsdoctor check: --launcher " << launcher_name << " is not available yet (use local, ssh or attach)\n";
     return kExitUsage;
   }
 
@@ -133,7 +146,7 @@ int RunCheck(const CheckOptions& o) {
 
   agent::ClusterCheckInput input;
   input.master_port = o.master_port;
-  input.simulated = launcher_name == "local";
+  input.simulated = launcher->simulated();
   input.connect_timeout_ms = o.connect_timeout_ms;
   std::vector<std::optional<agent::AgentClient>> clients(handles.size());
   for (size_t i = 0; i < handles.size(); ++i) {
@@ -199,7 +212,7 @@ int RunCheck(const CheckOptions& o) {
     for (auto& w : work) w.get();
   }
   for (auto& c : clients) {
-    if (c && launcher_name == "local") (void)c->Call({{"type", "shutdown"}}, std::chrono::seconds(2));
+    if (c && launcher_name != "attach") (void)c->Call({{"type", "shutdown"}}, std::chrono::seconds(2));
   }
   clients.clear();
   launcher->Stop();

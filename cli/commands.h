@@ -30,7 +30,9 @@ struct CheckOptions {
   int local = 0;                  // --local N: N simulated nodes on this machine
   std::string include, exclude;
   int num_nodes = -1, num_gpus = -1;
-  std::string launcher;           // local | attach (ssh, mpirun: not yet)
+  std::string launcher;           // local | ssh | attach (mpirun: not yet)
+  std::string ssh_opts;           // extra ssh arguments, split on whitespace
+  std::string remote_dsdoctor;    // dsdoctor's path on the nodes (default: this binary's path)
   std::string agents;             // --agents host:port,…
   std::string token_file;         // attach: the agents' token
   int master_port = 29500;

@@ -190,7 +190,65 @@ TEST_F(CheckE2eTest, WrongTokenIsRefusedAndTheAgentStaysUp) {
 TEST_F(CheckE2eTest, AgentsDoNotOutliveAKilledCoordinator) {
   auto r = InNamespace(
       "$DSD check --local 3 --agent-port 47300 --json $DIR/out.json & C=$!; sleep 0.3; kill -9 $C; wait $C; sleep 1; "
-      "pgrep -f 'agent --listen 127.0.0.[234]:47300' || echo no-agents-left");
+      "pgrep -f '[a]gent --listen 127.0.0.[234]:47300' || echo no-agents-left");
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
+}
+
+// A real sshd inside the namespace (port 2222, keys made for the test) and the ssh launcher.
+constexpr const char* kSshd =
+    "mkdir -p /run/sshd; "
+    "ssh-keygen -q -t ed25519 -N '' -f $DIR/host_key; ssh-keygen -q -t ed25519 -N '' -f $DIR/user_key; "
+    "cp $DIR/user_key.pub $DIR/authorized_keys; chmod 600 $DIR/authorized_keys; "
+    "printf 'Port 2222\\nListenAddress 0.0.0.0\\nHostKey %s/host_key\\nAuthorizedKeysFile %s/authorized_keys\\n"
+    "PermitRootLogin prohibit-password\\nPasswordAuthentication no\\nKbdInteractiveAuthentication no\\nUsePAM no\\n"
+    "StrictModes no\\nPidFile %s/sshd.pid\\n' $DIR $DIR $DIR > $DIR/sshd_config; "
+    "/usr/sbin/sshd -D -e -f $DIR/sshd_config 2> $DIR/sshd.log & S=$!; "
+    "for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/2222) 2>/dev/null && break; sleep 0.1; done; "
+    "SSH_OPTS=\"-F /dev/null -p 2222 -i $DIR/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+    "-o LogLevel=ERROR\"; ";
+
+TEST_F(CheckE2eTest, SshLauncherStartsAgentsAndNamesTheNodeSshCannotReach) {
+  if (::access("/usr/sbin/sshd", X_OK) != 0) {
+    if (std::getenv("DSDOCTOR_REQUIRE_NETNS")) FAIL() << "sshd missing: run scripts/setup.sh";
+    GTEST_SKIP() << "no sshd";
+  }
+  auto r = InNamespace(std::string(kSshd) +
+                       "printf '127.0.0.2 slots=1\\n127.0.0.3 slots=1\\n127.0.0.4 slots=1\\n' > $DIR/hostfile; "
+                       "iptables -A INPUT -d 127.0.0.4 -p tcp --dport 2222 -j REJECT --reject-with tcp-reset; "
+                       "$DSD check --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" "
+                       "--connect-timeout-ms 500 --json $DIR/out.json; rc=$?; sleep 0.5; "
+                       "pgrep -f '[a]gent --listen 127.0.0' || echo no-agents-left; kill $S; wait $S; exit $rc");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  json doc = ReadJson("out.json");
+  auto unreachable = FindingsWithCode(doc, "AGENT_UNREACHABLE");
+  ASSERT_EQ(unreachable.size(), 1u) << doc["findings"].dump(2);
+  EXPECT_EQ(unreachable[0]["nodes"], json({"127.0.0.4"}));
+  // ssh's own message is the evidence.
+  EXPECT_NE(unreachable[0]["evidence"].dump().find("ssh: connect to host 127.0.0.4 port 2222: Connection refused"),
+            std::string::npos) << unreachable[0].dump();
+  // The two reachable nodes ran real agents over ssh and probed each other.
+  EXPECT_EQ(doc["nodes"][0]["reachable"], true);
+  EXPECT_EQ(doc["nodes"][1]["reachable"], true);
+  EXPECT_EQ(doc["matrix"]["agent"][0][1].get<std::string>().rfind("ok", 0), 0u);
+  EXPECT_EQ(doc["matrix"]["agent"][1][0].get<std::string>().rfind("ok", 0), 0u);
+  // Over ssh both "nodes" are this machine: the check rightly sees one hostname twice.
+  EXPECT_EQ(FindingsWithCode(doc, "DUPLICATE_HOSTNAME").size(), 1u);
+}
+
+TEST_F(CheckE2eTest, SshAgentsExitWhenTheCoordinatorIsKilled) {
+  if (::access("/usr/sbin/sshd", X_OK) != 0) {
+    if (std::getenv("DSDOCTOR_REQUIRE_NETNS")) FAIL() << "sshd missing: run scripts/setup.sh";
+    GTEST_SKIP() << "no sshd";
+  }
+  auto r = InNamespace(std::string(kSshd) +
+                       "printf '127.0.0.2 slots=1\\n127.0.0.3 slots=1\\n' > $DIR/hostfile; "
+                       "$DSD check --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --agent-port 47500 "
+                       "--json $DIR/out.json & C=$!; "
+                       "for i in $(seq 100); do pgrep -f '[a]gent --listen 127.0.0.3:47500' >/dev/null && break; sleep 0.05; done; "
+                       "pgrep -f '[a]gent --listen 127.0.0.3:47500' >/dev/null && echo agent-was-running; "
+                       "kill -9 $C; wait $C; sleep 1; "
+                       "pgrep -f '[a]gent --listen 127.0.0.[23]:47500' || echo no-agents-left; kill $S; wait $S");
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
 }
 
