@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
+#include "agent/token.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -43,30 +45,69 @@ std::vector<std::string> AgentArgs(const net::Endpoint& listen, const std::strin
 
 namespace {
 
-// Reads the agent's stdout until its ready line, or the deadline. Returns the port.
-Result<int> AwaitReady(int fd, pid_t pid, Duration timeout) {
-  std::string got;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  char buf[512];
-  while (true) {
-    size_t pos = got.find("DSDOCTOR_AGENT_READY");
-    if (pos != std::string::npos && got.find('\n', pos) != std::string::npos) {
-      size_t p = got.find(" port=", pos);
-      if (p == std::string::npos) return Corruption("malformed ready line: " + got);
-      return std::atoi(got.c_str() + p + 6);
+}  // namespace
+
+std::optional<ReadyInfo> ParseReadyLine(const std::string& line) {
+  size_t pos = line.find("DSDOCTOR_AGENT_READY ");
+  if (pos == std::string::npos) return std::nullopt;
+  ReadyInfo info;
+  bool have_port = false;
+  for (const auto& word : SplitWhitespace(line.substr(pos))) {
+    if (StartsWith(word, "name=")) info.name = word.substr(5);
+    if (StartsWith(word, "addr=")) info.addr = word.substr(5);
+    if (StartsWith(word, "port=")) {
+      info.port = std::atoi(word.c_str() + 5);
+      have_port = info.port > 0;
     }
+  }
+  if (!have_port) return std::nullopt;
+  return info;
+}
+
+namespace {
+
+// Reads `fd` line by line until `count` ready lines arrived, EOF, or the deadline.
+std::vector<ReadyInfo> AwaitReadyLines(int fd, size_t count, Duration timeout) {
+  std::vector<ReadyInfo> ready;
+  std::string pending;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  while (ready.size() < count) {
+    size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      if (auto info = ParseReadyLine(pending.substr(0, nl))) ready.push_back(*info);
+      pending.erase(0, nl + 1);
+    }
+    if (ready.size() >= count) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return Timeout("agent (pid " + std::to_string(pid) + ") not ready in time");
+    if (left.count() <= 0) break;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) return Unavailable("agent (pid " + std::to_string(pid) + ") exited before it was ready");
-    got.append(buf, static_cast<size_t>(n));
+    if (n <= 0) break;
+    pending.append(buf, static_cast<size_t>(n));
   }
+  return ready;
+}
+
+// One agent's ready line on its own stdout: the port, or why it never came.
+Result<int> AwaitReady(int fd, pid_t pid, Duration timeout) {
+  auto start = std::chrono::steady_clock::now();
+  auto ready = AwaitReadyLines(fd, 1, timeout);
+  if (!ready.empty()) return ready[0].port;
+  if (std::chrono::steady_clock::now() - start >= timeout) {
+    return Timeout("agent (pid " + std::to_string(pid) + ") not ready in time");
+  }
+  return Unavailable("agent (pid " + std::to_string(pid) + ") exited before it was ready");
 }
 
 std::string LastLines(const std::string& text, size_t max_lines) {
-  auto lines = Split(std::string(Trim(text)), '\n');
+  std::vector<std::string> lines;
+  for (const auto& line : Split(text, '\n')) {
+    std::string_view t = Trim(line);
+    if (t.empty() || t.find_first_not_of("-=*") == std::string_view::npos) continue;  // banners, rules
+    lines.emplace_back(t);
+  }
   if (lines.size() > max_lines) lines.erase(lines.begin(), lines.end() - static_cast<long>(max_lines));
   return Join(lines, " | ");
 }
@@ -220,6 +261,114 @@ Result<SpawnLauncher::Spawn> SshLauncher::SpawnFor(const NodePlan& node, size_t)
   s.argv = SshCommand(node.host, AgentArgs(s.endpoint, node.host, options_.log_level));
   s.capture_stderr = true;
   return s;
+}
+
+std::vector<std::string> MpirunLauncher::MpirunCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
+                                                      const std::string& token_file) const {
+  std::vector<std::string> cmd = {options_.mpirun};
+  if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.insert(cmd.end(), {"-np", std::to_string(name_addr.size()), "--bind-to", "none", "--map-by", "node"});
+  std::string hosts;
+  if (options_.simulated) {
+    hosts = "localhost:" + std::to_string(name_addr.size());
+  } else {
+    for (const auto& [name, addr] : name_addr) hosts += (hosts.empty() ? "" : ",") + addr + ":1";
+  }
+  cmd.insert(cmd.end(), {"--host", hosts});
+  cmd.insert(cmd.end(), options_.extra_args.begin(), options_.extra_args.end());
+  cmd.push_back(options_.dsdoctor_binary);
+  if (!options_.log_level.empty()) cmd.insert(cmd.end(), {"--log-level", options_.log_level});
+  std::string nodes;
+  for (const auto& [name, addr] : name_addr) nodes += (nodes.empty() ? "" : ",") + name + "=" + addr;
+  cmd.insert(cmd.end(), {"agent", "--mpi-nodes", nodes, "--listen", "mpi:" + std::to_string(options_.agent_port),
+                         "--token-file", token_file, "--exit-with-parent"});
+  return cmd;
+}
+
+std::vector<AgentHandle> MpirunLauncher::Start(const std::vector<NodePlan>& nodes, const std::string& token) {
+  auto log = log::Get("agent");
+  std::vector<AgentHandle> handles(nodes.size());
+  std::vector<std::pair<std::string, std::string>> name_addr;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    handles[i].name = nodes[i].host;
+    std::string addr = nodes[i].host;
+    if (options_.simulated) {
+      auto a = LocalLauncher::NthLoopbackAddress("127.0.0.2", static_cast<int>(i));
+      addr = a.ok() ? *a : "";
+    }
+    handles[i].endpoint = {addr, 0};
+    name_addr.emplace_back(nodes[i].host, addr);
+  }
+  auto fail_all = [&](const std::string& why) {
+    for (auto& h : handles) h.error = why;
+    return handles;
+  };
+  std::string dir_template = options_.token_dir + "/dsdoctor-mpirun-XXXXXX";
+  if (!::mkdtemp(dir_template.data())) return fail_all("mkdtemp " + options_.token_dir + ": " + std::strerror(errno));
+  token_dir_ = dir_template;
+  std::string token_file = token_dir_ + "/token";
+  if (Status s = WriteTokenFile(token_file, token); !s.ok()) return fail_all(s.message());
+  stderr_file_ = token_dir_ + "/mpirun.stderr";
+  int err_fd = ::open(stderr_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int out_pipe[2];
+  if (err_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) return fail_all(std::string("mpirun setup: ") + std::strerror(errno));
+  auto argv_strings = MpirunCommand(name_addr, token_file);
+  std::vector<char*> argv;
+  for (auto& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // mpirun ends its job when terminated
+    if (::getppid() != parent) ::_exit(1);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_fd, 2);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_fd);
+  pid_ = pid;
+  log->debug("mpirun pid {} starts {} agents", pid, nodes.size());
+  auto ready = AwaitReadyLines(out_pipe[0], nodes.size(), options_.ready_timeout);
+  ::close(out_pipe[0]);  // later output of the agents goes nowhere; they log to stderr
+  for (auto& h : handles) {
+    auto it = std::find_if(ready.begin(), ready.end(), [&](const ReadyInfo& r) { return r.name == h.name; });
+    if (it != ready.end()) {
+      h.endpoint.port = it->port;
+      continue;
+    }
+    h.error = "mpirun started no agent for " + h.name;
+    auto text = ReadFile(stderr_file_, 1 << 20);
+    if (text.ok() && !Trim(*text).empty()) h.error += ": " + LastLines(*text, 8);
+  }
+  return handles;
+}
+
+void MpirunLauncher::Stop() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);  // mpirun forwards it and ends every rank
+    int status = 0;
+    bool reaped = false;
+    for (int i = 0; i < 500 && !reaped; ++i) {
+      reaped = ::waitpid(pid_, &status, WNOHANG) == pid_;
+      if (!reaped) ::usleep(10000);
+    }
+    if (!reaped) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+  }
+  if (!token_dir_.empty()) {
+    ::unlink((token_dir_ + "/token").c_str());
+    ::unlink(stderr_file_.c_str());
+    ::rmdir(token_dir_.c_str());
+    token_dir_.clear();
+  }
 }
 
 std::vector<AgentHandle> AttachLauncher::Start(const std::vector<NodePlan>& nodes, const std::string&) {

@@ -2,6 +2,8 @@
 //   local:  N agents on this machine at 127.0.0.2, 127.0.0.3, … named node-0, node-1, … (the
 //           embedded default: a simulated multi-node cluster)
 //   ssh:    `ssh -o BatchMode=yes HOST -- dsdoctor agent …` per hostfile node
+//   mpirun: one `mpirun` (OpenMPI) starts every agent, one per node; each agent finds its node
+//           from OMPI_COMM_WORLD_RANK (`agent --mpi-nodes`)
 //   attach: agents already running at given endpoints
 // Started agents get the token on their stdin, never their command line; they keep reading stdin
 // and exit when it closes (over ssh too: the session's stdin closes when the client goes), so
@@ -12,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +108,40 @@ class SshLauncher final : public SpawnLauncher {
   SshLauncherOptions options_;
 };
 
+struct MpirunLauncherOptions {
+  std::string mpirun = "mpirun";
+  std::string dsdoctor_binary;          // dsdoctor's path on every node
+  std::vector<std::string> extra_args;  // more mpirun arguments (--mca …)
+  int agent_port = 0;
+  std::string log_level;
+  // --local N: every agent on this machine (mpirun --host localhost:N), at 127.0.0.2, 127.0.0.3, …
+  bool simulated = false;
+  // Directory for the token file (mode 0600). mpirun cannot hand each rank our stdin, so agents
+  // read the token from this path: on a real cluster it must be on storage every node sees.
+  std::string token_dir = "/tmp";
+  Duration ready_timeout = std::chrono::seconds(60);
+};
+
+// Agents started by mpirun exit with it (`--exit-with-parent`), and mpirun ends its job when it is
+// terminated or its parent (the coordinator) dies.
+class MpirunLauncher final : public Launcher {
+ public:
+  explicit MpirunLauncher(MpirunLauncherOptions options) : options_(std::move(options)) {}
+  ~MpirunLauncher() override { Stop(); }
+  std::vector<AgentHandle> Start(const std::vector<NodePlan>& nodes, const std::string& token) override;
+  void Stop() override;
+  bool simulated() const override { return options_.simulated; }
+  // The mpirun command line (exposed for tests).
+  std::vector<std::string> MpirunCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
+                                         const std::string& token_file) const;
+
+ private:
+  MpirunLauncherOptions options_;
+  pid_t pid_ = -1;
+  std::string token_dir_;
+  std::string stderr_file_;
+};
+
 class AttachLauncher final : public Launcher {
  public:
   // `agents` as given to --agents: "host:port,…"; names come from the nodes' hostfile order, or
@@ -116,6 +153,13 @@ class AttachLauncher final : public Launcher {
  private:
   std::vector<net::Endpoint> agents_;
 };
+
+struct ReadyInfo {
+  std::string name, addr;
+  int port = 0;
+};
+// Parses "DSDOCTOR_AGENT_READY name=… addr=… port=… pid=…" anywhere in `line`.
+std::optional<ReadyInfo> ParseReadyLine(const std::string& line);
 
 // Quotes one word for a POSIX shell ('…' with embedded quotes escaped).
 std::string ShellQuote(const std::string& word);

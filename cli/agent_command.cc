@@ -1,4 +1,8 @@
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <cstdio>
 #include <iostream>
@@ -29,14 +33,45 @@ Result<std::string> ReadTokenLineFromStdin() {
   return token;
 }
 
+// This rank's (name, address) from "name=addr,…" and the rank mpirun gave us.
+Result<std::pair<std::string, std::string>> MpiNode(const std::string& list) {
+  const char* rank_text = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank_text) rank_text = std::getenv("PMIX_RANK");
+  if (!rank_text) return InvalidArgument("not started by mpirun (no OMPI_COMM_WORLD_RANK)");
+  size_t rank = std::strtoul(rank_text, nullptr, 10);
+  auto entries = Split(list, ',');
+  if (rank >= entries.size()) {
+    return InvalidArgument("rank " + std::string(rank_text) + " but only " + std::to_string(entries.size()) + " nodes listed");
+  }
+  const std::string& e = entries[rank];
+  size_t eq = e.find('=');
+  if (eq == std::string::npos) return std::make_pair(e, e);
+  return std::make_pair(e.substr(0, eq), e.substr(eq + 1));
+}
+
 }  // namespace
 
 int RunAgent(const AgentCommandOptions& o) {
   auto log = log::Get("cli");
+  if (o.exit_with_parent) {
+    pid_t parent = ::getppid();
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) return kExitOk;  // the parent is already gone
+  }
   auto endpoint = net::ParseEndpoint(o.listen);
   if (!endpoint.ok()) {
     log->error("--listen {}", endpoint.status().message());
     return kExitUsage;
+  }
+  std::string name = o.name;
+  if (!o.mpi_nodes.empty()) {
+    auto node = MpiNode(o.mpi_nodes);
+    if (!node.ok()) {
+      log->error("--mpi-nodes: {}", node.status().message());
+      return kExitUsage;
+    }
+    name = node->first;
+    endpoint->host = node->second;
   }
   auto token = o.token_file == "-" ? ReadTokenLineFromStdin() : agent::LoadTokenFile(o.token_file);
   if (!token.ok()) {
@@ -48,14 +83,14 @@ int RunAgent(const AgentCommandOptions& o) {
   opts.listen_addr = endpoint->host;
   opts.port = endpoint->port;
   opts.token = *token;
-  opts.name = o.name;
+  opts.name = name;
   opts.exit_on_stdin_eof = o.exit_with_coordinator;
   agent::Agent agent(opts, &inventory);
   if (Status s = agent.Bind(); !s.ok()) {
     log->error("agent: {}", s.message());
     return kExitProblems;
   }
-  std::cout << agent::ReadyLine(o.name.empty() ? "-" : o.name, endpoint->host, agent.port()) << std::endl;
+  std::cout << agent::ReadyLine(name.empty() ? "-" : name, endpoint->host, agent.port()) << std::endl;
   Status s = agent.Run();
   if (!s.ok()) {
     log->error("agent: {}", s.message());

@@ -105,6 +105,14 @@ int RunCheck(const CheckOptions& o) {
     so.agent_port = o.agent_port;
     so.log_level = o.log_level;
     launcher = std::make_unique<agent::SshLauncher>(so);
+  } else if (launcher_name == "mpirun") {
+    agent::MpirunLauncherOptions mo;
+    mo.dsdoctor_binary = o.remote_dsdoctor.empty() ? SelfExe() : o.remote_dsdoctor;
+    mo.extra_args = SplitWhitespace(o.mpirun_opts);
+    mo.agent_port = o.agent_port;
+    mo.log_level = o.log_level;
+    mo.simulated = o.local > 0;
+    launcher = std::make_unique<agent::MpirunLauncher>(mo);
   } else if (launcher_name == "attach") {
     if (o.agents.empty()) {
       std::cerr << "dsdoctor check: --launcher attach needs --agents host:port,…\n";
@@ -136,7 +144,7 @@ int RunCheck(const CheckOptions& o) {
     token = *t;
     launcher = std::make_unique<agent::AttachLauncher>(endpoints);
   } else {
-    std::cerr << "dsdoctor check: --launcher " << launcher_name << " is not available yet (use local, ssh or attach)\n";
+    std::cerr << "dsdoctor check: unknown --launcher " << launcher_name << "\n";
     return kExitUsage;
   }
 

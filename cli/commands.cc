@@ -35,6 +35,9 @@ int Main(int argc, char** argv) {
   agent_cmd->add_option("--name", agent_opts.name, "Node name in reports (default: hostname)");
   agent_cmd->add_flag("--exit-with-coordinator", agent_opts.exit_with_coordinator,
                       "Exit when stdin closes (the launching coordinator is gone)");
+  agent_cmd->add_flag("--exit-with-parent", agent_opts.exit_with_parent, "Exit when the parent process dies (mpirun)");
+  agent_cmd->add_option("--mpi-nodes", agent_opts.mpi_nodes,
+                        "name=addr,…: under mpirun, the entry at OMPI_COMM_WORLD_RANK gives this agent's name and address");
 
   CheckOptions check;
   auto* check_cmd = app.add_subcommand("check", "Pre-flight check of a cluster: agents, NCCL, env, connectivity");
@@ -44,10 +47,11 @@ int Main(int argc, char** argv) {
   check_cmd->add_option("--exclude", check.exclude, "host[:slot,slot][@host…]");
   check_cmd->add_option("--num_nodes", check.num_nodes, "Use the first N nodes");
   check_cmd->add_option("--num_gpus", check.num_gpus, "Use the first N slots of each node");
-  check_cmd->add_option("--launcher", check.launcher, "local | ssh | attach (default: local, or attach with --agents)")->check(CLI::IsMember({"local", "attach", "ssh", "mpirun"}));
+  check_cmd->add_option("--launcher", check.launcher, "local | ssh | mpirun | attach (default: local, or attach with --agents)")->check(CLI::IsMember({"local", "attach", "ssh", "mpirun"}));
   check_cmd->add_option("--agents", check.agents, "Running agents to attach to: host:port,…");
   check_cmd->add_option("--token-file", check.token_file, "Token of attached agents");
   check_cmd->add_option("--ssh-opts", check.ssh_opts, "Extra ssh arguments, e.g. \"-p 2222 -i ~/.ssh/cluster\"");
+  check_cmd->add_option("--mpirun-opts", check.mpirun_opts, "Extra mpirun arguments, e.g. \"--mca btl_tcp_if_include eth0\"");
   check_cmd->add_option("--remote-dsdoctor", check.remote_dsdoctor, "dsdoctor's path on the nodes (default: this one's)");
   check_cmd->add_option("--master_port", check.master_port, "Rendezvous port (MASTER_PORT)")->check(CLI::Range(1, 65535));
   check_cmd->add_option("--agent-port", check.agent_port, "Port for started agents (0: any free port)")->check(CLI::Range(0, 65535));

@@ -22,6 +22,8 @@ struct AgentCommandOptions {
   std::string token_file;  // "-" = first line of stdin
   std::string name;
   bool exit_with_coordinator = false;
+  bool exit_with_parent = false;   // PR_SET_PDEATHSIG: started by mpirun/orted
+  std::string mpi_nodes;           // "name=addr,…": this rank's entry (OMPI_COMM_WORLD_RANK) sets name and address
 };
 int RunAgent(const AgentCommandOptions& options);
 
@@ -30,7 +32,8 @@ struct CheckOptions {
   int local = 0;                  // --local N: N simulated nodes on this machine
   std::string include, exclude;
   int num_nodes = -1, num_gpus = -1;
-  std::string launcher;           // local | ssh | attach (mpirun: not yet)
+  std::string launcher;           // local | ssh | mpirun | attach
+  std::string mpirun_opts;        // extra mpirun arguments
   std::string ssh_opts;           // extra ssh arguments, split on whitespace
   std::string remote_dsdoctor;    // dsdoctor's path on the nodes (default: this binary's path)
   std::string agents;             // --agents host:port,…

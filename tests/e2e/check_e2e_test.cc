@@ -187,10 +187,19 @@ TEST_F(CheckE2eTest, WrongTokenIsRefusedAndTheAgentStaysUp) {
   EXPECT_NE(r.out.find("refused connection from 127.0.0.1"), std::string::npos);  // the agent logged it
 }
 
+// A DROP rule and a 10 s connect timeout hold the coordinator in its probe phase, agents up, until
+// it is killed; $P is the pgrep pattern of the processes it started, $N how many there must be.
+constexpr const char* kKillCoordinator =
+    "for i in $(seq 200); do [ \"$(pgrep -fc \"$P\")\" -ge $N ] && break; sleep 0.05; done; "
+    "echo running=$(pgrep -fc \"$P\"); kill -9 $C; wait $C; sleep 1; "
+    "pgrep -af \"$P\" || echo no-agents-left; ";
+
 TEST_F(CheckE2eTest, AgentsDoNotOutliveAKilledCoordinator) {
   auto r = InNamespace(
-      "$DSD check --local 3 --agent-port 47300 --json $DIR/out.json & C=$!; sleep 0.3; kill -9 $C; wait $C; sleep 1; "
-      "pgrep -f '[a]gent --listen 127.0.0.[234]:47300' || echo no-agents-left");
+      "iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.2 -p tcp --dport 47300 -j DROP; "
+      "$DSD check --local 3 --agent-port 47300 --connect-timeout-ms 10000 --json $DIR/out.json & C=$!; "
+      "P='[a]gent --listen 127.0.0.[234]:47300'; N=3; " + std::string(kKillCoordinator));
+  EXPECT_NE(r.out.find("running=3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
 }
 
@@ -215,9 +224,9 @@ TEST_F(CheckE2eTest, SshLauncherStartsAgentsAndNamesTheNodeSshCannotReach) {
   auto r = InNamespace(std::string(kSshd) +
                        "printf '127.0.0.2 slots=1\\n127.0.0.3 slots=1\\n127.0.0.4 slots=1\\n' > $DIR/hostfile; "
                        "iptables -A INPUT -d 127.0.0.4 -p tcp --dport 2222 -j REJECT --reject-with tcp-reset; "
-                       "$DSD check --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" "
+                       "$DSD check --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --agent-port 47550 "
                        "--connect-timeout-ms 500 --json $DIR/out.json; rc=$?; sleep 0.5; "
-                       "pgrep -f '[a]gent --listen 127.0.0' || echo no-agents-left; kill $S; wait $S; exit $rc");
+                       "pgrep -f '[a]gent --listen 127.0.0.[234]:47550' || echo no-agents-left; kill $S; wait $S; exit $rc");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
   json doc = ReadJson("out.json");
@@ -241,14 +250,50 @@ TEST_F(CheckE2eTest, SshAgentsExitWhenTheCoordinatorIsKilled) {
     if (std::getenv("DSDOCTOR_REQUIRE_NETNS")) FAIL() << "sshd missing: run scripts/setup.sh";
     GTEST_SKIP() << "no sshd";
   }
+  // Both the ssh clients and the agents they started match the pattern: 2 + 2.
   auto r = InNamespace(std::string(kSshd) +
                        "printf '127.0.0.2 slots=1\\n127.0.0.3 slots=1\\n' > $DIR/hostfile; "
+                       "iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.2 -p tcp --dport 47500 -j DROP; "
                        "$DSD check --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --agent-port 47500 "
-                       "--json $DIR/out.json & C=$!; "
-                       "for i in $(seq 100); do pgrep -f '[a]gent --listen 127.0.0.3:47500' >/dev/null && break; sleep 0.05; done; "
-                       "pgrep -f '[a]gent --listen 127.0.0.3:47500' >/dev/null && echo agent-was-running; "
-                       "kill -9 $C; wait $C; sleep 1; "
-                       "pgrep -f '[a]gent --listen 127.0.0.[23]:47500' || echo no-agents-left; kill $S; wait $S");
+                       "--connect-timeout-ms 10000 --json $DIR/out.json & C=$!; "
+                       "P='[a]gent --listen 127.0.0.[23]:47500'; N=4; " + std::string(kKillCoordinator) + "kill $S; wait $S");
+  EXPECT_NE(r.out.find("running=4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
+}
+
+// OpenMPI's mpirun starts the agents; each takes its node from OMPI_COMM_WORLD_RANK and binds
+// that node's address, so a firewall rule between two of them is still seen as such.
+TEST_F(CheckE2eTest, MpirunLauncherStartsOneAgentPerNode) {
+  auto r = InNamespace(
+      "iptables -A OUTPUT -s 127.0.0.4 -d 127.0.0.2 -p tcp --dport 47700 -j DROP; "
+      "$DSD check --local 3 --launcher mpirun --agent-port 47700 --connect-timeout-ms 500 --json $DIR/out.json; rc=$?; "
+      "sleep 0.5; pgrep -f '[a]gent --mpi-nodes' || echo no-agents-left; exit $rc");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  json doc = ReadJson("out.json");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(doc["nodes"][i]["reachable"], true) << doc["nodes"][i]["error"];
+  EXPECT_EQ(doc["nodes"][1]["address"], "127.0.0.3");
+  auto blocked = FindingsWithCode(doc, "PORT_BLOCKED");
+  ASSERT_EQ(blocked.size(), 1u) << doc["findings"].dump(2);
+  EXPECT_EQ(blocked[0]["nodes"], json({"node-2", "node-0"}));
+  EXPECT_EQ(doc["findings"].size(), 1u) << doc["findings"].dump(2);
+}
+
+TEST_F(CheckE2eTest, MpirunFailureIsAgentUnreachableWithMpirunsMessage) {
+  auto r = InNamespace("$DSD check --local 2 --launcher mpirun --remote-dsdoctor /nonexistent/dsdoctor --json $DIR/out.json");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  auto unreachable = FindingsWithCode(doc, "AGENT_UNREACHABLE");
+  ASSERT_EQ(unreachable.size(), 2u) << doc["findings"].dump(2);
+  EXPECT_NE(unreachable[0]["evidence"].dump().find("/nonexistent/dsdoctor"), std::string::npos) << unreachable[0].dump();
+}
+
+TEST_F(CheckE2eTest, MpirunAgentsExitWhenTheCoordinatorIsKilled) {
+  auto r = InNamespace(
+      "iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.2 -p tcp --dport 47800 -j DROP; "
+      "$DSD check --local 3 --launcher mpirun --agent-port 47800 --connect-timeout-ms 10000 --json $DIR/out.json & C=$!; "
+      "P='[a]gent --mpi-nodes'; N=4; " + std::string(kKillCoordinator));
+  EXPECT_NE(r.out.find("running=4"), std::string::npos) << r.out;  // mpirun's command line matches too
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
 }
 
