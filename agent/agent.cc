@@ -8,7 +8,9 @@
 #include <future>
 #include <vector>
 
+#include "agent/agent_store.h"
 #include "agent/token.h"
+#include "probe/gloo_comm.h"
 #include "common/log.h"
 #include "probe/report.h"
 
@@ -109,7 +111,8 @@ void Agent::Serve(net::Fd conn, std::string peer) {
       return;
     }
     bool close_after = false;
-    json reply = Handle(*req, &close_after);
+    json reply = req->value("type", "") == "sink" ? Sink(conn.get(), decoder) : Handle(*req, &close_after);
+    if (reply.value("type", "") == "sunk") close_after = true;
     if (req->contains("id")) reply["id"] = (*req)["id"];
     if (!net::SendFrame(conn.get(), reply).ok()) return;
     if (close_after) return;
@@ -130,6 +133,10 @@ json Agent::Handle(const json& request, bool* close_after) {
       return {{"type", "inventory"}, {"name", options_.name}, {"report", j}};
     }
     if (type == "listen") return HandleListen(request);
+    if (type == "kv_set") return HandleKvSet(request);
+    if (type == "kv_get") return HandleKvGet(request);
+    if (type == "allreduce") return HandleAllReduce(request);
+    if (type == "p2p_send") return HandleP2pSend(request);
     if (type == "ping") return HandlePing(request);
     if (type == "shutdown") {
       *close_after = true;
@@ -163,6 +170,115 @@ json Agent::HandleListen(const json& request) {
   }).detach();
   log::Get("agent")->debug("rendezvous listener on port {}", bound);
   return {{"type", "listening"}, {"port", bound}};
+}
+
+json Agent::HandleKvSet(const json& request) {
+  std::string key = request.at("key").get<std::string>();
+  std::string value = request.at("value").get<std::string>();
+  {
+    std::lock_guard<std::mutex> lock(kv_mu_);
+    kv_[key] = value;
+  }
+  kv_cv_.notify_all();
+  return {{"type", "kv_ok"}};
+}
+
+json Agent::HandleKvGet(const json& request) {
+  auto keys = request.at("keys").get<std::vector<std::string>>();
+  auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 30000));
+  std::unique_lock<std::mutex> lock(kv_mu_);
+  bool all = kv_cv_.wait_for(lock, timeout, [&] {
+    if (stop_) return true;
+    for (const auto& k : keys) {
+      if (!kv_.count(k)) return false;
+    }
+    return true;
+  });
+  json values = json::object();
+  for (const auto& k : keys) {
+    if (kv_.count(k)) values[k] = kv_[k];
+  }
+  if (!all || values.size() != keys.size()) {
+    return {{"type", "error"}, {"code", "timeout"}, {"message", "keys not set within " + std::to_string(timeout.count()) + " ms"}};
+  }
+  return {{"type", "kv_values"}, {"values", values}};
+}
+
+json Agent::HandleAllReduce(const json& request) {
+  std::string backend = request.value("backend", "gloo");
+  if (backend != "gloo") return {{"type", "error"}, {"code", "unsupported"}, {"message", "backend " + backend + " not served by agents"}};
+  int rank = request.at("rank").get<int>();
+  int size = request.at("size").get<int>();
+  auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 60000));
+  net::Endpoint master{request.at("store").at("host").get<std::string>(), request.at("store").at("port").get<int>()};
+  auto store = AgentStore::Connect(master, options_.token, request.value("run", std::string("run")), timeout);
+  if (!store.ok()) return {{"type", "error"}, {"code", "store"}, {"message", store.status().message()}};
+  std::string bind = options_.listen_addr == "0.0.0.0" || options_.listen_addr == "::" ? "" : options_.listen_addr;
+  if (bind.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    bind = host;
+  }
+  auto comm = probe::CreateGlooCommunicator(rank, size, **store, bind, timeout);
+  if (!comm.ok()) return {{"type", "error"}, {"code", "rendezvous"}, {"message", comm.status().message()}};
+  probe::SweepOptions sweep;
+  sweep.max_iters = request.value("max_iters", sweep.max_iters);
+  sweep.warmup = request.value("warmup", sweep.warmup);
+  auto results = probe::RunAllReduceSweep(**comm, request.at("sizes").get<std::vector<size_t>>(), sweep,
+                                          RealClock::Instance());
+  if (!results.ok()) return {{"type", "error"}, {"code", "collective"}, {"message", results.status().message()}};
+  json rows = json::array();
+  for (const auto& r : *results) rows.push_back({{"bytes", r.bytes}, {"time_us", r.time_us}, {"wrong", r.wrong}});
+  return {{"type", "allreduce_result"}, {"backend", "gloo"}, {"rank", rank}, {"results", rows}};
+}
+
+json Agent::Sink(int fd, wire::FrameDecoder& decoder) {
+  uint64_t bytes = decoder.TakeBuffered().size();
+  auto start = std::chrono::steady_clock::now();
+  std::vector<char> buf(1 << 20);
+  while (true) {
+    ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    bytes += static_cast<uint64_t>(n);
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {{"type", "sunk"}, {"bytes", bytes}, {"seconds", seconds}};
+}
+
+json Agent::HandleP2pSend(const json& request) {
+  const json& target = request.at("target");
+  net::Endpoint to{target.at("host").get<std::string>(), target.at("port").get<int>()};
+  auto limit = std::chrono::duration<double>(request.value("seconds", 0.5));
+  uint64_t max_bytes = request.value("max_bytes", uint64_t{256} << 20);
+  auto c = net::Connect(to.host, to.port, std::chrono::seconds(5), options_.listen_addr);
+  if (c.outcome != net::ConnectOutcome::kOk) {
+    return {{"type", "error"}, {"code", "connect"}, {"message", "p2p connect to " + to.ToString() + ": " + c.error}};
+  }
+  int fd = c.fd.get();
+  wire::FrameDecoder decoder;
+  if (!net::SendFrame(fd, {{"type", "hello"}, {"token", options_.token}, {"role", "peer"}}).ok() ||
+      !net::RecvFrame(fd, decoder, std::chrono::seconds(5)).ok() || !net::SendFrame(fd, {{"type", "sink"}}).ok()) {
+    return {{"type", "error"}, {"code", "p2p"}, {"message", "p2p handshake with " + to.ToString() + " failed"}};
+  }
+  std::vector<char> chunk(1 << 20, 'x');
+  uint64_t sent = 0;
+  auto start = std::chrono::steady_clock::now();
+  while (sent < max_bytes && std::chrono::steady_clock::now() - start < limit) {
+    Status s = net::SendAll(fd, std::string_view(chunk.data(), std::min<uint64_t>(chunk.size(), max_bytes - sent)));
+    if (!s.ok()) return {{"type", "error"}, {"code", "p2p"}, {"message", "p2p send: " + s.message()}};
+    sent += std::min<uint64_t>(chunk.size(), max_bytes - sent);
+  }
+  ::shutdown(fd, SHUT_WR);
+  // The receiver's count after our last byte: buffers in flight are included in the time.
+  auto ack = net::RecvFrame(fd, decoder, std::chrono::seconds(60));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!ack.ok() || ack->value("type", "") != "sunk") {
+    return {{"type", "error"}, {"code", "p2p"}, {"message", "p2p: no acknowledgement from " + to.ToString()}};
+  }
+  uint64_t received = ack->value("bytes", uint64_t{0});
+  return {{"type", "p2p_result"}, {"bytes", received}, {"seconds", seconds},
+          {"gbit_s", seconds > 0 ? static_cast<double>(received) * 8 / seconds / 1e9 : 0.0}};
 }
 
 json Agent::HandlePing(const json& request) {

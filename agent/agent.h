@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,12 @@ class Agent {
   nlohmann::json Handle(const nlohmann::json& request, bool* close_after);
   nlohmann::json HandlePing(const nlohmann::json& request);
   nlohmann::json HandleListen(const nlohmann::json& request);
+  nlohmann::json HandleKvSet(const nlohmann::json& request);
+  nlohmann::json HandleKvGet(const nlohmann::json& request);
+  nlohmann::json HandleAllReduce(const nlohmann::json& request);
+  nlohmann::json HandleP2pSend(const nlohmann::json& request);
+  // After a "sink" request the connection carries raw bytes until the peer shuts down its side.
+  nlohmann::json Sink(int fd, wire::FrameDecoder& decoder);
 
   AgentOptions options_;
   probe::InventorySource* inventory_;
@@ -53,6 +60,10 @@ class Agent {
   std::mutex mu_;
   std::map<int, std::shared_ptr<net::Fd>> extra_listeners_;  // port → listener (rendezvous ports)
   std::atomic<int> active_connections_{0};
+  // Key-value service for rendezvous (gloo stores of bandwidth probes), on the master's agent.
+  std::mutex kv_mu_;
+  std::condition_variable kv_cv_;
+  std::map<std::string, std::string> kv_;
 };
 
 // The line an agent prints on stdout once it listens, for launchers to read:

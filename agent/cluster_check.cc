@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "probe/bandwidth.h"
 
 namespace dsd::agent {
 
@@ -371,6 +372,134 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
   return r;
 }
 
+CheckRow AllReduceRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  const BandwidthInput& bw = in.bandwidth;
+  CheckRow r{"all-reduce bandwidth", CheckStatus::kOk, "", {}, ""};
+  if (!bw.ran) {
+    r.status = CheckStatus::kInfo;
+    r.summary = "not run: " + bw.skipped;
+    return r;
+  }
+  if (!bw.allreduce_error.empty()) {
+    r.status = CheckStatus::kFail;
+    r.summary = bw.backend + " all-reduce over " + std::to_string(bw.ranks) + " ranks failed";
+    r.details.push_back(bw.allreduce_error);
+    out.push_back({codes::kCommError, Severity::kError, r.summary, {}, {}, {bw.allreduce_error},
+                   "the nodes connect but a collective between them fails; run with DSDOCTOR_LOG_LEVEL=debug"});
+    return r;
+  }
+  double avg = probe::AvgBusBw(bw.allreduce);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s, %d ranks, %zu sizes: avg busbw %.3f GB/s", bw.backend.c_str(), bw.ranks,
+                bw.allreduce.size(), avg);
+  r.summary = buf;
+  long wrong = 0;
+  std::vector<std::string> wrong_sizes;
+  for (const auto& row : bw.allreduce) {
+    wrong += row.wrong;
+    if (row.wrong) wrong_sizes.push_back(std::to_string(row.bytes) + " B: " + std::to_string(row.wrong) + " wrong");
+  }
+  if (wrong > 0) {
+    r.status = CheckStatus::kFail;
+    out.push_back({codes::kAllreduceWrong, Severity::kError,
+                   "all-reduce returned " + std::to_string(wrong) + " wrong elements", {}, {}, wrong_sizes,
+                   "data is corrupted in transit or by a faulty node: rerun, then test nodes pairwise to isolate it"});
+  }
+  if (bw.min_busbw_gbps > 0 && avg < bw.min_busbw_gbps) {
+    r.status = std::max(r.status, CheckStatus::kFail);
+    std::snprintf(buf, sizeof buf, "all-reduce avg busbw %.3f GB/s is below --min-busbw %.3f GB/s", avg, bw.min_busbw_gbps);
+    out.push_back({codes::kBandwidthLow, Severity::kError, buf, {}, {}, {},
+                   "see the p2p matrix for the slow link or node; check NIC speed (ethtool), NCCL_SOCKET_IFNAME and "
+                   "congestion"});
+  }
+  return r;
+}
+
+CheckRow P2pRow(const ClusterCheckInput& in, ClusterCheckResult& res) {
+  const BandwidthInput& bw = in.bandwidth;
+  CheckRow r{"p2p bandwidth", CheckStatus::kOk, "", {}, ""};
+  if (!bw.ran || bw.p2p.empty()) {
+    r.status = CheckStatus::kInfo;
+    r.summary = "not run: " + (bw.ran ? std::string("fewer than two nodes") : bw.skipped);
+    return r;
+  }
+  size_t n = in.nodes.size();
+  auto index_of = [&](const std::string& name) -> size_t {
+    for (size_t i = 0; i < n; ++i) {
+      if (in.nodes[i].name == name) return i;
+    }
+    return n;
+  };
+  std::vector<double> values;
+  for (const auto& p : bw.p2p) {
+    if (p.error.empty()) values.push_back(p.gbit_s);
+  }
+  std::sort(values.begin(), values.end());
+  double median = values.empty() ? 0 : values.size() % 2 ? values[values.size() / 2]
+                                                         : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
+  double threshold = std::max(bw.min_p2p_gbit_s, kSlowFraction * median);
+  auto& m = res.matrix["p2p"];
+  m.assign(n, std::vector<std::string>(n, "?"));
+  for (size_t i = 0; i < n; ++i) m[i][i] = "-";
+  std::map<std::string, int> pairs_of, low_of;
+  std::vector<const P2pResult*> low;
+  char buf[200];
+  for (const auto& p : bw.p2p) {
+    size_t i = index_of(p.from), j = index_of(p.to);
+    if (i == n || j == n) continue;
+    if (!p.error.empty()) {
+      m[i][j] = "ERR";
+      r.details.push_back(p.from + " -> " + p.to + ": " + p.error);
+      r.status = CheckStatus::kFail;
+      continue;
+    }
+    ++pairs_of[p.from];
+    ++pairs_of[p.to];
+    bool is_low = p.gbit_s < threshold;
+    std::snprintf(buf, sizeof buf, "%s%.2f", is_low ? "LOW " : "", p.gbit_s);
+    m[i][j] = buf;
+    if (is_low) {
+      low.push_back(&p);
+      ++low_of[p.from];
+      ++low_of[p.to];
+    }
+  }
+  std::snprintf(buf, sizeof buf, "%zu pairs, median %.2f Gbit/s, %zu below %.2f Gbit/s", values.size(), median,
+                low.size(), threshold);
+  r.summary = buf;
+  std::set<std::string> slow_nodes;
+  for (const auto& [node, count] : pairs_of) {
+    if (count >= 2 && low_of[node] >= kSlowNodeShare * count) slow_nodes.insert(node);
+  }
+  std::string rule = "rule: below " + std::string(bw.min_p2p_gbit_s > 0 ? "--min-p2p-gbit or " : "") +
+                     std::to_string(static_cast<int>(kSlowFraction * 100)) + "% of the median pair";
+  for (const auto& node : slow_nodes) {
+    std::vector<std::string> ev;
+    for (const auto* p : low) {
+      if (p->from != node && p->to != node) continue;
+      std::snprintf(buf, sizeof buf, "%s -> %s: %.3f Gbit/s", p->from.c_str(), p->to.c_str(), p->gbit_s);
+      ev.push_back(buf);
+    }
+    std::snprintf(buf, sizeof buf, "node %s is slow: %d of its %d transfers below %.2f Gbit/s (median %.2f)", node.c_str(),
+                  low_of[node], pairs_of[node], threshold, median);
+    ev.push_back(rule);
+    res.findings.push_back({codes::kBandwidthLow, Severity::kError, buf, {node}, {}, ev,
+                            "check " + node + "'s NIC (ethtool: speed/duplex, errors), its traffic shaping (tc qdisc), "
+                            "cabling/switch port, and whether NCCL_SOCKET_IFNAME picks a slow interface there"});
+    r.details.push_back(buf);
+  }
+  for (const auto* p : low) {
+    if (slow_nodes.count(p->from) || slow_nodes.count(p->to)) continue;
+    std::snprintf(buf, sizeof buf, "link %s -> %s is slow: %.3f Gbit/s (threshold %.2f, median %.2f)", p->from.c_str(),
+                  p->to.c_str(), p->gbit_s, threshold, median);
+    res.findings.push_back({codes::kBandwidthLow, Severity::kError, buf, {p->from, p->to}, {}, {rule},
+                            "check the path between the two nodes (switch ports, routing, shaping)"});
+    r.details.push_back(buf);
+  }
+  if (!low.empty()) r.status = CheckStatus::kFail;
+  return r;
+}
+
 std::string XmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -409,6 +538,12 @@ ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
     size_t before = res.findings.size();
     add(ConnectivityRow(in, kind, res), before);
   }
+  {
+    size_t before = res.findings.size();
+    add(AllReduceRow(in, res.findings), before);
+    before = res.findings.size();
+    add(P2pRow(in, res), before);
+  }
   diagnosis::SortBySeverity(res.findings);
   log::Get("agent")->debug("cluster check: {} rows, {} findings", res.rows.size(), res.findings.size());
   return res;
@@ -426,8 +561,7 @@ std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckRes
       for (size_t i = 1; i < m.size(); ++i) out << "  " << in.nodes[i].name << " -> " << in.nodes[0].name << ": " << m[i][0] << "\n";
       continue;
     }
-    out << "\nconnectivity matrix, " << (kind == "agent" ? "agent port" : "rendezvous port " + std::to_string(in.master_port))
-        << " (row -> column)\n";
+    out << "\n" << (kind == "p2p" ? "p2p bandwidth, Gbit/s" : "connectivity matrix, agent port") << " (row -> column)\n";
     size_t w = 10;
     for (const auto& n : in.nodes) w = std::max(w, n.name.size() + 2);
     out << std::string(w, ' ');
@@ -438,6 +572,10 @@ std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckRes
       for (const auto& c : m[i]) out << c << std::string(w > c.size() ? w - c.size() : 1, ' ');
       out << "\n";
     }
+  }
+  if (!in.bandwidth.allreduce.empty()) {
+    out << "\nall-reduce, " << in.bandwidth.backend << ", " << in.bandwidth.ranks << " ranks (nccl-tests columns)\n"
+        << probe::RenderBandwidthTable(in.bandwidth.allreduce);
   }
   if (!res.findings.empty()) {
     out << "\nfindings\n";
@@ -459,8 +597,19 @@ json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
   probe::CheckCounts counts = probe::CountChecks(res.rows);
   json findings = json::array();
   for (const auto& f : res.findings) findings.push_back(diagnosis::ToJson(f));
+  const BandwidthInput& bw = in.bandwidth;
+  json allreduce = json::array();
+  for (const auto& row : bw.allreduce) allreduce.push_back(probe::ToJson(row));
+  json p2p = json::array();
+  for (const auto& p : bw.p2p) {
+    p2p.push_back({{"from", p.from}, {"to", p.to}, {"gbit_s", p.gbit_s}, {"bytes", p.bytes}, {"seconds", p.seconds},
+                   {"error", p.error}});
+  }
+  json bandwidth = {{"ran", bw.ran}, {"skipped", bw.skipped}, {"backend", bw.backend}, {"ranks", bw.ranks},
+                    {"allreduce", allreduce}, {"avg_busbw_gbps", probe::AvgBusBw(bw.allreduce)},
+                    {"allreduce_error", bw.allreduce_error}, {"p2p", p2p}};
   return {{"schema", "dsdoctor.check/1"}, {"master_port", in.master_port}, {"nodes", nodes}, {"checks", probe::ChecksJson(res.rows)},
-          {"findings", findings}, {"matrix", res.matrix},
+          {"findings", findings}, {"matrix", res.matrix}, {"bandwidth", bandwidth},
           {"summary", {{"fail", counts.fail}, {"warn", counts.warn}, {"findings", res.findings.size()}, {"exit_code", ClusterExitCode(res)}}}};
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "diagnosis/finding.h"
+#include "probe/bandwidth.h"
 #include "probe/report.h"
 
 namespace dsd::agent {
@@ -24,17 +25,47 @@ struct NodeProbe {
   nlohmann::json pings;   // its ping_result reply (docs/agent-protocol.md)
 };
 
+struct P2pResult {
+  std::string from, to;
+  double gbit_s = 0;   // receiver's bytes × 8 / sender's elapsed time (until the receiver's ack)
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::string error;
+};
+
+// Bandwidth probes (docs/check.md): an all-reduce size sweep over every reachable agent and
+// point-to-point transfers between node pairs.
+struct BandwidthInput {
+  bool ran = false;
+  std::string skipped;                       // why the probes did not run (shown as info)
+  std::string backend;                       // "gloo"
+  int ranks = 0;
+  std::vector<probe::SizeResult> allreduce;  // combined over ranks
+  std::string allreduce_error;
+  std::vector<P2pResult> p2p;
+  double min_busbw_gbps = 0;    // 0: no absolute floor
+  double min_p2p_gbit_s = 0;    // 0: no absolute floor
+};
+
+// BANDWIDTH_LOW for links: a pair below min_p2p_gbit_s, or below kSlowFraction × the median of all
+// measured pairs. A node is named (a slow node) when at least kSlowNodeShare of its pairs, as
+// sender or receiver, are low and it has two or more; its pairs then fold into that one finding.
+inline constexpr double kSlowFraction = 0.5;
+inline constexpr double kSlowNodeShare = 0.75;
+
 struct ClusterCheckInput {
   std::vector<NodeProbe> nodes;  // nodes[0] is the master (rank 0's node)
   int master_port = 29500;
   bool simulated = false;        // local launcher: nodes share one machine (hostnames may repeat)
   int connect_timeout_ms = 2000;
+  BandwidthInput bandwidth;
 };
 
 struct ClusterCheckResult {
   std::vector<probe::CheckRow> rows;
   std::vector<diagnosis::Finding> findings;
-  // matrix[kind][from][to]: "ok 0.1ms", "DROP", "RST", "UNR", "DNS", "ERR", "-" (self), "?" (unknown)
+  // matrix[kind][from][to]: "ok 0.1ms", "DROP", "RST", "UNR", "DNS", "ERR", "-" (self), "?" (unknown);
+  // matrix["p2p"] holds Gbit/s ("9.41", "LOW 0.02", "ERR").
   std::map<std::string, std::vector<std::vector<std::string>>> matrix;
 };
 

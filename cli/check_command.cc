@@ -14,6 +14,8 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "probe/bandwidth.h"
+#include "probe/collective.h"
 #include "probe/dsenv.h"
 #include "probe/inventory.h"
 
@@ -63,6 +65,97 @@ Result<std::vector<agent::NodePlan>> PlanFromOptions(const CheckOptions& o, std:
   return agent::PlanNodes(hf, plan);
 }
 
+// All-reduce sweep over every reachable agent, then p2p transfers in rounds where every node sends
+// once and receives once (i -> i+k); more than 16 nodes are sampled (k = 1, 2, n/2).
+void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const std::string& token,
+                  std::vector<std::optional<agent::AgentClient>>& clients, agent::ClusterCheckInput& input) {
+  auto log = log::Get("cli");
+  agent::BandwidthInput& bw = input.bandwidth;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < clients.size(); ++i) {
+    if (clients[i]) idx.push_back(i);
+  }
+  if (idx.size() < 2) {
+    bw.skipped = "fewer than two reachable agents";
+    return;
+  }
+  for (size_t i : idx) {
+    for (const auto& p : input.nodes[i].pings.value("results", json::array())) {
+      if (p.value("kind", "") == "agent" && p.value("outcome", "") != "ok") {
+        bw.skipped = "connectivity failures between nodes (see above)";
+        return;
+      }
+    }
+  }
+  bw.ran = true;
+  bw.backend = "gloo";
+  bw.ranks = static_cast<int>(idx.size());
+  bw.min_busbw_gbps = o.min_busbw;
+  bw.min_p2p_gbit_s = o.min_p2p_gbit;
+  const auto long_call = std::chrono::seconds(900);
+  std::string run = token.substr(0, 8) + std::to_string(::getpid());
+  const auto& master = input.nodes[idx[0]];
+  std::vector<json> replies(idx.size());
+  std::vector<std::string> errors(idx.size());
+  {
+    std::vector<std::future<void>> work;
+    for (size_t r = 0; r < idx.size(); ++r) {
+      work.push_back(std::async(std::launch::async, [&, r] {
+        auto reply = clients[idx[r]]->Call({{"type", "allreduce"}, {"backend", "gloo"}, {"rank", r}, {"size", idx.size()},
+                                            {"store", {{"host", master.address}, {"port", master.agent_port}}},
+                                            {"run", run}, {"sizes", sizes}, {"timeout_ms", 60000}},
+                                           long_call);
+        if (reply.ok()) replies[r] = *reply;
+        else errors[r] = input.nodes[idx[r]].name + ": " + reply.status().message();
+      }));
+    }
+    for (auto& w : work) w.get();
+  }
+  std::vector<std::vector<probe::RankSizeResult>> per_rank;
+  for (size_t r = 0; r < idx.size(); ++r) {
+    if (!errors[r].empty()) {
+      bw.allreduce_error += (bw.allreduce_error.empty() ? "" : "; ") + errors[r];
+      continue;
+    }
+    std::vector<probe::RankSizeResult> rows;
+    for (const auto& row : replies[r].value("results", json::array())) {
+      rows.push_back({row.value("bytes", size_t{0}), row.value("time_us", 0.0), row.value("wrong", 0L)});
+    }
+    per_rank.push_back(rows);
+  }
+  if (bw.allreduce_error.empty()) bw.allreduce = probe::CombineRanks(per_rank, bw.ranks);
+  log->debug("all-reduce sweep done: {} sizes, error '{}'", bw.allreduce.size(), bw.allreduce_error);
+
+  size_t n = idx.size();
+  std::vector<size_t> shifts;
+  for (size_t k = 1; k < n; ++k) shifts.push_back(k);
+  if (n > 16) shifts = {1, 2, n / 2};
+  for (size_t k : shifts) {
+    std::vector<agent::P2pResult> round(n);
+    std::vector<std::future<void>> work;
+    for (size_t a = 0; a < n; ++a) {
+      const auto& from = input.nodes[idx[a]];
+      const auto& to = input.nodes[idx[(a + k) % n]];
+      round[a].from = from.name;
+      round[a].to = to.name;
+      work.push_back(std::async(std::launch::async, [&, a] {
+        auto reply = clients[idx[a]]->Call({{"type", "p2p_send"}, {"target", {{"host", to.address}, {"port", to.agent_port}}},
+                                            {"seconds", o.p2p_seconds}},
+                                           long_call);
+        if (!reply.ok()) {
+          round[a].error = reply.status().message();
+          return;
+        }
+        round[a].gbit_s = reply->value("gbit_s", 0.0);
+        round[a].bytes = reply->value("bytes", uint64_t{0});
+        round[a].seconds = reply->value("seconds", 0.0);
+      }));
+    }
+    for (auto& w : work) w.get();
+    bw.p2p.insert(bw.p2p.end(), round.begin(), round.end());
+  }
+}
+
 }  // namespace
 
 int RunCheck(const CheckOptions& o) {
@@ -75,6 +168,11 @@ int RunCheck(const CheckOptions& o) {
     return kExitUsage;
   }
   for (const auto& w : warnings) log->warn("{}", w);
+  auto sizes = probe::ParseSizes(o.sizes);
+  if (!sizes.ok()) {
+    std::cerr << "dsdoctor check: " << sizes.status().message() << "\n";
+    return kExitUsage;
+  }
 
   std::string launcher_name = o.launcher;
   if (launcher_name.empty()) launcher_name = o.agents.empty() ? "local" : "attach";
@@ -218,6 +316,11 @@ int RunCheck(const CheckOptions& o) {
       }));
     }
     for (auto& w : work) w.get();
+  }
+  if (o.no_bandwidth) {
+    input.bandwidth.skipped = "--no-bandwidth";
+  } else {
+    RunBandwidth(o, *sizes, token, clients, input);
   }
   for (auto& c : clients) {
     if (c && launcher_name != "attach") (void)c->Call({{"type", "shutdown"}}, std::chrono::seconds(2));

@@ -58,6 +58,12 @@ int Main(int argc, char** argv) {
   check_cmd->add_option("--connect-timeout-ms", check.connect_timeout_ms, "Connect timeout per pair (DROP detection)")
       ->check(CLI::Range(100, 60000));
   check_cmd->add_flag("--no-bandwidth", check.no_bandwidth, "Skip bandwidth probes");
+  check_cmd->add_option("--sizes", check.sizes, "All-reduce sizes: MIN-MAX (doubling) or a list, e.g. 8-64M, 1M,16M");
+  check_cmd->add_option("--min-busbw", check.min_busbw, "Fail when the all-reduce's average busbw (GB/s) is below this")
+      ->check(CLI::NonNegativeNumber);
+  check_cmd->add_option("--min-p2p-gbit", check.min_p2p_gbit, "Fail p2p pairs below this many Gbit/s")
+      ->check(CLI::NonNegativeNumber);
+  check_cmd->add_option("--p2p-seconds", check.p2p_seconds, "Duration of each p2p transfer")->check(CLI::Range(0.05, 30.0));
   check_cmd->add_option("--json", check.json_out, "Write the JSON document to FILE (- for stdout instead of text)");
   check_cmd->add_option("--junit", check.junit_out, "Write a JUnit XML report to FILE");
   check_cmd->add_flag("--no-color", no_color, "Plain marks even on a terminal");

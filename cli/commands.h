@@ -42,6 +42,10 @@ struct CheckOptions {
   int agent_port = 0;
   int connect_timeout_ms = 2000;
   bool no_bandwidth = false;
+  std::string sizes = "8-64M";    // all-reduce sweep (docs/check.md)
+  double min_busbw = 0;           // GB/s; 0: no absolute floor
+  double min_p2p_gbit = 0;        // Gbit/s; 0: no absolute floor
+  double p2p_seconds = 0.3;       // per transfer
   std::string json_out;           // file or "-"
   std::string junit_out;
   bool color = false;

@@ -70,6 +70,13 @@ void FrameDecoder::Feed(std::string_view bytes) {
   buffer_.append(bytes);
 }
 
+std::string FrameDecoder::TakeBuffered() {
+  std::string rest = buffer_.substr(consumed_);
+  buffer_.clear();
+  consumed_ = 0;
+  return rest;
+}
+
 Result<std::optional<nlohmann::json>> FrameDecoder::Next() {
   if (!broken_.ok()) return broken_;
   if (buffered() < kHeaderSize) return std::optional<nlohmann::json>();

@@ -50,6 +50,9 @@ class FrameDecoder {
   Result<std::optional<nlohmann::json>> Next();
 
   size_t buffered() const { return buffer_.size() - consumed_; }
+  // Hands over the bytes received beyond the last complete frame, for a connection that switches
+  // from frames to a raw byte stream (the p2p bandwidth sink).
+  std::string TakeBuffered();
   bool broken() const { return !broken_.ok(); }
 
  private:

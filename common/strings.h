@@ -13,6 +13,9 @@ std::vector<std::string> Split(std::string_view s, char sep);
 std::vector<std::string> SplitWhitespace(std::string_view s);
 bool StartsWith(std::string_view s, std::string_view prefix);
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+std::string HexEncode(std::string_view bytes);
+// Errors on odd length or non-hex characters.
+bool HexDecode(std::string_view hex, std::string* out);
 // "1.5 GiB", "512 MiB", "12 B".
 std::string FormatBytes(double bytes);
 

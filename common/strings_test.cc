@@ -15,6 +15,16 @@ TEST(StringsTest, TrimSplitJoin) {
   EXPECT_FALSE(StartsWith("NC", "NCCL_"));
 }
 
+TEST(StringsTest, HexRoundTrip) {
+  std::string raw("\x00\xff" "ab", 4);
+  EXPECT_EQ(HexEncode(raw), "00ff6162");
+  std::string back;
+  ASSERT_TRUE(HexDecode("00FF6162", &back));
+  EXPECT_EQ(back, raw);
+  EXPECT_FALSE(HexDecode("abc", &back));
+  EXPECT_FALSE(HexDecode("zz", &back));
+}
+
 TEST(StringsTest, FormatBytes) {
   EXPECT_EQ(FormatBytes(12), "12 B");
   EXPECT_EQ(FormatBytes(512.0 * 1024 * 1024), "512 MiB");

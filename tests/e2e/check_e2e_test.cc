@@ -60,10 +60,13 @@ class CheckE2eTest : public ::testing::Test {
 };
 
 constexpr const char* kCheck4 =
-    "$DSD check --local 4 --agent-port 47000 --connect-timeout-ms 500 --json $DIR/out.json --junit $DIR/junit.xml";
+    "$DSD check --local 4 --agent-port 47000 --connect-timeout-ms 500 --no-bandwidth --json $DIR/out.json "
+    "--junit $DIR/junit.xml";
 
 TEST_F(CheckE2eTest, HealthyClusterExitsZeroWithValidJUnit) {
-  auto r = InNamespace(kCheck4);
+  auto r = InNamespace(
+      "$DSD check --local 4 --agent-port 47000 --connect-timeout-ms 500 --sizes 4K,1M --p2p-seconds 0.1 "
+      "--json $DIR/out.json --junit $DIR/junit.xml");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   json doc = ReadJson("out.json");
   EXPECT_EQ(doc["summary"]["fail"], 0);
@@ -76,7 +79,19 @@ TEST_F(CheckE2eTest, HealthyClusterExitsZeroWithValidJUnit) {
                         {});
   ASSERT_TRUE(xml.ok());
   EXPECT_EQ(xml->exit_code, 0) << xml->err;
-  EXPECT_EQ(xml->out, "9 0 9 0\n");
+  EXPECT_EQ(xml->out, "11 0 11 0\n");
+  // Bandwidth probes ran on real Gloo between the four agents: exact sums, and every ordered pair.
+  const json& bw = doc["bandwidth"];
+  EXPECT_EQ(bw["ran"], true);
+  EXPECT_EQ(bw["ranks"], 4);
+  ASSERT_EQ(bw["allreduce"].size(), 2u);
+  for (const auto& row : bw["allreduce"]) {
+    EXPECT_EQ(row["wrong"], 0);
+    EXPECT_GT(row["busbw_gbps"].get<double>(), 0);
+  }
+  EXPECT_EQ(bw["allreduce"][1]["bytes"], 1 << 20);
+  EXPECT_EQ(bw["p2p"].size(), 12u);
+  for (const auto& p : bw["p2p"]) EXPECT_GT(p["gbit_s"].get<double>(), 0) << p.dump();
 }
 
 TEST_F(CheckE2eTest, DropRuleIsPortBlockedForExactlyThatPair) {
@@ -267,7 +282,7 @@ TEST_F(CheckE2eTest, MpirunLauncherStartsOneAgentPerNode) {
   auto r = InNamespace(
       "iptables -A OUTPUT -s 127.0.0.4 -d 127.0.0.2 -p tcp --dport 47700 -j DROP; "
       "$DSD check --local 3 --launcher mpirun --agent-port 47700 --connect-timeout-ms 500 --json $DIR/out.json; rc=$?; "
-      "sleep 0.5; pgrep -f '[a]gent --mpi-nodes' || echo no-agents-left; exit $rc");
+      "sleep 0.5; pgrep -f '[a]gent --mpi-nodes .* --listen mpi:47700' || echo no-agents-left; exit $rc");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
   json doc = ReadJson("out.json");
@@ -292,7 +307,7 @@ TEST_F(CheckE2eTest, MpirunAgentsExitWhenTheCoordinatorIsKilled) {
   auto r = InNamespace(
       "iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.2 -p tcp --dport 47800 -j DROP; "
       "$DSD check --local 3 --launcher mpirun --agent-port 47800 --connect-timeout-ms 10000 --json $DIR/out.json & C=$!; "
-      "P='[a]gent --mpi-nodes'; N=4; " + std::string(kKillCoordinator));
+      "P='[a]gent --mpi-nodes .* --listen mpi:47800'; N=4; " + std::string(kKillCoordinator));
   EXPECT_NE(r.out.find("running=4"), std::string::npos) << r.out;  // mpirun's command line matches too
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
 }
