@@ -312,5 +312,40 @@ TEST_F(CheckE2eTest, MpirunAgentsExitWhenTheCoordinatorIsKilled) {
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
 }
 
+// A cluster of network namespaces joined by a bridge (tests/e2e/netns_cluster.sh, 198.18.0.0/24),
+// node-2's link shaped to 50 Mbit/s both ways with tc: the p2p probes must name node-2.
+TEST_F(CheckE2eTest, RateLimitedNodeIsBandwidthLowInJsonAndJUnit) {
+  std::string prefix = "dsd" + std::to_string(::getpid() % 100000);
+  CommandOptions opts;
+  opts.env = {{"DSD", DSDOCTOR_BIN}, {"DIR", dir_.string()}, {"DSDOCTOR_LOG_LEVEL", "warn"}};
+  opts.timeout = std::chrono::seconds(120);
+  auto r = RunCommand({NETNS_CLUSTER, prefix, "4", "2", "50mbit", "--", "bash", "-c",
+                       "$DSD check --launcher attach --agents $AGENTS --token-file $TOKEN_FILE --sizes 4K,256K "
+                       "--p2p-seconds 0.2 --connect-timeout-ms 1000 --json $DIR/out.json --junit $DIR/junit.xml"},
+                      opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 1) << r->out << r->err;
+  json doc = ReadJson("out.json");
+  auto low = FindingsWithCode(doc, "BANDWIDTH_LOW");
+  ASSERT_EQ(low.size(), 1u) << doc["findings"].dump(2);
+  EXPECT_EQ(low[0]["nodes"], json({"node-2"}));
+  EXPECT_NE(low[0]["summary"].get<std::string>().find("node node-2 is slow: 6 of its 6 transfers"), std::string::npos)
+      << low[0].dump();
+  // Every pair touching node-2 is far below the others.
+  for (const auto& p : doc["bandwidth"]["p2p"]) {
+    bool slow_pair = p["from"] == "node-2" || p["to"] == "node-2";
+    if (slow_pair) EXPECT_LT(p["gbit_s"].get<double>(), 0.06) << p.dump();
+    else EXPECT_GT(p["gbit_s"].get<double>(), 0.2) << p.dump();
+  }
+  for (const auto& row : doc["bandwidth"]["allreduce"]) EXPECT_EQ(row["wrong"], 0);
+  auto junit = ReadFile((dir_ / "junit.xml").string());
+  ASSERT_TRUE(junit.ok());
+  EXPECT_NE(junit->find("name=\"p2p bandwidth\""), std::string::npos);
+  EXPECT_NE(junit->find("<failure type=\"BANDWIDTH_LOW\""), std::string::npos) << *junit;
+  // The script removed its namespaces.
+  auto ns = RunCommand({"ip", "netns", "list"}, {});
+  EXPECT_EQ(ns->out.find(prefix + "-"), std::string::npos) << ns->out;
+}
+
 }  // namespace
 }  // namespace dsd

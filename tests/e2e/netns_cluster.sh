@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A test cluster of network namespaces, isolated from the host's network:
+#   <prefix>-sw        a bridge (the switch)
+#   <prefix>-n<i>      node i: eth0 = 198.18.0.(10+i)/24, veth to the bridge, an agent on :47000
+#   <prefix>-c         the coordinator: eth0 = 198.18.0.2/24
+# Optional `tc` shaping of one node's link (both directions). Then runs "$@" inside the coordinator
+# namespace with AGENTS (host:port,…) and TOKEN_FILE set, and cleans everything up (agents by pid,
+# namespaces by name) whatever happens.
+# Usage: netns_cluster.sh PREFIX NODES SLOW_NODE|-1 RATE -- COMMAND…
+set -euo pipefail
+prefix=$1 nodes=$2 slow=$3 rate=$4
+shift 4
+[[ ${1:-} == -- ]] && shift
+dsd=${DSD:?DSD must name the dsdoctor binary}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-" || true); do ip netns del "$ns"; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+ip netns add "$prefix-sw"
+ip -n "$prefix-sw" link set lo up
+ip -n "$prefix-sw" link add br0 type bridge
+ip -n "$prefix-sw" link set br0 up
+attach() {  # ns, switch-side name, address
+  ip netns add "$1"
+  ip -n "$1" link set lo up
+  ip -n "$prefix-sw" link add "$2" type veth peer name eth0 netns "$1"
+  ip -n "$prefix-sw" link set "$2" master br0 up
+  ip -n "$1" addr add "$3/24" dev eth0
+  ip -n "$1" link set eth0 up
+}
+attach "$prefix-c" vc 198.18.0.2
+umask 077
+"$dsd" agent --help >/dev/null
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
+agents=()
+for ((i = 0; i < nodes; i++)); do
+  attach "$prefix-n$i" "v$i" "198.18.0.$((10 + i))"
+  if ((i == slow)); then
+    ip netns exec "$prefix-n$i" tc qdisc add dev eth0 root tbf rate "$rate" burst 32kbit latency 400ms
+    ip netns exec "$prefix-sw" tc qdisc add dev "v$i" root tbf rate "$rate" burst 32kbit latency 400ms
+  fi
+  ip netns exec "$prefix-n$i" "$dsd" agent --listen "198.18.0.$((10 + i)):47000" --token-file "$work/token" \
+    --name "node-$i" > "$work/agent$i.out" &
+  pids+=($!)
+  agents+=("198.18.0.$((10 + i)):47000")
+done
+for ((i = 0; i < nodes; i++)); do
+  for _ in $(seq 200); do grep -q READY "$work/agent$i.out" && break; sleep 0.05; done
+done
+export AGENTS=$(IFS=,; echo "${agents[*]}") TOKEN_FILE="$work/token"
+set +e
+ip netns exec "$prefix-c" "$@"
+rc=$?
+exit $rc
