@@ -11,6 +11,7 @@
 #include "agent/agent_store.h"
 #include "agent/token.h"
 #include "probe/gloo_comm.h"
+#include "probe/mpi_comm.h"
 #include "common/log.h"
 #include "probe/report.h"
 
@@ -206,7 +207,24 @@ json Agent::HandleKvGet(const json& request) {
 
 json Agent::HandleAllReduce(const json& request) {
   std::string backend = request.value("backend", "gloo");
-  if (backend != "gloo") return {{"type", "error"}, {"code", "unsupported"}, {"message", "backend " + backend + " not served by agents"}};
+  probe::SweepOptions sweep;
+  sweep.max_iters = request.value("max_iters", sweep.max_iters);
+  sweep.warmup = request.value("warmup", sweep.warmup);
+  auto sizes = request.at("sizes").get<std::vector<size_t>>();
+  auto reply = [&](probe::Communicator& comm) -> json {
+    auto results = probe::RunAllReduceSweep(comm, sizes, sweep, RealClock::Instance());
+    if (!results.ok()) return {{"type", "error"}, {"code", "collective"}, {"message", results.status().message()}};
+    json rows = json::array();
+    for (const auto& r : *results) rows.push_back({{"bytes", r.bytes}, {"time_us", r.time_us}, {"wrong", r.wrong}});
+    return {{"type", "allreduce_result"}, {"backend", comm.backend()}, {"rank", comm.rank()}, {"results", rows}};
+  };
+  if (backend == "mpi") {
+    if (!options_.mpi) return {{"type", "error"}, {"code", "unsupported"}, {"message", "agent not started by mpirun"}};
+    auto comm = probe::CreateMpiCommunicator();
+    if (!comm.ok()) return {{"type", "error"}, {"code", "mpi"}, {"message", comm.status().message()}};
+    return reply(**comm);
+  }
+  if (backend != "gloo") return {{"type", "error"}, {"code", "unsupported"}, {"message", "unknown backend " + backend}};
   int rank = request.at("rank").get<int>();
   int size = request.at("size").get<int>();
   auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 60000));
@@ -221,15 +239,7 @@ json Agent::HandleAllReduce(const json& request) {
   }
   auto comm = probe::CreateGlooCommunicator(rank, size, **store, bind, timeout);
   if (!comm.ok()) return {{"type", "error"}, {"code", "rendezvous"}, {"message", comm.status().message()}};
-  probe::SweepOptions sweep;
-  sweep.max_iters = request.value("max_iters", sweep.max_iters);
-  sweep.warmup = request.value("warmup", sweep.warmup);
-  auto results = probe::RunAllReduceSweep(**comm, request.at("sizes").get<std::vector<size_t>>(), sweep,
-                                          RealClock::Instance());
-  if (!results.ok()) return {{"type", "error"}, {"code", "collective"}, {"message", results.status().message()}};
-  json rows = json::array();
-  for (const auto& r : *results) rows.push_back({{"bytes", r.bytes}, {"time_us", r.time_us}, {"wrong", r.wrong}});
-  return {{"type", "allreduce_result"}, {"backend", "gloo"}, {"rank", rank}, {"results", rows}};
+  return reply(**comm);
 }
 
 json Agent::Sink(int fd, wire::FrameDecoder& decoder) {

@@ -25,6 +25,7 @@ struct AgentOptions {
   std::string name;              // node name in reports; default: hostname
   bool exit_on_stdin_eof = false;  // launched by a coordinator: its end of our stdin closing = it is gone
   Duration auth_timeout = std::chrono::seconds(5);
+  bool mpi = false;  // started by mpirun with MPI initialised: serves backend "mpi" all-reduces
 };
 
 class Agent {

@@ -9,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "agent/token.h"
+#include "probe/mpi_comm.h"
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -85,6 +86,11 @@ int RunAgent(const AgentCommandOptions& o) {
   opts.token = *token;
   opts.name = name;
   opts.exit_on_stdin_eof = o.exit_with_coordinator;
+  // Under mpirun the agent also serves MPI_Allreduce probes over MPI_COMM_WORLD.
+  if (!o.mpi_nodes.empty() && probe::LaunchedByMpirun()) {
+    if (Status s = probe::InitMpi(); s.ok()) opts.mpi = true;
+    else log->warn("MPI probes unavailable: {}", s.message());
+  }
   agent::Agent agent(opts, &inventory);
   if (Status s = agent.Bind(); !s.ok()) {
     log->error("agent: {}", s.message());
@@ -92,6 +98,7 @@ int RunAgent(const AgentCommandOptions& o) {
   }
   std::cout << agent::ReadyLine(name.empty() ? "-" : name, endpoint->host, agent.port()) << std::endl;
   Status s = agent.Run();
+  if (opts.mpi) probe::FinalizeMpi();
   if (!s.ok()) {
     log->error("agent: {}", s.message());
     return kExitInternal;

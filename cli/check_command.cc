@@ -67,7 +67,8 @@ Result<std::vector<agent::NodePlan>> PlanFromOptions(const CheckOptions& o, std:
 
 // All-reduce sweep over every reachable agent, then p2p transfers in rounds where every node sends
 // once and receives once (i -> i+k); more than 16 nodes are sampled (k = 1, 2, n/2).
-void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const std::string& token,
+// MPI_Allreduce when mpirun started every agent (MPI_COMM_WORLD must be complete), else Gloo.
+void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const std::string& token, bool use_mpi,
                   std::vector<std::optional<agent::AgentClient>>& clients, agent::ClusterCheckInput& input) {
   auto log = log::Get("cli");
   agent::BandwidthInput& bw = input.bandwidth;
@@ -88,7 +89,7 @@ void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const
     }
   }
   bw.ran = true;
-  bw.backend = "gloo";
+  bw.backend = use_mpi && idx.size() == clients.size() ? "mpi" : "gloo";
   bw.ranks = static_cast<int>(idx.size());
   bw.min_busbw_gbps = o.min_busbw;
   bw.min_p2p_gbit_s = o.min_p2p_gbit;
@@ -101,7 +102,7 @@ void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const
     std::vector<std::future<void>> work;
     for (size_t r = 0; r < idx.size(); ++r) {
       work.push_back(std::async(std::launch::async, [&, r] {
-        auto reply = clients[idx[r]]->Call({{"type", "allreduce"}, {"backend", "gloo"}, {"rank", r}, {"size", idx.size()},
+        auto reply = clients[idx[r]]->Call({{"type", "allreduce"}, {"backend", bw.backend}, {"rank", r}, {"size", idx.size()},
                                             {"store", {{"host", master.address}, {"port", master.agent_port}}},
                                             {"run", run}, {"sizes", sizes}, {"timeout_ms", 60000}},
                                            long_call);
@@ -320,7 +321,7 @@ int RunCheck(const CheckOptions& o) {
   if (o.no_bandwidth) {
     input.bandwidth.skipped = "--no-bandwidth";
   } else {
-    RunBandwidth(o, *sizes, token, clients, input);
+    RunBandwidth(o, *sizes, token, launcher_name == "mpirun", clients, input);
   }
   for (auto& c : clients) {
     if (c && launcher_name != "attach") (void)c->Call({{"type", "shutdown"}}, std::chrono::seconds(2));

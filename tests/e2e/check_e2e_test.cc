@@ -294,6 +294,19 @@ TEST_F(CheckE2eTest, MpirunLauncherStartsOneAgentPerNode) {
   EXPECT_EQ(doc["findings"].size(), 1u) << doc["findings"].dump(2);
 }
 
+// Agents started by mpirun run the all-reduce probe as MPI_Allreduce over MPI_COMM_WORLD.
+TEST_F(CheckE2eTest, MpirunAgentsProbeWithMpiAllreduce) {
+  auto r = InNamespace(
+      "$DSD check --local 3 --launcher mpirun --agent-port 47900 --sizes 4K,64K --p2p-seconds 0.1 --json $DIR/out.json");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  EXPECT_EQ(doc["bandwidth"]["backend"], "mpi");
+  EXPECT_EQ(doc["bandwidth"]["ranks"], 3);
+  ASSERT_EQ(doc["bandwidth"]["allreduce"].size(), 2u) << doc["bandwidth"].dump();
+  for (const auto& row : doc["bandwidth"]["allreduce"]) EXPECT_EQ(row["wrong"], 0);
+  EXPECT_NE(r.out.find("all-reduce, mpi, 3 ranks"), std::string::npos);
+}
+
 TEST_F(CheckE2eTest, MpirunFailureIsAgentUnreachableWithMpirunsMessage) {
   auto r = InNamespace("$DSD check --local 2 --launcher mpirun --remote-dsdoctor /nonexistent/dsdoctor --json $DIR/out.json");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
