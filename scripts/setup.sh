@@ -10,7 +10,7 @@ APT_PACKAGES=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libncurses-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libopenmpi-dev openmpi-bin
   # tools the tests drive for real
-  iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb
+  iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb iperf3
   # pip, to fetch a second real NCCL for the version-mismatch tests
   python3 python3-pip
 )
