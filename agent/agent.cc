@@ -12,6 +12,7 @@
 #include "agent/token.h"
 #include "probe/gloo_comm.h"
 #include "probe/mpi_comm.h"
+#include "probe/nccl_comm.h"
 #include "common/log.h"
 #include "probe/report.h"
 
@@ -224,6 +225,7 @@ json Agent::HandleAllReduce(const json& request) {
     if (!comm.ok()) return {{"type", "error"}, {"code", "mpi"}, {"message", comm.status().message()}};
     return reply(**comm);
   }
+  if (backend == "nccl") return HandleNcclAllReduce(request, sizes, sweep);
   if (backend != "gloo") return {{"type", "error"}, {"code", "unsupported"}, {"message", "unknown backend " + backend}};
   int rank = request.at("rank").get<int>();
   int size = request.at("size").get<int>();
@@ -240,6 +242,48 @@ json Agent::HandleAllReduce(const json& request) {
   auto comm = probe::CreateGlooCommunicator(rank, size, **store, bind, timeout);
   if (!comm.ok()) return {{"type", "error"}, {"code", "rendezvous"}, {"message", comm.status().message()}};
   return reply(**comm);
+}
+
+// One rank per local GPU, each on its own thread with its own NCCL communicator and device; ranks
+// first_rank … first_rank+gpus-1 of `size`. Rank 0's NCCL id travels through the master's store.
+json Agent::HandleNcclAllReduce(const json& request, const std::vector<size_t>& sizes, const probe::SweepOptions& sweep) {
+  int first_rank = request.at("first_rank").get<int>();
+  int gpus = request.at("gpus").get<int>();
+  int size = request.at("size").get<int>();
+  auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 60000));
+  net::Endpoint master{request.at("store").at("host").get<std::string>(), request.at("store").at("port").get<int>()};
+  std::vector<json> rows(static_cast<size_t>(gpus));
+  std::vector<std::string> errors(static_cast<size_t>(gpus));
+  std::vector<std::thread> threads;
+  for (int d = 0; d < gpus; ++d) {
+    threads.emplace_back([&, d] {
+      auto store = AgentStore::Connect(master, options_.token, request.value("run", std::string("run")), timeout);
+      if (!store.ok()) {
+        errors[d] = store.status().message();
+        return;
+      }
+      auto comm = probe::CreateNcclCommunicator(first_rank + d, size, d, **store);
+      if (!comm.ok()) {
+        errors[d] = comm.status().message();
+        return;
+      }
+      auto results = probe::RunAllReduceSweep(**comm, sizes, sweep, RealClock::Instance());
+      if (!results.ok()) {
+        errors[d] = results.status().message();
+        return;
+      }
+      json list = json::array();
+      for (const auto& r : *results) list.push_back({{"bytes", r.bytes}, {"time_us", r.time_us}, {"wrong", r.wrong}});
+      rows[d] = {{"rank", first_rank + d}, {"device", d}, {"results", list}};
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int d = 0; d < gpus; ++d) {
+    if (!errors[d].empty()) {
+      return {{"type", "error"}, {"code", "nccl"}, {"message", "GPU " + std::to_string(d) + ": " + errors[d]}};
+    }
+  }
+  return {{"type", "allreduce_result"}, {"backend", "nccl"}, {"ranks", rows}};
 }
 
 json Agent::Sink(int fd, wire::FrameDecoder& decoder) {

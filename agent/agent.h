@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/net.h"
+#include "probe/collective.h"
 #include "probe/inventory.h"
 
 namespace dsd::agent {
@@ -50,6 +51,8 @@ class Agent {
   nlohmann::json HandleKvGet(const nlohmann::json& request);
   nlohmann::json HandleAllReduce(const nlohmann::json& request);
   nlohmann::json HandleP2pSend(const nlohmann::json& request);
+  nlohmann::json HandleNcclAllReduce(const nlohmann::json& request, const std::vector<size_t>& sizes,
+                                     const probe::SweepOptions& sweep);
   // After a "sink" request the connection carries raw bytes until the peer shuts down its side.
   nlohmann::json Sink(int fd, wire::FrameDecoder& decoder);
 

@@ -1,6 +1,8 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <cstdlib>
 #include <future>
 #include <iostream>
@@ -89,8 +91,17 @@ void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const
     }
   }
   bw.ran = true;
-  bw.backend = use_mpi && idx.size() == clients.size() ? "mpi" : "gloo";
-  bw.ranks = static_cast<int>(idx.size());
+  // NCCL on device buffers when every node has GPUs (one rank per GPU), else MPI under mpirun, else Gloo.
+  std::vector<int> gpus;
+  for (size_t i : idx) {
+    const json& inv = input.nodes[i].report.value("inventory", json::object());
+    int n = inv.value("cuda", json::object()).value("device_count", 0);
+    int slots = input.nodes[i].slots;
+    gpus.push_back(std::min(n, slots));
+  }
+  bool all_gpus = std::all_of(gpus.begin(), gpus.end(), [](int g) { return g > 0; });
+  bw.backend = all_gpus ? "nccl" : use_mpi && idx.size() == clients.size() ? "mpi" : "gloo";
+  bw.ranks = all_gpus ? std::accumulate(gpus.begin(), gpus.end(), 0) : static_cast<int>(idx.size());
   bw.min_busbw_gbps = o.min_busbw;
   bw.min_p2p_gbit_s = o.min_p2p_gbit;
   const auto long_call = std::chrono::seconds(900);
@@ -102,10 +113,14 @@ void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const
     std::vector<std::future<void>> work;
     for (size_t r = 0; r < idx.size(); ++r) {
       work.push_back(std::async(std::launch::async, [&, r] {
-        auto reply = clients[idx[r]]->Call({{"type", "allreduce"}, {"backend", bw.backend}, {"rank", r}, {"size", idx.size()},
-                                            {"store", {{"host", master.address}, {"port", master.agent_port}}},
-                                            {"run", run}, {"sizes", sizes}, {"timeout_ms", 60000}},
-                                           long_call);
+        json request = {{"type", "allreduce"}, {"backend", bw.backend}, {"rank", r}, {"size", bw.ranks},
+                        {"store", {{"host", master.address}, {"port", master.agent_port}}},
+                        {"run", run}, {"sizes", sizes}, {"timeout_ms", 60000}};
+        if (bw.backend == "nccl") {
+          request["first_rank"] = std::accumulate(gpus.begin(), gpus.begin() + static_cast<long>(r), 0);
+          request["gpus"] = gpus[r];
+        }
+        auto reply = clients[idx[r]]->Call(request, long_call);
         if (reply.ok()) replies[r] = *reply;
         else errors[r] = input.nodes[idx[r]].name + ": " + reply.status().message();
       }));
@@ -118,11 +133,20 @@ void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const
       bw.allreduce_error += (bw.allreduce_error.empty() ? "" : "; ") + errors[r];
       continue;
     }
-    std::vector<probe::RankSizeResult> rows;
-    for (const auto& row : replies[r].value("results", json::array())) {
-      rows.push_back({row.value("bytes", size_t{0}), row.value("time_us", 0.0), row.value("wrong", 0L)});
+    // One list of results per rank: an NCCL reply carries one per local GPU.
+    json lists = json::array();
+    if (replies[r].contains("ranks")) {
+      for (const auto& g : replies[r]["ranks"]) lists.push_back(g.value("results", json::array()));
+    } else {
+      lists.push_back(replies[r].value("results", json::array()));
     }
-    per_rank.push_back(rows);
+    for (const auto& list : lists) {
+      std::vector<probe::RankSizeResult> rows;
+      for (const auto& row : list) {
+        rows.push_back({row.value("bytes", size_t{0}), row.value("time_us", 0.0), row.value("wrong", 0L)});
+      }
+      per_rank.push_back(rows);
+    }
   }
   if (bw.allreduce_error.empty()) bw.allreduce = probe::CombineRanks(per_rank, bw.ranks);
   log->debug("all-reduce sweep done: {} sizes, error '{}'", bw.allreduce.size(), bw.allreduce_error);

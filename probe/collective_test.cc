@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "probe/gloo_comm.h"
+#include "probe/gpu.h"
+#include "probe/nccl_comm.h"
 
 namespace dsd::probe {
 namespace {
@@ -81,6 +83,29 @@ TEST_P(GlooSweepTest, AllRanksGetExactSums) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooSweepTest, ::testing::Values(2, 3, 4));
+
+// The NCCL backend is real code over dlopen'd NCCL and cudart. Without a GPU it must fail
+// plainly with CUDA's own words; with one (scripts/gpu_check.sh) it must sum exactly.
+TEST(NcclCommunicatorTest, RunsOnAGpuOrSaysWhyNot) {
+  gloo::rendezvous::HashStore store;
+  auto comm = CreateNcclCommunicator(0, 1, 0, store);
+  CudaInfo cuda = InspectCuda();
+  if (!cuda.runtime_found) {
+    ASSERT_FALSE(comm.ok());
+    EXPECT_NE(comm.status().message().find("CUDA runtime"), std::string::npos) << comm.status().message();
+    return;
+  }
+  if (cuda.device_count == 0) {
+    ASSERT_FALSE(comm.ok());
+    EXPECT_NE(comm.status().message().find("cudaSetDevice(0): " + cuda.device_error_text), std::string::npos)
+        << comm.status().message();
+    return;
+  }
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  auto r = RunAllReduceSweep(**comm, {4096, 1 << 20}, {}, RealClock::Instance());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const auto& row : *r) EXPECT_EQ(row.wrong, 0);
+}
 
 }  // namespace
 }  // namespace dsd::probe

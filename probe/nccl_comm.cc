@@ -1,0 +1,170 @@
+#include "probe/nccl_comm.h"
+
+#include <cstring>
+#include <exception>
+
+#include "common/log.h"
+#include "probe/dynlib.h"
+#include "probe/gpu.h"
+#include "probe/nccl.h"
+
+namespace dsd::probe {
+namespace {
+
+// ABI constants from nccl.h and driver_types.h.
+constexpr int kNcclFloat32 = 7;
+constexpr int kNcclSum = 0;
+constexpr int kCudaMemcpyHostToDevice = 1;
+constexpr int kCudaMemcpyDeviceToHost = 2;
+struct NcclUniqueId {
+  char internal[128];
+};
+using ncclComm_t = void*;
+using cudaStream_t = void*;
+
+struct CudaApi {
+  DynamicLibrary lib;
+  int (*SetDevice)(int);
+  int (*Malloc)(void**, size_t);
+  int (*Free)(void*);
+  int (*Memcpy)(void*, const void*, size_t, int);
+  int (*StreamCreate)(cudaStream_t*);
+  int (*StreamSynchronize)(cudaStream_t);
+  int (*StreamDestroy)(cudaStream_t);
+  const char* (*GetErrorString)(int);
+};
+
+struct NcclApi {
+  DynamicLibrary lib;
+  int (*GetUniqueId)(NcclUniqueId*);
+  int (*CommInitRank)(ncclComm_t*, int, NcclUniqueId, int);
+  int (*AllReduce)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t);
+  int (*CommDestroy)(ncclComm_t);
+  const char* (*GetErrorString)(int);
+};
+
+template <typename Fn>
+Status Bind(const DynamicLibrary& lib, const char* name, Fn* out) {
+  auto sym = lib.Symbol<Fn>(name);
+  if (!sym.ok()) return sym.status();
+  *out = *sym;
+  return Status::Ok();
+}
+
+Result<CudaApi> LoadCuda() {
+  CudaApi api{};
+  DSD_ASSIGN_OR_RETURN(api.lib, FindAndOpen(CudaRuntimeSearch()));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaSetDevice", &api.SetDevice));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaMalloc", &api.Malloc));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaFree", &api.Free));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaMemcpy", &api.Memcpy));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaStreamCreate", &api.StreamCreate));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaStreamSynchronize", &api.StreamSynchronize));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaStreamDestroy", &api.StreamDestroy));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaGetErrorString", &api.GetErrorString));
+  return api;
+}
+
+Result<NcclApi> LoadNccl() {
+  NcclApi api{};
+  DSD_ASSIGN_OR_RETURN(api.lib, FindAndOpen(NcclLibrarySearch()));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclGetUniqueId", &api.GetUniqueId));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclCommInitRank", &api.CommInitRank));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclAllReduce", &api.AllReduce));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclCommDestroy", &api.CommDestroy));
+  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclGetErrorString", &api.GetErrorString));
+  return api;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(CudaApi cuda, NcclApi nccl, int rank, int size)
+      : cuda_(std::move(cuda)), nccl_(std::move(nccl)), rank_(rank), size_(size) {}
+  ~NcclCommunicator() override {
+    if (comm_) nccl_.CommDestroy(comm_);
+    if (buffer_) cuda_.Free(buffer_);
+    if (stream_) cuda_.StreamDestroy(stream_);
+  }
+
+  Status Init(int device, const NcclUniqueId& id) {
+    DSD_RETURN_IF_ERROR(Cuda(cuda_.SetDevice(device), "cudaSetDevice"));
+    DSD_RETURN_IF_ERROR(Cuda(cuda_.StreamCreate(&stream_), "cudaStreamCreate"));
+    return Nccl(nccl_.CommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+
+  Status Prepare(size_t max_count) override {
+    if (buffer_) cuda_.Free(buffer_);
+    buffer_ = nullptr;
+    capacity_ = max_count;
+    return Cuda(cuda_.Malloc(reinterpret_cast<void**>(&buffer_), std::max<size_t>(max_count, 1) * sizeof(float)), "cudaMalloc");
+  }
+  Status Upload(const std::vector<float>& host) override {
+    if (host.size() > capacity_) return Internal("upload larger than the prepared buffer");
+    return Cuda(cuda_.Memcpy(buffer_, host.data(), host.size() * sizeof(float), kCudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  Status Download(std::vector<float>* host, size_t count) override {
+    host->resize(count);
+    return Cuda(cuda_.Memcpy(host->data(), buffer_, count * sizeof(float), kCudaMemcpyDeviceToHost), "cudaMemcpy");
+  }
+  Status AllReduceSum(size_t count) override {
+    DSD_RETURN_IF_ERROR(Nccl(nccl_.AllReduce(buffer_, buffer_, count, kNcclFloat32, kNcclSum, comm_, stream_), "ncclAllReduce"));
+    return Cuda(cuda_.StreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+  Status Barrier() override {
+    // A one-element all-reduce on the same stream orders every rank.
+    if (!buffer_) DSD_RETURN_IF_ERROR(Prepare(1));
+    return AllReduceSum(1);
+  }
+
+ private:
+  Status Cuda(int rc, const char* what) {
+    return rc == 0 ? Status::Ok() : Unavailable(std::string(what) + ": " + cuda_.GetErrorString(rc));
+  }
+  Status Nccl(int rc, const char* what) {
+    return rc == 0 ? Status::Ok() : Unavailable(std::string(what) + ": " + nccl_.GetErrorString(rc));
+  }
+
+  CudaApi cuda_;
+  NcclApi nccl_;
+  int rank_, size_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  float* buffer_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(int rank, int size, int device,
+                                                             gloo::rendezvous::Store& store) {
+  DSD_ASSIGN_OR_RETURN(CudaApi cuda, LoadCuda());
+  DSD_ASSIGN_OR_RETURN(NcclApi nccl, LoadNccl());
+  // Fail early and plainly on machines without a GPU, before any rank waits for rank 0's id.
+  if (int rc = cuda.SetDevice(device); rc != 0) {
+    return Unavailable("cudaSetDevice(" + std::to_string(device) + "): " + cuda.GetErrorString(rc));
+  }
+  NcclUniqueId id{};
+  try {
+    if (rank == 0) {
+      if (int rc = nccl.GetUniqueId(&id); rc != 0) return Unavailable(std::string("ncclGetUniqueId: ") + nccl.GetErrorString(rc));
+      store.set("nccl_unique_id", std::vector<char>(id.internal, id.internal + sizeof id.internal));
+    } else {
+      store.wait({"nccl_unique_id"});
+      auto bytes = store.get("nccl_unique_id");
+      if (bytes.size() != sizeof id.internal) return Corruption("nccl_unique_id of the wrong size in the store");
+      std::memcpy(id.internal, bytes.data(), sizeof id.internal);
+    }
+  } catch (const std::exception& e) {
+    return Unavailable(std::string("NCCL id exchange: ") + e.what());
+  }
+  auto comm = std::make_unique<NcclCommunicator>(std::move(cuda), std::move(nccl), rank, size);
+  DSD_RETURN_IF_ERROR(comm->Init(device, id));
+  log::Get("probe")->debug("NCCL rank {}/{} on device {}", rank, size, device);
+  return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+}  // namespace dsd::probe
