@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
 namespace dsd::agent {
 namespace {
@@ -133,6 +134,85 @@ TEST(ClusterCheckTest, MalformedAgentDocumentsNeverThrow) {
   in.nodes[0].pings = json::array({1, 2});
   in.nodes[1].pings = {{"results", {{{"name", "node-0"}, {"kind", "agent"}, {"outcome", 7}}}}, {"listening", "x"}};
   EXPECT_NO_THROW((void)EvaluateCluster(in));
+}
+
+BandwidthInput Bandwidth(std::vector<std::tuple<std::string, std::string, double>> pairs) {
+  BandwidthInput bw;
+  bw.ran = true;
+  bw.backend = "gloo";
+  bw.ranks = 4;
+  probe::SizeResult row{1 << 20, 1 << 18, "float", "sum", 1000.0, 0, 0, 0};
+  probe::ComputeBandwidth(probe::CollectiveOp::kAllReduce, 4, &row);
+  bw.allreduce = {row};
+  for (const auto& [from, to, gbit] : pairs) bw.p2p.push_back({from, to, gbit, 1000, 0.3, ""});
+  return bw;
+}
+
+std::vector<std::tuple<std::string, std::string, double>> AllPairs(const std::string& slow, double slow_gbit) {
+  std::vector<std::tuple<std::string, std::string, double>> out;
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a == b) continue;
+      std::string from = "node-" + std::to_string(a), to = "node-" + std::to_string(b);
+      out.emplace_back(from, to, from == slow || to == slow ? slow_gbit : 10.0);
+    }
+  }
+  return out;
+}
+
+TEST(BandwidthRulesTest, SlowNodeIsNamedOnce) {
+  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
+  in.bandwidth = Bandwidth(AllPairs("node-2", 0.05));
+  auto r = EvaluateCluster(in);
+  auto low = WithCode(r, "BANDWIDTH_LOW");
+  ASSERT_EQ(low.size(), 1u);
+  EXPECT_EQ(low[0].nodes, std::vector<std::string>{"node-2"});
+  EXPECT_EQ(low[0].evidence.size(), 7u);  // six pairs and the rule
+  EXPECT_EQ(r.matrix["p2p"][2][0], "LOW 0.05");
+  EXPECT_EQ(r.matrix["p2p"][0][1], "10.00");
+}
+
+TEST(BandwidthRulesTest, SingleSlowLinkNamesBothEnds) {
+  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
+  auto pairs = AllPairs("", 0);
+  for (auto& [from, to, gbit] : pairs) {
+    if (from == "node-0" && to == "node-3") gbit = 1.0;
+  }
+  in.bandwidth = Bandwidth(pairs);
+  auto low = WithCode(EvaluateCluster(in), "BANDWIDTH_LOW");
+  ASSERT_EQ(low.size(), 1u);
+  EXPECT_EQ(low[0].nodes, (std::vector<std::string>{"node-0", "node-3"}));
+  EXPECT_NE(low[0].summary.find("link node-0 -> node-3 is slow: 1.000 Gbit/s"), std::string::npos) << low[0].summary;
+}
+
+TEST(BandwidthRulesTest, AbsoluteFloorsAndWrongResults) {
+  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
+  in.bandwidth = Bandwidth(AllPairs("", 0));
+  EXPECT_TRUE(WithCode(EvaluateCluster(in), "BANDWIDTH_LOW").empty());
+  in.bandwidth.min_p2p_gbit_s = 20;  // every pair below the floor: every node is slow
+  EXPECT_EQ(WithCode(EvaluateCluster(in), "BANDWIDTH_LOW").size(), 4u);
+  in.bandwidth.min_p2p_gbit_s = 0;
+  in.bandwidth.min_busbw_gbps = 100;
+  auto busbw = WithCode(EvaluateCluster(in), "BANDWIDTH_LOW");
+  ASSERT_EQ(busbw.size(), 1u);
+  EXPECT_NE(busbw[0].summary.find("below --min-busbw 100.000 GB/s"), std::string::npos);
+  in.bandwidth.min_busbw_gbps = 0;
+  in.bandwidth.allreduce[0].wrong = 3;
+  auto wrong = WithCode(EvaluateCluster(in), "ALLREDUCE_WRONG");
+  ASSERT_EQ(wrong.size(), 1u);
+  EXPECT_EQ(wrong[0].evidence, std::vector<std::string>{"1048576 B: 3 wrong"});
+}
+
+TEST(BandwidthRulesTest, SkippedProbesAreInfoNotFailures) {
+  auto in = Cluster({Report("a", "", "12.4")});
+  in.bandwidth.skipped = "--no-bandwidth";
+  auto r = EvaluateCluster(in);
+  for (const auto& row : r.rows) {
+    if (row.name == "all-reduce bandwidth" || row.name == "p2p bandwidth") {
+      EXPECT_EQ(row.status, probe::CheckStatus::kInfo);
+      EXPECT_EQ(row.summary, "not run: --no-bandwidth");
+    }
+  }
 }
 
 TEST(ClusterCheckTest, JUnitEscapesAndCountsFailures) {
