@@ -206,6 +206,22 @@ json Agent::HandleKvGet(const json& request) {
   return {{"type", "kv_values"}, {"values", values}};
 }
 
+namespace {
+
+json SweepRowsJson(const std::vector<probe::RankSizeResult>& results) {
+  json rows = json::array();
+  for (const auto& r : results) rows.push_back({{"bytes", r.bytes}, {"time_us", r.time_us}, {"wrong", r.wrong}});
+  return rows;
+}
+
+// The rendezvous store named by an allreduce request ("store": the master agent, "run": key prefix).
+Result<std::unique_ptr<AgentStore>> RequestStore(const json& request, const std::string& token, Duration timeout) {
+  net::Endpoint master{request.at("store").at("host").get<std::string>(), request.at("store").at("port").get<int>()};
+  return AgentStore::Connect(master, token, request.value("run", std::string("run")), timeout);
+}
+
+}  // namespace
+
 json Agent::HandleAllReduce(const json& request) {
   std::string backend = request.value("backend", "gloo");
   probe::SweepOptions sweep;
@@ -215,9 +231,7 @@ json Agent::HandleAllReduce(const json& request) {
   auto reply = [&](probe::Communicator& comm) -> json {
     auto results = probe::RunAllReduceSweep(comm, sizes, sweep, RealClock::Instance());
     if (!results.ok()) return {{"type", "error"}, {"code", "collective"}, {"message", results.status().message()}};
-    json rows = json::array();
-    for (const auto& r : *results) rows.push_back({{"bytes", r.bytes}, {"time_us", r.time_us}, {"wrong", r.wrong}});
-    return {{"type", "allreduce_result"}, {"backend", comm.backend()}, {"rank", comm.rank()}, {"results", rows}};
+    return {{"type", "allreduce_result"}, {"backend", comm.backend()}, {"rank", comm.rank()}, {"results", SweepRowsJson(*results)}};
   };
   if (backend == "mpi") {
     if (!options_.mpi) return {{"type", "error"}, {"code", "unsupported"}, {"message", "agent not started by mpirun"}};
@@ -230,8 +244,7 @@ json Agent::HandleAllReduce(const json& request) {
   int rank = request.at("rank").get<int>();
   int size = request.at("size").get<int>();
   auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 60000));
-  net::Endpoint master{request.at("store").at("host").get<std::string>(), request.at("store").at("port").get<int>()};
-  auto store = AgentStore::Connect(master, options_.token, request.value("run", std::string("run")), timeout);
+  auto store = RequestStore(request, options_.token, timeout);
   if (!store.ok()) return {{"type", "error"}, {"code", "store"}, {"message", store.status().message()}};
   std::string bind = options_.listen_addr == "0.0.0.0" || options_.listen_addr == "::" ? "" : options_.listen_addr;
   if (bind.empty()) {
@@ -251,13 +264,12 @@ json Agent::HandleNcclAllReduce(const json& request, const std::vector<size_t>& 
   int gpus = request.at("gpus").get<int>();
   int size = request.at("size").get<int>();
   auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 60000));
-  net::Endpoint master{request.at("store").at("host").get<std::string>(), request.at("store").at("port").get<int>()};
   std::vector<json> rows(static_cast<size_t>(gpus));
   std::vector<std::string> errors(static_cast<size_t>(gpus));
   std::vector<std::thread> threads;
   for (int d = 0; d < gpus; ++d) {
     threads.emplace_back([&, d] {
-      auto store = AgentStore::Connect(master, options_.token, request.value("run", std::string("run")), timeout);
+      auto store = RequestStore(request, options_.token, timeout);
       if (!store.ok()) {
         errors[d] = store.status().message();
         return;
@@ -272,9 +284,7 @@ json Agent::HandleNcclAllReduce(const json& request, const std::vector<size_t>& 
         errors[d] = results.status().message();
         return;
       }
-      json list = json::array();
-      for (const auto& r : *results) list.push_back({{"bytes", r.bytes}, {"time_us", r.time_us}, {"wrong", r.wrong}});
-      rows[d] = {{"rank", first_rank + d}, {"device", d}, {"results", list}};
+      rows[d] = {{"rank", first_rank + d}, {"device", d}, {"results", SweepRowsJson(*results)}};
     });
   }
   for (auto& t : threads) t.join();
