@@ -101,6 +101,21 @@ Result<int> AwaitReady(int fd, pid_t pid, Duration timeout) {
   return Unavailable("agent (pid " + std::to_string(pid) + ") exited before it was ready");
 }
 
+// An unnamed file in /tmp (O_TMPFILE): it needs no cleanup, even if we are killed.
+int AnonymousFile() { return ::open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600); }
+
+std::string ReadAllFrom(int fd) {
+  std::string text;
+  char buf[8192];
+  off_t off = 0;
+  ssize_t n;
+  while (text.size() < (1u << 20) && (n = ::pread(fd, buf, sizeof buf, off)) > 0) {
+    text.append(buf, static_cast<size_t>(n));
+    off += n;
+  }
+  return text;
+}
+
 std::string LastLines(const std::string& text, size_t max_lines) {
   std::vector<std::string> lines;
   for (const auto& line : Split(text, '\n')) {
@@ -118,7 +133,7 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
   auto log = log::Get("agent");
   std::vector<AgentHandle> handles(nodes.size());
   std::vector<int> stdout_fds(nodes.size(), -1);
-  std::vector<std::string> stderr_paths(nodes.size());
+  std::vector<int> stderr_fds(nodes.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
     AgentHandle& h = handles[i];
     h.name = nodes[i].host;
@@ -128,19 +143,11 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
       continue;
     }
     h.endpoint = spawn->endpoint;
-    int err_fd = -1;
-    if (spawn->capture_stderr) {
-      char path[] = "/tmp/dsdoctor-agent-stderr-XXXXXX";
-      err_fd = ::mkostemp(path, O_CLOEXEC);
-      if (err_fd >= 0) {
-        stderr_paths[i] = path;
-        stderr_files_.push_back(path);
-      }
-    }
+    int err_fd = spawn->capture_stderr ? AnonymousFile() : -1;
+    stderr_fds[i] = err_fd;
     int in_pipe[2], out_pipe[2];
     if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
       h.error = std::string("pipe: ") + std::strerror(errno);
-      if (err_fd >= 0) ::close(err_fd);
       continue;
     }
     std::vector<char*> argv;
@@ -160,7 +167,6 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
     }
     ::close(in_pipe[0]);
     ::close(out_pipe[1]);
-    if (err_fd >= 0) ::close(err_fd);
     h.pid = pid;
     h.stdin_fd = in_pipe[1];
     stdout_fds[i] = out_pipe[0];
@@ -186,12 +192,16 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
       log->debug("agent {} ready at {}", h.name, h.endpoint.ToString());
     } else {
       h.error = port.status().message();
-      if (!stderr_paths[i].empty()) {
-        auto text = ReadFile(stderr_paths[i], 1 << 20);
-        if (text.ok() && !Trim(*text).empty()) h.error += ": " + LastLines(*text, 5);
+      if (stderr_fds[i] >= 0) {
+        std::string text = ReadAllFrom(stderr_fds[i]);
+        if (!Trim(text).empty()) h.error += ": " + LastLines(text, 5);
       }
     }
     started_.push_back(h);
+  }
+  // The agents keep writing their logs to these files; we only needed them for failed starts.
+  for (int fd : stderr_fds) {
+    if (fd >= 0) ::close(fd);
   }
   return handles;
 }
@@ -218,8 +228,6 @@ void SpawnLauncher::Stop() {
     h.pid = -1;
   }
   started_.clear();
-  for (const auto& f : stderr_files_) ::unlink(f.c_str());
-  stderr_files_.clear();
 }
 
 Result<std::string> LocalLauncher::NthLoopbackAddress(const std::string& first, int i) {
@@ -308,8 +316,7 @@ std::vector<AgentHandle> MpirunLauncher::Start(const std::vector<NodePlan>& node
   token_dir_ = dir_template;
   std::string token_file = token_dir_ + "/token";
   if (Status s = WriteTokenFile(token_file, token); !s.ok()) return fail_all(s.message());
-  stderr_file_ = token_dir_ + "/mpirun.stderr";
-  int err_fd = ::open(stderr_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int err_fd = AnonymousFile();
   int out_pipe[2];
   if (err_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) return fail_all(std::string("mpirun setup: ") + std::strerror(errno));
   auto argv_strings = MpirunCommand(name_addr, token_file);
@@ -330,11 +337,15 @@ std::vector<AgentHandle> MpirunLauncher::Start(const std::vector<NodePlan>& node
     ::_exit(127);
   }
   ::close(out_pipe[1]);
-  ::close(err_fd);
   pid_ = pid;
   log->debug("mpirun pid {} starts {} agents", pid, nodes.size());
   auto ready = AwaitReadyLines(out_pipe[0], nodes.size(), options_.ready_timeout);
   ::close(out_pipe[0]);  // later output of the agents goes nowhere; they log to stderr
+  // Every ready agent has read its token: remove the file now rather than at Stop(), which a
+  // killed coordinator never reaches.
+  RemoveTokenDir();
+  std::string mpirun_stderr = ReadAllFrom(err_fd);
+  ::close(err_fd);
   for (auto& h : handles) {
     auto it = std::find_if(ready.begin(), ready.end(), [&](const ReadyInfo& r) { return r.name == h.name; });
     if (it != ready.end()) {
@@ -342,8 +353,7 @@ std::vector<AgentHandle> MpirunLauncher::Start(const std::vector<NodePlan>& node
       continue;
     }
     h.error = "mpirun started no agent for " + h.name;
-    auto text = ReadFile(stderr_file_, 1 << 20);
-    if (text.ok() && !Trim(*text).empty()) h.error += ": " + LastLines(*text, 8);
+    if (!Trim(mpirun_stderr).empty()) h.error += ": " + LastLines(mpirun_stderr, 8);
   }
   return handles;
 }
@@ -363,12 +373,14 @@ void MpirunLauncher::Stop() {
     }
     pid_ = -1;
   }
-  if (!token_dir_.empty()) {
-    ::unlink((token_dir_ + "/token").c_str());
-    ::unlink(stderr_file_.c_str());
-    ::rmdir(token_dir_.c_str());
-    token_dir_.clear();
-  }
+  RemoveTokenDir();
+}
+
+void MpirunLauncher::RemoveTokenDir() {
+  if (token_dir_.empty()) return;
+  ::unlink((token_dir_ + "/token").c_str());
+  ::rmdir(token_dir_.c_str());
+  token_dir_.clear();
 }
 
 std::vector<AgentHandle> AttachLauncher::Start(const std::vector<NodePlan>& nodes, const std::string&) {

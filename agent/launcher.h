@@ -57,7 +57,6 @@ class SpawnLauncher : public Launcher {
 
  private:
   std::vector<AgentHandle> started_;
-  std::vector<std::string> stderr_files_;
 };
 
 // The arguments after `dsdoctor` that start an agent reading its token from stdin.
@@ -117,7 +116,8 @@ struct MpirunLauncherOptions {
   // --local N: every agent on this machine (mpirun --host localhost:N), at 127.0.0.2, 127.0.0.3, …
   bool simulated = false;
   // Directory for the token file (mode 0600). mpirun cannot hand each rank our stdin, so agents
-  // read the token from this path: on a real cluster it must be on storage every node sees.
+  // read the token from this path: on a real cluster it must be on storage every node sees. The
+  // file is removed as soon as every agent is ready.
   std::string token_dir = "/tmp";
   Duration ready_timeout = std::chrono::seconds(60);
 };
@@ -137,9 +137,10 @@ class MpirunLauncher final : public Launcher {
 
  private:
   MpirunLauncherOptions options_;
+  void RemoveTokenDir();
+
   pid_t pid_ = -1;
   std::string token_dir_;
-  std::string stderr_file_;
 };
 
 class AttachLauncher final : public Launcher {

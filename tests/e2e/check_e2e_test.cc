@@ -204,10 +204,11 @@ TEST_F(CheckE2eTest, WrongTokenIsRefusedAndTheAgentStaysUp) {
 
 // A DROP rule and a 10 s connect timeout hold the coordinator in its probe phase, agents up, until
 // it is killed; $P is the pgrep pattern of the processes it started, $N how many there must be.
-// Prints "running=yes" when at least $N were up at the kill, then waits up to 10 s for them to go.
+// Prints "running=yes" when at least $N are up, lets the coordinator reach its probe phase, kills
+// it, then waits up to 10 s for them to go.
 constexpr const char* kKillCoordinator =
     "for i in $(seq 200); do [ \"$(pgrep -fc \"$P\")\" -ge $N ] && break; sleep 0.05; done; "
-    "[ \"$(pgrep -fc \"$P\")\" -ge $N ] && echo running=yes; kill -9 $C; wait $C; "
+    "[ \"$(pgrep -fc \"$P\")\" -ge $N ] && echo running=yes; sleep 1; kill -9 $C; wait $C; "
     "for i in $(seq 100); do pgrep -f \"$P\" >/dev/null || break; sleep 0.1; done; "
     "pgrep -af \"$P\" || echo no-agents-left; ";
 
