@@ -172,6 +172,17 @@ TEST(BandwidthRulesTest, SlowNodeIsNamedOnce) {
   EXPECT_EQ(r.matrix["p2p"][0][1], "10.00");
 }
 
+TEST(BandwidthRulesTest, SimulatedNodesUseOnlyTheAbsoluteFloor) {
+  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
+  in.simulated = true;  // --local: one machine's cores, so relative differences are noise
+  in.bandwidth = Bandwidth(AllPairs("node-2", 0.05));
+  EXPECT_TRUE(WithCode(EvaluateCluster(in), "BANDWIDTH_LOW").empty());
+  in.bandwidth.min_p2p_gbit_s = 1;
+  auto low = WithCode(EvaluateCluster(in), "BANDWIDTH_LOW");
+  ASSERT_EQ(low.size(), 1u);
+  EXPECT_EQ(low[0].nodes, std::vector<std::string>{"node-2"});
+}
+
 TEST(BandwidthRulesTest, SingleSlowLinkNamesBothEnds) {
   auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
   auto pairs = AllPairs("", 0);
