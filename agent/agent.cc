@@ -41,7 +41,10 @@ Status Agent::Bind() {
   return Status::Ok();
 }
 
-void Agent::Stop() { stop_ = true; }
+void Agent::Stop() {
+  stop_ = true;
+  kv_.Cancel();
+}
 
 Status Agent::Run() {
   auto log = log::Get("agent");
@@ -76,7 +79,7 @@ Status Agent::Run() {
       }).detach();
     }
   }
-  stop_ = true;
+  Stop();
   // Let connection threads notice the stop flag before the object goes away.
   for (int i = 0; i < 100 && active_connections_ > 0; ++i) ::usleep(10000);
   return Status::Ok();
@@ -175,32 +178,15 @@ json Agent::HandleListen(const json& request) {
 }
 
 json Agent::HandleKvSet(const json& request) {
-  std::string key = request.at("key").get<std::string>();
-  std::string value = request.at("value").get<std::string>();
-  {
-    std::lock_guard<std::mutex> lock(kv_mu_);
-    kv_[key] = value;
-  }
-  kv_cv_.notify_all();
+  kv_.Set(request.at("key").get<std::string>(), request.at("value").get<std::string>());
   return {{"type", "kv_ok"}};
 }
 
 json Agent::HandleKvGet(const json& request) {
   auto keys = request.at("keys").get<std::vector<std::string>>();
   auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 30000));
-  std::unique_lock<std::mutex> lock(kv_mu_);
-  bool all = kv_cv_.wait_for(lock, timeout, [&] {
-    if (stop_) return true;
-    for (const auto& k : keys) {
-      if (!kv_.count(k)) return false;
-    }
-    return true;
-  });
-  json values = json::object();
-  for (const auto& k : keys) {
-    if (kv_.count(k)) values[k] = kv_[k];
-  }
-  if (!all || values.size() != keys.size()) {
+  std::map<std::string, std::string> values;
+  if (stop_ || !kv_.WaitGet(keys, timeout, &values)) {
     return {{"type", "error"}, {"code", "timeout"}, {"message", "keys not set within " + std::to_string(timeout.count()) + " ms"}};
   }
   return {{"type", "kv_values"}, {"values", values}};

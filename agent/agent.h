@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "common/kv_table.h"
 #include "common/net.h"
 #include "probe/collective.h"
 #include "probe/inventory.h"
@@ -65,9 +66,7 @@ class Agent {
   std::map<int, std::shared_ptr<net::Fd>> extra_listeners_;  // port → listener (rendezvous ports)
   std::atomic<int> active_connections_{0};
   // Key-value service for rendezvous (gloo stores of bandwidth probes), on the master's agent.
-  std::mutex kv_mu_;
-  std::condition_variable kv_cv_;
-  std::map<std::string, std::string> kv_;
+  KvTable kv_;
 };
 
 // The line an agent prints on stdout once it listens, for launchers to read:

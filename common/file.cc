@@ -49,7 +49,8 @@ Status WriteAllTo(int fd, const std::string& what, const std::string& content) {
 
 }  // namespace
 
-Status WriteFileAtomic(const std::string& path, const std::string& content) {
+Status WriteFileAtomic(const std::string& path, const std::string& content,
+                       const std::function<void()>& after_partial_write) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
@@ -61,7 +62,16 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(tmp, errno);
-  if (Status s = WriteAllTo(fd, tmp, content); !s.ok()) {
+  Status written = Status::Ok();
+  if (after_partial_write) {
+    size_t half = content.size() / 2;
+    written = WriteAllTo(fd, tmp, content.substr(0, half));
+    if (written.ok()) after_partial_write();
+    if (written.ok()) written = WriteAllTo(fd, tmp, content.substr(half));
+  } else {
+    written = WriteAllTo(fd, tmp, content);
+  }
+  if (Status s = written; !s.ok()) {
     ::close(fd);
     ::unlink(tmp.c_str());
     return s;

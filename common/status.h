@@ -55,6 +55,7 @@ inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 inline Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 // IoError carrying strerror(errno_value).
 Status ErrnoError(const std::string& what, int errno_value);
 

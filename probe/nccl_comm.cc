@@ -7,74 +7,10 @@
 #include "probe/dynlib.h"
 #include "probe/gpu.h"
 #include "probe/nccl.h"
+#include "probe/cuda_api.h"
 
 namespace dsd::probe {
 namespace {
-
-// ABI constants from nccl.h and driver_types.h.
-constexpr int kNcclFloat32 = 7;
-constexpr int kNcclSum = 0;
-constexpr int kCudaMemcpyHostToDevice = 1;
-constexpr int kCudaMemcpyDeviceToHost = 2;
-struct NcclUniqueId {
-  char internal[128];
-};
-using ncclComm_t = void*;
-using cudaStream_t = void*;
-
-struct CudaApi {
-  DynamicLibrary lib;
-  int (*SetDevice)(int);
-  int (*Malloc)(void**, size_t);
-  int (*Free)(void*);
-  int (*Memcpy)(void*, const void*, size_t, int);
-  int (*StreamCreate)(cudaStream_t*);
-  int (*StreamSynchronize)(cudaStream_t);
-  int (*StreamDestroy)(cudaStream_t);
-  const char* (*GetErrorString)(int);
-};
-
-struct NcclApi {
-  DynamicLibrary lib;
-  int (*GetUniqueId)(NcclUniqueId*);
-  int (*CommInitRank)(ncclComm_t*, int, NcclUniqueId, int);
-  int (*AllReduce)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t);
-  int (*CommDestroy)(ncclComm_t);
-  const char* (*GetErrorString)(int);
-};
-
-template <typename Fn>
-Status Bind(const DynamicLibrary& lib, const char* name, Fn* out) {
-  auto sym = lib.Symbol<Fn>(name);
-  if (!sym.ok()) return sym.status();
-  *out = *sym;
-  return Status::Ok();
-}
-
-Result<CudaApi> LoadCuda() {
-  CudaApi api{};
-  DSD_ASSIGN_OR_RETURN(api.lib, FindAndOpen(CudaRuntimeSearch()));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaSetDevice", &api.SetDevice));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaMalloc", &api.Malloc));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaFree", &api.Free));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaMemcpy", &api.Memcpy));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaStreamCreate", &api.StreamCreate));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaStreamSynchronize", &api.StreamSynchronize));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaStreamDestroy", &api.StreamDestroy));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "cudaGetErrorString", &api.GetErrorString));
-  return api;
-}
-
-Result<NcclApi> LoadNccl() {
-  NcclApi api{};
-  DSD_ASSIGN_OR_RETURN(api.lib, FindAndOpen(NcclLibrarySearch()));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclGetUniqueId", &api.GetUniqueId));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclCommInitRank", &api.CommInitRank));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclAllReduce", &api.AllReduce));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclCommDestroy", &api.CommDestroy));
-  DSD_RETURN_IF_ERROR(Bind(api.lib, "ncclGetErrorString", &api.GetErrorString));
-  return api;
-}
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -121,12 +57,8 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  Status Cuda(int rc, const char* what) {
-    return rc == 0 ? Status::Ok() : Unavailable(std::string(what) + ": " + cuda_.GetErrorString(rc));
-  }
-  Status Nccl(int rc, const char* what) {
-    return rc == 0 ? Status::Ok() : Unavailable(std::string(what) + ": " + nccl_.GetErrorString(rc));
-  }
+  Status Cuda(int rc, const char* what) { return cuda_.Check(rc, what); }
+  Status Nccl(int rc, const char* what) { return nccl_.Check(rc, what); }
 
   CudaApi cuda_;
   NcclApi nccl_;
@@ -147,20 +79,7 @@ Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(int rank, int size,
   if (int rc = cuda.SetDevice(device); rc != 0) {
     return Unavailable("cudaSetDevice(" + std::to_string(device) + "): " + cuda.GetErrorString(rc));
   }
-  NcclUniqueId id{};
-  try {
-    if (rank == 0) {
-      if (int rc = nccl.GetUniqueId(&id); rc != 0) return Unavailable(std::string("ncclGetUniqueId: ") + nccl.GetErrorString(rc));
-      store.set("nccl_unique_id", std::vector<char>(id.internal, id.internal + sizeof id.internal));
-    } else {
-      store.wait({"nccl_unique_id"});
-      auto bytes = store.get("nccl_unique_id");
-      if (bytes.size() != sizeof id.internal) return Corruption("nccl_unique_id of the wrong size in the store");
-      std::memcpy(id.internal, bytes.data(), sizeof id.internal);
-    }
-  } catch (const std::exception& e) {
-    return Unavailable(std::string("NCCL id exchange: ") + e.what());
-  }
+  DSD_ASSIGN_OR_RETURN(NcclUniqueId id, ExchangeNcclId(rank, nccl, store, "nccl_unique_id"));
   auto comm = std::make_unique<NcclCommunicator>(std::move(cuda), std::move(nccl), rank, size);
   DSD_RETURN_IF_ERROR(comm->Init(device, id));
   log::Get("probe")->debug("NCCL rank {}/{} on device {}", rank, size, device);

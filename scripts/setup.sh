@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   # libraries found with find_package
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libncurses-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libopenmpi-dev openmpi-bin
+  libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libopenmpi-dev openmpi-bin libeigen3-dev
   # tools the tests drive for real
   iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb iperf3
   # pip, to fetch a second real NCCL for the version-mismatch tests
