@@ -1,0 +1,58 @@
+// Test helpers (header-only, tests only): run N ranks of a real Gloo job as threads of the test
+// process, each with its own World from InitDistributed over a loopback TCP store.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/distributed.h"
+
+namespace dsd::runtime::testing {
+
+// A port that was free a moment ago (bind to 0, read it, close).
+inline int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+inline std::map<std::string, std::string> RankEnvMap(int rank, int world, int port) {
+  return {{"RANK", std::to_string(rank)},  {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(rank)}, {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}, {"DSDOCTOR_RENDEZVOUS_TIMEOUT", "20"}};
+}
+
+// Runs body(world) on `n` threads, one rank each; fails the test if a rank cannot initialise.
+inline void RunRanks(int n, const std::function<void(World&)>& body,
+                     const std::function<void(int, std::map<std::string, std::string>&)>& edit_env = {}) {
+  int port = FreePort();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      DistributedOptions o;
+      o.env = RankEnvMap(r, n, port);
+      if (edit_env) edit_env(r, o.env);
+      o.comm_timeout = std::chrono::seconds(30);
+      auto world = InitDistributed(o);
+      ASSERT_TRUE(world.ok()) << "rank " << r << ": " << world.status().ToString();
+      body(**world);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace dsd::runtime::testing

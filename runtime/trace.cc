@@ -1,0 +1,340 @@
+#include "runtime/trace.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "common/log.h"
+#include "common/strings.h"
+
+namespace dsd::runtime {
+namespace {
+
+template <typename T>
+std::atomic_ref<T> A(T& field) {
+  return std::atomic_ref<T>(field);
+}
+
+template <size_t N>
+void CopyText(char (&dst)[N], std::string_view src) {
+  size_t n = std::min(src.size(), N - 1);
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+template <size_t N>
+std::string TextOf(const char (&src)[N]) {
+  return std::string(src, strnlen(src, N));
+}
+
+size_t MappedBytes(uint32_t capacity) { return kTraceHeaderBytes + static_cast<size_t>(capacity) * kTraceRecordBytes; }
+
+// Copies the error text under the header's sequence lock; false when it was being written.
+bool ReadErrorConsistent(const TraceHeaderRaw& h, std::string* out) {
+  auto& hh = const_cast<TraceHeaderRaw&>(h);
+  uint64_t v1 = A(hh.error_version).load(std::memory_order_acquire);
+  if (v1 & 1) return false;
+  char copy[kTraceErrorBytes];
+  std::memcpy(copy, h.last_error, sizeof copy);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (A(hh.error_version).load(std::memory_order_relaxed) != v1) return false;
+  copy[kTraceErrorBytes - 1] = '\0';
+  *out = std::string(copy, strnlen(copy, sizeof copy));
+  return true;
+}
+
+}  // namespace
+
+int64_t TraceNowNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+const char* RecordStateName(RecordState s) {
+  switch (s) {
+    case RecordState::kEmpty: return "empty";
+    case RecordState::kEnqueued: return "enqueued";
+    case RecordState::kStarted: return "started";
+    case RecordState::kCompleted: return "completed";
+    case RecordState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+std::string DescribeRecord(const TraceRecord& r) {
+  std::string s = std::string(OpName(r.op)) + "#" + std::to_string(r.seq);
+  if (r.dtype != DType::kNone) s += std::string(" ") + DTypeName(r.dtype) + " x" + std::to_string(r.count);
+  if (r.bytes) s += " (" + FormatBytes(static_cast<double>(r.bytes)) + ")";
+  if (r.reduce != ReduceOp::kNone) s += std::string(" ") + ReduceOpName(r.reduce);
+  if (r.op == Op::kBroadcast) s += " root " + std::to_string(r.peer);
+  if (r.op == Op::kSend) s += " to " + std::to_string(r.peer);
+  if (r.op == Op::kRecv) s += " from " + std::to_string(r.peer);
+  if (!r.callsite.empty()) s += " @" + r.callsite;
+  s += std::string(" [") + RecordStateName(r.state) + "]";
+  return s;
+}
+
+Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, const TraceIdentity& id,
+                                                         uint32_t capacity) {
+  if (capacity == 0) return InvalidArgument("trace capacity must be at least 1 record");
+  size_t bytes = MappedBytes(capacity);
+  void* base = nullptr;
+  if (path.empty()) {
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return ErrnoError("mmap anonymous trace", errno);
+  } else {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoError("trace file " + path, errno);
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      int e = errno;
+      ::close(fd);
+      return ErrnoError("trace file " + path + ": ftruncate", e);
+    }
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    ::close(fd);
+    if (base == MAP_FAILED) return ErrnoError("trace file " + path + ": mmap", e);
+  }
+  auto* h = static_cast<TraceHeaderRaw*>(base);
+  std::memcpy(h->magic, kTraceMagic, sizeof h->magic);
+  h->version = kTraceVersion;
+  h->header_bytes = kTraceHeaderBytes;
+  h->record_bytes = kTraceRecordBytes;
+  h->capacity = capacity;
+  h->rank = id.rank;
+  h->world_size = id.world_size;
+  h->local_rank = id.local_rank;
+  h->pid = static_cast<int32_t>(::getpid());
+  h->created_ns = TraceNowNs();
+  h->heartbeat_ns = h->created_ns;
+  h->phase_ns = h->created_ns;
+  CopyText(h->hostname, id.hostname);
+  CopyText(h->backend, id.backend);
+  log::Get("runtime")->debug("trace {} for rank {}/{}: {} records", path.empty() ? "(anonymous)" : path, id.rank,
+                             id.world_size, capacity);
+  return std::unique_ptr<TraceWriter>(new TraceWriter(path, base, bytes, capacity));
+}
+
+TraceWriter::TraceWriter(std::string path, void* base, size_t bytes, uint32_t capacity)
+    : path_(std::move(path)), base_(base), bytes_(bytes), capacity_(capacity),
+      header_(static_cast<TraceHeaderRaw*>(base)) {}
+
+TraceWriter::~TraceWriter() {
+  // The pages stay in the file; msync is not needed for other readers, only for durability.
+  ::munmap(base_, bytes_);
+}
+
+TraceRecordRaw* TraceWriter::Slot(uint64_t index) const {
+  auto* first = reinterpret_cast<char*>(base_) + kTraceHeaderBytes;
+  return reinterpret_cast<TraceRecordRaw*>(first + (index % capacity_) * kTraceRecordBytes);
+}
+
+uint64_t TraceWriter::Begin(const OpInfo& info) {
+  uint64_t index = next_++;
+  TraceRecordRaw* r = Slot(index);
+  uint64_t v = A(r->version).load(std::memory_order_relaxed);
+  A(r->version).store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  int64_t now = TraceNowNs();
+  r->index = index;
+  r->seq = info.seq;
+  r->count = info.count;
+  r->bytes = info.bytes;
+  r->enqueued_ns = now;
+  r->started_ns = now;
+  r->ended_ns = 0;
+  r->comm_id = info.comm_id;
+  r->peer = info.peer;
+  r->op = static_cast<uint8_t>(info.op);
+  r->dtype = static_cast<uint8_t>(info.dtype);
+  r->reduce = static_cast<uint8_t>(info.reduce);
+  r->state = static_cast<uint8_t>(RecordState::kStarted);
+  CopyText(r->callsite, info.callsite);
+  A(r->version).store(v + 2, std::memory_order_release);
+  A(header_->next_index).store(index + 1, std::memory_order_release);
+  in_flight_plus1_.store(index + 1, std::memory_order_release);
+  return index;
+}
+
+void TraceWriter::End(uint64_t index, RecordState state) {
+  TraceRecordRaw* r = Slot(index);
+  uint64_t v = A(r->version).load(std::memory_order_relaxed);
+  A(r->version).store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  r->ended_ns = TraceNowNs();
+  r->state = static_cast<uint8_t>(state);
+  A(r->version).store(v + 2, std::memory_order_release);
+  in_flight_plus1_.store(0, std::memory_order_release);
+}
+
+void TraceWriter::Complete(uint64_t index) { End(index, RecordState::kCompleted); }
+
+void TraceWriter::Fail(uint64_t index, std::string_view error) {
+  End(index, RecordState::kFailed);
+  SetLastError(error);
+}
+
+void TraceWriter::SetPhase(Phase phase) {
+  A(header_->phase_ns).store(TraceNowNs(), std::memory_order_relaxed);
+  A(header_->phase).store(static_cast<uint32_t>(phase), std::memory_order_release);
+}
+
+void TraceWriter::SetStep(uint64_t step) { A(header_->step).store(step, std::memory_order_release); }
+
+void TraceWriter::Heartbeat() { A(header_->heartbeat_ns).store(TraceNowNs(), std::memory_order_release); }
+
+void TraceWriter::SetFlags(uint32_t bits) { A(header_->flags).fetch_or(bits, std::memory_order_acq_rel); }
+
+void TraceWriter::SetLastError(std::string_view error) {
+  // Writers of the error text may be different threads (a failing collective, the watchdog): the
+  // odd/even protocol needs one writer at a time, which a CAS to odd provides.
+  auto ver = A(header_->error_version);
+  uint64_t v = ver.load(std::memory_order_relaxed);
+  while ((v & 1) || !ver.compare_exchange_weak(v, v + 1, std::memory_order_acquire)) {
+    v = ver.load(std::memory_order_relaxed) & ~uint64_t{1};
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  CopyText(header_->last_error, error);
+  ver.store(v + 2, std::memory_order_release);
+}
+
+void TraceWriter::MarkWatchdog(uint64_t index) {
+  A(header_->watchdog_index).store(index, std::memory_order_relaxed);
+  A(header_->watchdog_ns).store(TraceNowNs(), std::memory_order_relaxed);
+  SetFlags(kTraceFlagWatchdogFired);
+}
+
+std::optional<TraceWriter::InFlight> TraceWriter::Current() const {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    uint64_t plus1 = in_flight_plus1_.load(std::memory_order_acquire);
+    if (plus1 == 0) return std::nullopt;
+    InFlight f;
+    if (!ReadRecordConsistent(*Slot(plus1 - 1), &f.record)) continue;
+    if (f.record.index != plus1 - 1 || f.record.ended_ns != 0) continue;  // moved on meanwhile
+    return f;
+  }
+  return std::nullopt;
+}
+
+bool ReadRecordConsistent(const TraceRecordRaw& raw, TraceRecord* out) {
+  auto& r = const_cast<TraceRecordRaw&>(raw);
+  uint64_t v1 = A(r.version).load(std::memory_order_acquire);
+  if (v1 & 1) return false;
+  TraceRecordRaw copy;
+  std::memcpy(&copy, &raw, sizeof copy);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (A(r.version).load(std::memory_order_relaxed) != v1) return false;
+  out->index = copy.index;
+  out->seq = copy.seq;
+  out->count = copy.count;
+  out->bytes = copy.bytes;
+  out->enqueued_ns = copy.enqueued_ns;
+  out->started_ns = copy.started_ns;
+  out->ended_ns = copy.ended_ns;
+  out->comm_id = copy.comm_id;
+  out->peer = copy.peer;
+  out->op = static_cast<Op>(copy.op);
+  out->dtype = static_cast<DType>(copy.dtype);
+  out->reduce = static_cast<ReduceOp>(copy.reduce);
+  out->state = static_cast<RecordState>(copy.state);
+  copy.callsite[kCallsiteBytes - 1] = '\0';
+  out->callsite = TextOf(copy.callsite);
+  return true;
+}
+
+const TraceRecord* TraceSnapshot::InFlight() const {
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    if (it->state == RecordState::kStarted || it->state == RecordState::kEnqueued) return &*it;
+  }
+  return nullptr;
+}
+
+const TraceRecord* TraceSnapshot::Last() const { return records.empty() ? nullptr : &records.back(); }
+
+Result<TraceSnapshot> ReadTrace(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("trace file " + path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoError("trace file " + path + ": fstat", e);
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size < sizeof(TraceHeaderRaw)) {
+    ::close(fd);
+    return Corruption("trace file " + path + ": " + std::to_string(size) + " bytes, shorter than its header");
+  }
+  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) return ErrnoError("trace file " + path + ": mmap", e);
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { ::munmap(p, n); }
+  } unmap{base, size};
+
+  auto& h = *static_cast<TraceHeaderRaw*>(base);
+  auto bad = [&](const std::string& what) { return Corruption("trace file " + path + ": " + what); };
+  if (std::memcmp(h.magic, kTraceMagic, sizeof h.magic) != 0) return bad("bad magic (not a dsdoctor trace)");
+  if (h.version != kTraceVersion) {
+    return bad("version " + std::to_string(h.version) + ", this reader knows " + std::to_string(kTraceVersion));
+  }
+  if (h.header_bytes != kTraceHeaderBytes || h.record_bytes != kTraceRecordBytes) {
+    return bad("header_bytes " + std::to_string(h.header_bytes) + " / record_bytes " + std::to_string(h.record_bytes) +
+               " differ from " + std::to_string(kTraceHeaderBytes) + " / " + std::to_string(kTraceRecordBytes));
+  }
+  if (h.capacity == 0 || MappedBytes(h.capacity) > size) {
+    return bad("capacity " + std::to_string(h.capacity) + " records needs " + std::to_string(MappedBytes(h.capacity)) +
+               " bytes, the file has " + std::to_string(size));
+  }
+
+  TraceSnapshot s;
+  s.path = path;
+  s.capacity = h.capacity;
+  s.rank = h.rank;
+  s.world_size = h.world_size;
+  s.local_rank = h.local_rank;
+  s.pid = h.pid;
+  s.created_ns = h.created_ns;
+  s.hostname = TextOf(h.hostname);
+  s.backend = TextOf(h.backend);
+  s.next_index = A(h.next_index).load(std::memory_order_acquire);
+  s.heartbeat_ns = A(h.heartbeat_ns).load(std::memory_order_acquire);
+  s.step = A(h.step).load(std::memory_order_acquire);
+  s.phase = static_cast<Phase>(A(h.phase).load(std::memory_order_acquire));
+  s.phase_ns = A(h.phase_ns).load(std::memory_order_relaxed);
+  s.flags = A(h.flags).load(std::memory_order_acquire);
+  s.watchdog_index = A(h.watchdog_index).load(std::memory_order_relaxed);
+  s.watchdog_ns = A(h.watchdog_ns).load(std::memory_order_relaxed);
+  for (int attempt = 0; attempt < 1000 && !ReadErrorConsistent(h, &s.last_error); ++attempt) {
+  }
+
+  uint64_t first = s.next_index > h.capacity ? s.next_index - h.capacity : 0;
+  const char* records = static_cast<const char*>(base) + kTraceHeaderBytes;
+  s.records.reserve(static_cast<size_t>(s.next_index - first));
+  for (uint64_t i = first; i < s.next_index; ++i) {
+    const auto& raw = *reinterpret_cast<const TraceRecordRaw*>(records + (i % h.capacity) * kTraceRecordBytes);
+    TraceRecord rec;
+    bool ok = false;
+    // A live writer leaves a record within nanoseconds; a dead one never does.
+    for (int attempt = 0; attempt < 64 && !(ok = ReadRecordConsistent(raw, &rec)); ++attempt) {
+    }
+    if (!ok || rec.index != i) {  // torn, or already overwritten by a newer lap of the ring
+      ++s.torn;
+      continue;
+    }
+    s.records.push_back(std::move(rec));
+  }
+  return s;
+}
+
+}  // namespace dsd::runtime

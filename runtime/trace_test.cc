@@ -1,0 +1,201 @@
+#include "runtime/trace.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+namespace dsd::runtime {
+namespace {
+
+class TraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dsdtrace-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    path_ = dir_ + "/rank-1.trace";
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  std::string dir_, path_;
+};
+
+OpInfo AllReduceInfo(uint64_t seq, const char* callsite = "engine.step") {
+  return {Op::kAllReduce, DType::kFloat32, ReduceOp::kSum, seq, 1024, 4096, -1, 0, callsite};
+}
+
+TEST_F(TraceTest, RecordsRoundTripThroughTheFile) {
+  auto w = TraceWriter::Create(path_, {1, 4, 1, "node-a", "gloo"}, 16);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  uint64_t a = (*w)->Begin(AllReduceInfo(1));
+  (*w)->Complete(a);
+  (*w)->Begin({Op::kBroadcast, DType::kFloat32, ReduceOp::kNone, 2, 10, 40, 0, 0, "initialize"});
+  (*w)->SetPhase(Phase::kStep);
+  (*w)->SetStep(7);
+
+  auto s = ReadTrace(path_);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->world_size, 4);
+  EXPECT_EQ(s->hostname, "node-a");
+  EXPECT_EQ(s->backend, "gloo");
+  EXPECT_EQ(s->pid, ::getpid());
+  EXPECT_EQ(s->phase, Phase::kStep);
+  EXPECT_EQ(s->step, 7u);
+  ASSERT_EQ(s->records.size(), 2u);
+  EXPECT_EQ(s->records[0].op, Op::kAllReduce);
+  EXPECT_EQ(s->records[0].state, RecordState::kCompleted);
+  EXPECT_EQ(s->records[0].bytes, 4096u);
+  EXPECT_EQ(s->records[0].callsite, "engine.step");
+  EXPECT_GE(s->records[0].ended_ns, s->records[0].started_ns);
+  ASSERT_NE(s->InFlight(), nullptr);
+  EXPECT_EQ(s->InFlight()->op, Op::kBroadcast);
+  EXPECT_EQ(s->InFlight()->peer, 0);
+  EXPECT_EQ(DescribeRecord(*s->InFlight()), "broadcast#2 float32 x10 (40 B) root 0 @initialize [started]");
+}
+
+TEST_F(TraceTest, RingKeepsTheNewestCapacityRecords) {
+  auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "gloo"}, 16);
+  ASSERT_TRUE(w.ok());
+  for (uint64_t i = 1; i <= 40; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+  auto s = ReadTrace(path_);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->next_index, 40u);
+  ASSERT_EQ(s->records.size(), 16u);
+  EXPECT_EQ(s->records.front().seq, 25u);
+  EXPECT_EQ(s->records.back().seq, 40u);
+  EXPECT_EQ(s->torn, 0u);
+}
+
+TEST_F(TraceTest, CallsiteIsTruncatedNotOverflowed) {
+  auto w = TraceWriter::Create(path_, {0, 1, 0, "h", "gloo"}, 16);
+  ASSERT_TRUE(w.ok());
+  std::string longname(200, 'x');
+  (*w)->Begin(AllReduceInfo(1, longname.c_str()));
+  auto s = ReadTrace(path_);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->records[0].callsite, std::string(kCallsiteBytes - 1, 'x'));
+}
+
+TEST_F(TraceTest, FailureKeepsTheErrorText) {
+  auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "gloo"}, 16);
+  ASSERT_TRUE(w.ok());
+  (*w)->Fail((*w)->Begin(AllReduceInfo(3)), "gloo allreduce: Connection closed by peer [127.0.0.1]:1234");
+  auto s = ReadTrace(path_);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->records[0].state, RecordState::kFailed);
+  EXPECT_EQ(s->last_error, "gloo allreduce: Connection closed by peer [127.0.0.1]:1234");
+  EXPECT_EQ(s->InFlight(), nullptr);
+}
+
+// A writer that died inside a record (odd version) leaves it torn: skipped and counted, never misread.
+TEST_F(TraceTest, TornRecordIsSkipped) {
+  {
+    auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "gloo"}, 16);
+    ASSERT_TRUE(w.ok());
+    (*w)->Complete((*w)->Begin(AllReduceInfo(1)));
+    (*w)->Complete((*w)->Begin(AllReduceInfo(2)));
+  }
+  std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(kTraceHeaderBytes + kTraceRecordBytes);  // record 1's version
+  uint64_t odd = 5;
+  f.write(reinterpret_cast<const char*>(&odd), sizeof odd);
+  f.close();
+  auto s = ReadTrace(path_);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->torn, 1u);
+  ASSERT_EQ(s->records.size(), 1u);
+  EXPECT_EQ(s->records[0].seq, 1u);
+}
+
+TEST_F(TraceTest, BadFilesAreNamedErrors) {
+  { std::ofstream(path_) << "not a trace at all, but long enough? no"; }
+  auto s = ReadTrace(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find(path_), std::string::npos);
+
+  {
+    auto w = TraceWriter::Create(path_, {0, 1, 0, "h", "gloo"}, 64);
+    ASSERT_TRUE(w.ok());
+  }
+  ASSERT_EQ(::truncate(path_.c_str(), kTraceHeaderBytes + 10 * kTraceRecordBytes), 0);
+  s = ReadTrace(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("capacity 64"), std::string::npos) << s.status().message();
+
+  { std::ofstream(path_, std::ios::binary) << std::string(kTraceHeaderBytes, 'D'); }
+  s = ReadTrace(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("bad magic"), std::string::npos);
+  EXPECT_EQ(ReadTrace(dir_ + "/missing").status().code(), StatusCode::kNotFound);
+}
+
+// Another process reads the trace of a rank that is frozen (SIGSTOP) in the middle of a
+// collective, then after it was killed: the in-flight record is there both times.
+TEST_F(TraceTest, FrozenAndKilledWritersStayReadable) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto w = TraceWriter::Create(path_, {3, 4, 1, "node-b", "gloo"}, 64);
+    if (!w.ok()) ::_exit(1);
+    for (uint64_t i = 1; i < 10; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+    (*w)->Begin({Op::kBarrier, DType::kNone, ReduceOp::kNone, 10, 0, 0, -1, 0, "save_checkpoint"});
+    (*w)->SetPhase(Phase::kSaveCheckpoint);
+    char c = 'r';
+    (void)!::write(ready[1], &c, 1);
+    while (true) ::pause();
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto s = ReadTrace(path_);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->pid, pid);
+  EXPECT_EQ(s->rank, 3);
+  EXPECT_EQ(s->phase, Phase::kSaveCheckpoint);
+  ASSERT_NE(s->InFlight(), nullptr);
+  EXPECT_EQ(s->InFlight()->op, Op::kBarrier);
+  EXPECT_EQ(s->InFlight()->seq, 10u);
+  EXPECT_EQ(s->InFlight()->callsite, "save_checkpoint");
+
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  s = ReadTrace(path_);
+  ASSERT_TRUE(s.ok());
+  ASSERT_NE(s->InFlight(), nullptr);
+  EXPECT_EQ(s->InFlight()->callsite, "save_checkpoint");
+  EXPECT_EQ(s->records.size(), 10u);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEST_F(TraceTest, CurrentFollowsTheCallInFlight) {
+  auto w = TraceWriter::Create("", {0, 1, 0, "h", "gloo"}, 16);  // anonymous: no file
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE((*w)->Current().has_value());
+  uint64_t i = (*w)->Begin(AllReduceInfo(1));
+  ASSERT_TRUE((*w)->Current().has_value());
+  EXPECT_EQ((*w)->Current()->record.seq, 1u);
+  (*w)->Complete(i);
+  EXPECT_FALSE((*w)->Current().has_value());
+}
+
+TEST(TypesTest, NamesRoundTrip) {
+  for (int i = 1; i <= static_cast<int>(Op::kRendezvous); ++i) {
+    auto op = static_cast<Op>(i);
+    EXPECT_EQ(ParseOpName(OpName(op)), op);
+  }
+  EXPECT_FALSE(ParseOpName("allreduce").has_value());
+  EXPECT_EQ(DTypeSize(DType::kFloat16), 2u);
+  EXPECT_STREQ(PhaseName(Phase::kSaveCheckpoint), "save_checkpoint");
+}
+
+}  // namespace
+}  // namespace dsd::runtime

@@ -1,0 +1,49 @@
+// Vocabulary shared by the comm backends, the trace format and the engine: element types, reduce
+// operations, collective kinds and training phases. The numeric values are part of the trace file
+// format (docs/trace.md): append, never renumber.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace dsd::runtime {
+
+enum class DType : uint8_t { kNone = 0, kFloat32 = 1, kFloat16 = 2, kInt32 = 3, kInt64 = 4, kUint8 = 5 };
+enum class ReduceOp : uint8_t { kNone = 0, kSum = 1, kMax = 2, kMin = 3 };
+enum class Op : uint8_t {
+  kNone = 0,
+  kBarrier = 1,
+  kBroadcast = 2,
+  kAllReduce = 3,
+  kAllGather = 4,
+  kSend = 5,
+  kRecv = 6,
+  kRendezvous = 7,  // init_distributed: waiting for every rank to join
+};
+enum class Phase : uint32_t {
+  kStartup = 0,
+  kInit = 1,  // init_distributed / initialize
+  kForward = 2,
+  kBackward = 3,
+  kStep = 4,
+  kSaveCheckpoint = 5,
+  kLoadCheckpoint = 6,
+  kUser = 7,  // between engine calls: the program's own code
+  kFinished = 8,
+};
+
+size_t DTypeSize(DType t);
+const char* DTypeName(DType t);      // "float32", "float16", ...
+const char* ReduceOpName(ReduceOp o);  // "sum", "max", "min", ""
+const char* OpName(Op o);            // "all_reduce", "barrier", ...
+const char* PhaseName(Phase p);      // "forward", "save_checkpoint", ...
+// Inverse of OpName (for readers of logs and traces); nullopt when unknown.
+std::optional<Op> ParseOpName(std::string_view name);
+
+// True for collectives: every rank of the group calls them in the same order, and they share one
+// sequence number per group. Send/recv count per peer instead.
+inline bool IsCollective(Op o) { return o != Op::kSend && o != Op::kRecv && o != Op::kNone; }
+
+}  // namespace dsd::runtime
