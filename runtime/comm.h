@@ -55,12 +55,16 @@ class ProcessGroup {
   // Runs `call` between a Begin and Complete/Fail of the trace. Used by the free functions below.
   Status Traced(OpInfo info, const std::function<Status()>& call);
   uint64_t NextCollectiveSeq() { return ++seq_; }
+  // Benchmarks only (bench/trace_bench.cc measures tracing's cost with it): calls go straight to
+  // the backend without trace records. Everything that diagnoses a rank relies on tracing being on.
+  void set_tracing_for_benchmark(bool on) { tracing_ = on; }
   uint64_t NextP2pSeq(Op op, int peer) { return ++p2p_seq_[{static_cast<int>(op), peer}]; }
 
  private:
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<TraceWriter> trace_;
   uint32_t comm_id_;
+  bool tracing_ = true;
   uint64_t seq_ = 0;
   std::map<std::pair<int, int>, uint64_t> p2p_seq_;
 };

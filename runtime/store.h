@@ -1,7 +1,7 @@
 // The rendezvous store of a job, like torch's TCPStore: rank 0 serves a key-value table on
 // MASTER_ADDR:MASTER_PORT, every rank (rank 0 too) talks to it through a TcpStore client, which is
-// a gloo::rendezvous::Store. Frames are docs/protocol.md's; messages are in docs/trace.md's
-// neighbour docs/runtime.md ("Rendezvous"). Like torch's TCPStore it is unauthenticated: it binds
+// a gloo::rendezvous::Store. Frames are docs/protocol.md's, messages {"type":"set"|"get"} JSON
+// (docs/runtime.md, "init_distributed"). Like torch's TCPStore it is unauthenticated: it binds
 // MASTER_ADDR only and holds nothing but addresses and ids for the rendezvous.
 //
 // TcpStoreServer: owns its listener and one thread per connection; Stop()/destructor joins them.
