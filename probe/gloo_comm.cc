@@ -58,8 +58,8 @@ class GlooCommunicator final : public HostBufferCommunicator {
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> CreateGlooCommunicator(int rank, int size, gloo::rendezvous::Store& store,
-                                                             const std::string& bind_host, Duration timeout) {
+Result<std::shared_ptr<gloo::rendezvous::Context>> ConnectGlooContext(int rank, int size, gloo::rendezvous::Store& store,
+                                                                      const std::string& bind_host, Duration timeout) {
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = bind_host;
@@ -68,10 +68,16 @@ Result<std::unique_ptr<Communicator>> CreateGlooCommunicator(int rank, int size,
     ctx->setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
     ctx->connectFullMesh(store, dev);
     log::Get("probe")->debug("gloo rank {}/{} connected from {}", rank, size, bind_host);
-    return std::unique_ptr<Communicator>(new GlooCommunicator(ctx, timeout));
+    return ctx;
   } catch (const std::exception& e) {
     return Unavailable(std::string("gloo rendezvous: ") + e.what());
   }
+}
+
+Result<std::unique_ptr<Communicator>> CreateGlooCommunicator(int rank, int size, gloo::rendezvous::Store& store,
+                                                             const std::string& bind_host, Duration timeout) {
+  DSD_ASSIGN_OR_RETURN(auto ctx, ConnectGlooContext(rank, size, store, bind_host, timeout));
+  return std::unique_ptr<Communicator>(new GlooCommunicator(ctx, timeout));
 }
 
 }  // namespace dsd::probe

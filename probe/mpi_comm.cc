@@ -10,14 +10,16 @@
 #include "common/log.h"
 
 namespace dsd::probe {
-namespace {
-
-std::string MpiError(int code) {
+std::string MpiErrorString(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(code, text, &len);
   return std::string(text, static_cast<size_t>(len));
 }
+
+namespace {
+
+std::string MpiError(int code) { return MpiErrorString(code); }
 
 class MpiCommunicator final : public HostBufferCommunicator {
  public:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "probe/collective.h"
 
@@ -13,6 +14,9 @@ namespace dsd::probe {
 bool LaunchedByMpirun();
 Status InitMpi();
 void FinalizeMpi();
+
+// MPI_Error_string of an MPI return code.
+std::string MpiErrorString(int code);
 
 // Requires InitMpi.
 Result<std::unique_ptr<Communicator>> CreateMpiCommunicator();

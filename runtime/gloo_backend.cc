@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "common/log.h"
+#include "probe/gloo_comm.h"
 #include "runtime/backends.h"
 
 namespace dsd::runtime {
@@ -125,18 +126,8 @@ class GlooBackend final : public Backend {
 
 Result<std::unique_ptr<Backend>> CreateGlooBackend(int rank, int size, gloo::rendezvous::Store& store,
                                                    const std::string& bind_host, Duration timeout) {
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = bind_host;
-    auto dev = gloo::transport::tcp::CreateDevice(attr);
-    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    ctx->setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
-    ctx->connectFullMesh(store, dev);
-    log::Get("runtime")->debug("gloo rank {}/{} connected from {}", rank, size, bind_host);
-    return std::unique_ptr<Backend>(new GlooBackend(ctx, timeout));
-  } catch (const std::exception& e) {
-    return Unavailable(std::string("gloo rendezvous: ") + e.what());
-  }
+  DSD_ASSIGN_OR_RETURN(auto ctx, probe::ConnectGlooContext(rank, size, store, bind_host, timeout));
+  return std::unique_ptr<Backend>(new GlooBackend(ctx, timeout));
 }
 
 }  // namespace dsd::runtime

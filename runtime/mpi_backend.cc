@@ -3,17 +3,13 @@
 #include <mpi.h>
 
 #include "common/log.h"
+#include "probe/mpi_comm.h"
 #include "runtime/backends.h"
 
 namespace dsd::runtime {
 namespace {
 
-std::string MpiError(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  return std::string(text, static_cast<size_t>(len));
-}
+using probe::MpiErrorString;
 
 MPI_Datatype MpiType(DType t) {
   switch (t) {
@@ -83,7 +79,7 @@ class MpiBackend final : public Backend {
  private:
   static int Count(size_t n) { return static_cast<int>(n); }
   static Status Check(int rc, const char* what) {
-    return rc == MPI_SUCCESS ? Status::Ok() : Unavailable(std::string(what) + ": " + MpiError(rc));
+    return rc == MPI_SUCCESS ? Status::Ok() : Unavailable(std::string(what) + ": " + MpiErrorString(rc));
   }
   int rank_, size_;
   MPI_Op half_ops_[3];
