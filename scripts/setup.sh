@@ -10,7 +10,9 @@ APT_PACKAGES=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libncurses-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libopenmpi-dev openmpi-bin libeigen3-dev
   # tools the tests drive for real
-  iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb iperf3
+  iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb elfutils iperf3
+  # a real third-party training program for the run/analyze e2e tests (PyTorch, gloo backend)
+  python3-torch
   # pip, to fetch a second real NCCL for the version-mismatch tests
   python3 python3-pip
 )

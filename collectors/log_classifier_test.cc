@@ -1,0 +1,102 @@
+#include "collectors/log_classifier.h"
+
+#include <gtest/gtest.h>
+
+namespace dsd::collectors {
+namespace {
+
+std::vector<diagnosis::LogEvent> Classify(const std::string& text, int rank = 3) { return ClassifyLog(rank, text); }
+
+TEST(LogClassifierTest, PythonTracebackNamesTheCollectiveAndTheProgramLine) {
+  // Real output of a torch 1.13 gloo job whose rank skipped a barrier (tests/e2e/torch_skip_barrier.py).
+  auto ev = Classify(
+      "rank 0 step 2 done\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/tmp/pt/skip_barrier.py\", line 17, in <module>\n"
+      "    main()\n"
+      "  File \"/tmp/pt/skip_barrier.py\", line 14, in main\n"
+      "    dist.barrier()\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 3152, in barrier\n"
+      "    work.wait()\n"
+      "RuntimeError: [./gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 8000ms for recv operation to complete\n");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "python_traceback");
+  EXPECT_EQ(ev[0].rank, 3);
+  EXPECT_EQ(ev[0].line, 2);
+  EXPECT_EQ(ev[0].collective, "barrier");
+  EXPECT_EQ(ev[0].location, "skip_barrier.py:14");
+  EXPECT_NE(ev[0].summary.find("RuntimeError"), std::string::npos);
+  EXPECT_NE(ev[0].remedy.find("barrier()"), std::string::npos);
+}
+
+TEST(LogClassifierTest, TracebackCutOffByDeathIsStillReported) {
+  auto ev = Classify("Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].location, "a.py:3");
+}
+
+TEST(LogClassifierTest, NcclWarnConnectFailureGetsTheFirewallRemedy) {
+  auto ev = Classify("node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+                     "node1:1234:1300 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43123> failed : Connection refused\n");
+  ASSERT_EQ(ev.size(), 1u) << "INFO lines are not events";
+  EXPECT_EQ(ev[0].code, "NCCL_ERROR");
+  EXPECT_EQ(ev[0].line, 2);
+  EXPECT_NE(ev[0].remedy.find("firewall"), std::string::npos);
+}
+
+TEST(LogClassifierTest, TorchNcclErrorAndWatchdog) {
+  auto ev = Classify(
+      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.14.3\n"
+      "[E ProcessGroupNCCL.cpp:821] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, "
+      "Timeout(ms)=1800000) ran for 1800312 milliseconds before timing out.\n");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].code, "NCCL_ERROR");
+  EXPECT_NE(ev[0].remedy.find("/dev/shm"), std::string::npos);
+  EXPECT_EQ(ev[1].code, "WATCHDOG_TIMEOUT");
+  EXPECT_NE(ev[1].summary.find("SeqNum=5, ALLREDUCE"), std::string::npos);
+}
+
+TEST(LogClassifierTest, GlooAndMpiAndRuntimeLines) {
+  auto ev = Classify(
+      "gloo allreduce: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:4321\n"
+      "[2026-12-02 10:00:00.000] [runtime] [warning] watchdog: rank 0: barrier#5 @save_checkpoint in flight for 3.0 s (timeout 3.0 s); policy abort\n"
+      "mpirun noticed that process rank 2 with PID 0 on node worker-2 exited on signal 9 (Killed).\n"
+      "[worker-1:01234] *** An error occurred in MPI_Allreduce\n"
+      "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+      "  what():  [enforce fail at pair.cc:446] op.preamble.length <= op.nbytes. 8192 vs 4096\n");
+  ASSERT_EQ(ev.size(), 5u);
+  EXPECT_EQ(ev[0].code, "COMM_ERROR");
+  EXPECT_EQ(ev[0].summary, "connection closed by peer");
+  EXPECT_EQ(ev[1].code, "WATCHDOG_TIMEOUT");
+  EXPECT_EQ(ev[2].code, "RANK_EXITED");
+  EXPECT_EQ(ev[2].subject_rank, 2);
+  EXPECT_EQ(ev[2].signal, 9);
+  EXPECT_EQ(ev[3].code, "COMM_ERROR");
+  EXPECT_EQ(ev[4].kind, "cxx_terminate");
+  EXPECT_NE(ev[4].summary.find("8192 vs 4096"), std::string::npos);
+  EXPECT_EQ(ev[4].line, 5);
+}
+
+TEST(LogClassifierTest, TorchrunChildFailedTableNamesTheFailedRank) {
+  auto ev = Classify(
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+      "============================================================\n"
+      "Root Cause (first observed failure):\n"
+      "[0]:\n"
+      "  time      : 2026-12-02_10:00:00\n"
+      "  host      : worker-1\n"
+      "  rank      : 5 (local_rank: 1)\n"
+      "  exitcode  : -9 (pid: 4242)\n",
+      0);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].code, "RANK_EXITED");
+  EXPECT_EQ(ev[0].subject_rank, 5);
+  EXPECT_EQ(ev[0].signal, 9);
+}
+
+TEST(LogClassifierTest, OrdinaryOutputIsNotAnEvent) {
+  EXPECT_TRUE(Classify("step 10 loss 0.25\nsaving checkpoint to /tmp/x\nNCCL INFO Channel 00/02 : 0 1\n").empty());
+}
+
+}  // namespace
+}  // namespace dsd::collectors

@@ -1,0 +1,36 @@
+// What a run leaves on disk, read back for `dsdoctor analyze` (docs/run.md):
+//   <dir>/rank-<r>.log     the rank's stdout+stderr
+//   <dir>/rank-<r>.trace   its trace ring (bundled runtime only; docs/trace.md)
+//   <dir>/rank-<r>.exit    its exit status as a shell reports it ("0", "1", "139" = 128+SIGSEGV),
+//                          written by examples/run_local.sh; or
+//   <dir>/run.json         the coordinator's manifest (ranks, nodes, exits, thresholds)
+// Also the conversion of a trace snapshot into the engine's RankState, shared with the agent.
+// Free functions; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "diagnosis/state.h"
+#include "runtime/trace.h"
+
+namespace dsd::collectors {
+
+// Newest records passed to the engine per rank (mismatch and straggler rules look this far back).
+inline constexpr size_t kRecentRecords = 16;
+
+// Fills the trace fields of `rank` from a snapshot.
+void ApplyTrace(const runtime::TraceSnapshot& trace, diagnosis::RankState* rank, size_t recent = kRecentRecords);
+diagnosis::OpRecord ToOpRecord(const runtime::TraceRecord& r);
+
+struct RunDirOptions {
+  double stall_after_s = 60;
+  double hang_after_s = 5;
+};
+
+// Reads every rank's log, trace and exit status. Errors: the folder is missing or holds no rank
+// files; a corrupt trace or run.json names the file (a corrupt trace is reported, not fatal:
+// the rank is analysed from its log).
+Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options, std::vector<std::string>* warnings);
+
+}  // namespace dsd::collectors

@@ -1,0 +1,679 @@
+#include "diagnosis/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string.h>
+#include <unordered_map>
+
+#include "common/strings.h"
+
+namespace dsd::diagnosis {
+namespace {
+
+// A call that no rank has answered for this long, although another rank is provably elsewhere,
+// is reported without waiting for hang_after_s: long enough that a message in transit has landed.
+constexpr double kProofSettleS = 0.5;
+
+double AgeS(int64_t now_ns, int64_t since_ns) {
+  return since_ns > 0 && now_ns > since_ns ? static_cast<double>(now_ns - since_ns) / 1e9 : 0.0;
+}
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, s < 10 ? "%.1f s" : "%.0f s", s);
+  return buf;
+}
+
+std::string RankWord(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + FormatRanks(ranks);
+}
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case 1: return "SIGHUP";
+    case 2: return "SIGINT";
+    case 6: return "SIGABRT";
+    case 7: return "SIGBUS";
+    case 8: return "SIGFPE";
+    case 9: return "SIGKILL";
+    case 11: return "SIGSEGV";
+    case 13: return "SIGPIPE";
+    case 15: return "SIGTERM";
+    default: return "signal";
+  }
+}
+
+std::vector<std::string> NodesOf(const JobState& job, const std::vector<int>& ranks) {
+  std::set<std::string> nodes;
+  for (int r : ranks)
+    if (r >= 0 && r < static_cast<int>(job.ranks.size()) && !job.ranks[r].node.empty()) nodes.insert(job.ranks[r].node);
+  return {nodes.begin(), nodes.end()};
+}
+
+std::string ProcWords(const ProcSample& p) {
+  if (!p.valid) return "";
+  std::string s;
+  switch (p.state) {
+    case 'R': s = "running"; break;
+    case 'S': s = "sleeping"; break;
+    case 'D': s = "in uninterruptible I/O"; break;
+    case 'T': case 't': s = "stopped"; break;
+    case 'Z': s = "zombie"; break;
+    default: s = std::string("state ") + p.state;
+  }
+  if (!p.wchan.empty() && p.wchan != "0") s += " in " + p.wchan;
+  char buf[64];
+  if (p.cpu_fraction >= 0.5) {
+    std::snprintf(buf, sizeof buf, ", spinning (CPU %.0f%%)", p.cpu_fraction * 100);
+    s += buf;
+  } else if (p.flat_for_s > 0) {
+    s += ", CPU flat for " + Seconds(p.flat_for_s);
+  }
+  return s;
+}
+
+// Where a rank is when it is not in the call the others wait in.
+std::string WhereIs(const JobState& job, const RankState& r) {
+  std::string s;
+  if (r.status == RankStatus::kNotStarted) return "not started";
+  if (r.status == RankStatus::kExited) return r.signal ? std::string("killed by ") + SignalName(r.signal) : "exited with code " + std::to_string(r.exit_code);
+  if (!r.has_trace) {
+    s = "no trace (it never reached init_distributed, or the program does not use the bundled runtime)";
+  } else if (r.in_flight) {
+    s = "in " + r.in_flight->Describe() + " for " + Seconds(AgeS(job.now_ns, r.in_flight->started_ns));
+  } else {
+    s = "outside any collective";
+    if (!r.phase.empty()) s += ", phase " + r.phase + (r.phase_ns ? " for " + Seconds(AgeS(job.now_ns, r.phase_ns)) : "");
+    if (r.last) s += ", last call " + r.last->Describe() + " (" + r.last->state + ")";
+  }
+  std::string proc = ProcWords(r.proc);
+  if (!proc.empty()) s += "; " + proc;
+  if (!r.stack.empty()) s += "; stack: " + r.stack;
+  return s;
+}
+
+bool Running(const RankState& r) { return r.status == RankStatus::kRunning; }
+bool Failed(const RankState& r) { return r.status == RankStatus::kExited && (r.signal != 0 || r.exit_code != 0); }
+
+struct Ctx {
+  const JobState& job;
+  Diagnosis out;
+  std::set<int> explained;  // ranks already named as a culprit by a stronger rule
+  void Add(Finding f, bool hang) {
+    f.nodes = NodesOf(job, f.ranks);
+    out.findings.push_back(std::move(f));
+    out.hang = out.hang || hang;
+  }
+  bool HasCode(const char* code) const {
+    return std::any_of(out.findings.begin(), out.findings.end(), [&](const Finding& f) { return f.code == code; });
+  }
+};
+
+// ---- COLLECTIVE_MISMATCH from traces ------------------------------------------------------------
+
+struct Entry {
+  uint32_t comm;
+  uint64_t seq;
+  int rank;
+  const OpRecord* rec;
+};
+
+std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
+  bool some_ckpt = false, all_ckpt = true, op_differs = false, size_differs = false, dtype_differs = false, reduce_differs = false;
+  for (const OpRecord* s : sides) {
+    bool ckpt = s->callsite.find("save_checkpoint") != std::string::npos || s->callsite.find("load_checkpoint") != std::string::npos;
+    some_ckpt |= ckpt;
+    all_ckpt &= ckpt;
+    op_differs |= s->op != sides[0]->op;
+    size_differs |= s->count != sides[0]->count;
+    dtype_differs |= s->dtype != sides[0]->dtype;
+    reduce_differs |= s->reduce != sides[0]->reduce;
+  }
+  if (some_ckpt && !all_ckpt) {
+    const char* which = "save_checkpoint";
+    for (const OpRecord* s : sides)
+      if (s->callsite.find("load_checkpoint") != std::string::npos) which = "load_checkpoint";
+    return std::string(which) + " is a collective: every rank must call engine." + which +
+           "() (each rank writes its own shard and they agree before `latest` moves). Remove the "
+           "`if rank == 0:` guard around it; the engine already decides which rank writes what.";
+  }
+  if (op_differs) {
+    return "The ranks reached different code: every rank must issue the same collectives in the same order. Look for "
+           "a rank-dependent branch, an early return or a caught exception between the callsites named above.";
+  }
+  if (size_differs || dtype_differs) {
+    return "The same collective with a different element count or dtype: tensor shapes or precision differ between "
+           "ranks (data-dependent shapes, a different config or model on some ranks, fp16 enabled on only some). Make "
+           "them identical on every rank, or pad to a common size.";
+  }
+  if (reduce_differs) {
+    return "The ranks reduce with different operations: the collective completes but every result is silently wrong. "
+           "Use the same reduce op on every rank.";
+  }
+  return "Every rank must issue the same collectives with the same arguments in the same order.";
+}
+
+void TraceMismatch(Ctx& c) {
+  std::vector<Entry> entries;
+  for (const RankState& r : c.job.ranks) {
+    for (const OpRecord& rec : r.recent) {
+      if (!rec.collective() || rec.op == "rendezvous" || rec.seq == 0) continue;
+      entries.push_back({rec.comm, rec.seq, r.rank, &rec});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.comm != b.comm ? a.comm < b.comm : a.seq != b.seq ? a.seq < b.seq : a.rank < b.rank;
+  });
+  std::set<uint32_t> reported_comm;
+  for (size_t i = 0; i < entries.size();) {
+    size_t j = i;
+    while (j < entries.size() && entries[j].comm == entries[i].comm && entries[j].seq == entries[i].seq) ++j;
+    if (!reported_comm.count(entries[i].comm)) {
+      // Sides: one per distinct call (and callsite, which says where in the program it was made).
+      std::vector<const OpRecord*> sides;
+      std::vector<std::vector<int>> side_ranks;
+      bool in_flight = false;
+      for (size_t k = i; k < j; ++k) {
+        const OpRecord* rec = entries[k].rec;
+        in_flight |= rec->in_flight();
+        size_t s = 0;
+        while (s < sides.size() && !(sides[s]->SameCall(*rec) && sides[s]->callsite == rec->callsite)) ++s;
+        if (s == sides.size()) {
+          sides.push_back(rec);
+          side_ranks.emplace_back();
+        }
+        side_ranks[s].push_back(entries[k].rank);
+      }
+      bool calls_differ = false;
+      for (const OpRecord* s : sides) calls_differ |= !s->SameCall(*sides[0]);
+      if (calls_differ) {
+        reported_comm.insert(entries[i].comm);
+        // The culprits are every side but the largest (all of them when sizes tie).
+        size_t largest = 0;
+        for (size_t s = 1; s < sides.size(); ++s)
+          if (side_ranks[s].size() > side_ranks[largest].size()) largest = s;
+        bool tie = false;
+        for (size_t s = 0; s < sides.size(); ++s)
+          if (s != largest && side_ranks[s].size() == side_ranks[largest].size()) tie = true;
+        // On a tie (two ranks, say) a checkpoint callsite is the odd one out: training code calls
+        // the step collectives on every rank, and checkpoints are where rank guards creep in.
+        auto is_ckpt = [](const OpRecord* r) { return r->callsite.find("checkpoint") != std::string::npos; };
+        if (tie && sides.size() == 2 && is_ckpt(sides[0]) != is_ckpt(sides[1])) {
+          tie = false;
+          largest = is_ckpt(sides[0]) ? 1 : 0;
+        }
+        Finding f;
+        f.code = codes::kCollectiveMismatch;
+        f.severity = Severity::kError;
+        std::vector<std::string> parts;
+        for (size_t s = 0; s < sides.size(); ++s) {
+          if (!tie && s != largest) f.ranks.insert(f.ranks.end(), side_ranks[s].begin(), side_ranks[s].end());
+          if (tie) f.ranks.insert(f.ranks.end(), side_ranks[s].begin(), side_ranks[s].end());
+          parts.push_back(RankWord(side_ranks[s]) + " called " + sides[s]->Describe());
+          std::string ev = RankWord(side_ranks[s]) + ": " + sides[s]->Describe() + " [" + sides[s]->state + "]";
+          if (sides[s]->in_flight()) ev += " for " + Seconds(AgeS(c.job.now_ns, sides[s]->started_ns));
+          f.evidence.push_back(ev);
+        }
+        std::sort(f.ranks.begin(), f.ranks.end());
+        f.summary = "collective #" + std::to_string(entries[i].seq) + (entries[i].comm ? " of group " + std::to_string(entries[i].comm) : "") +
+                    " differs between ranks: " + Join(parts, "; ") + (in_flight ? "" : " (it completed: results are wrong)");
+        f.remedy = MismatchRemedy(sides);
+        for (int r : f.ranks) c.explained.insert(r);
+        c.Add(std::move(f), in_flight);
+      }
+    }
+    i = j;
+  }
+}
+
+// ---- COLLECTIVE_MISMATCH from Python tracebacks (programs without a trace) -----------------------
+
+void TracebackMismatch(Ctx& c) {
+  std::map<std::string, std::vector<const LogEvent*>> by_call;  // collective → first event per rank
+  std::set<int> seen;
+  for (const LogEvent& e : c.job.events) {
+    if (e.collective.empty() || seen.count(e.rank)) continue;
+    seen.insert(e.rank);
+    by_call[e.collective].push_back(&e);
+  }
+  if (by_call.size() < 2) return;
+  size_t largest = 0;
+  std::string largest_name;
+  for (auto& [name, evs] : by_call)
+    if (evs.size() > largest) largest = evs.size(), largest_name = name;
+  Finding f;
+  f.code = codes::kCollectiveMismatch;
+  std::vector<std::string> parts;
+  bool tie = std::count_if(by_call.begin(), by_call.end(), [&](auto& kv) { return kv.second.size() == largest; }) > 1;
+  for (auto& [name, evs] : by_call) {
+    std::vector<int> ranks;
+    std::set<std::string> where;
+    for (const LogEvent* e : evs) {
+      ranks.push_back(e->rank);
+      if (!e->location.empty()) where.insert(e->location);
+      if (tie || name != largest_name) f.ranks.push_back(e->rank);
+    }
+    std::string at = where.empty() ? "" : " at " + Join({where.begin(), where.end()}, ", ");
+    parts.push_back(RankWord(ranks) + " in " + name + "()" + at);
+    f.evidence.push_back(RankWord(ranks) + ": " + name + "()" + at + ": " + evs[0]->summary);
+  }
+  std::sort(f.ranks.begin(), f.ranks.end());
+  f.summary = "ranks failed inside different collectives: " + Join(parts, "; ");
+  f.remedy = "Every rank must call the same collectives in the same order: the call sites above are reached by some "
+             "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
+  for (int r : f.ranks) c.explained.insert(r);
+  c.Add(std::move(f), false);
+}
+
+// ---- RANK_EXITED ---------------------------------------------------------------------------------
+
+bool HasCommEvent(const JobState& job, int rank) {
+  for (const LogEvent& e : job.events)
+    if (e.rank == rank && (e.code == codes::kCommError || e.code == codes::kNcclError)) return true;
+  return false;
+}
+
+std::string FirstErrorEvent(const JobState& job, int rank) {
+  for (const LogEvent& e : job.events)
+    if (e.rank == rank && e.severity == Severity::kError) return "log line " + std::to_string(e.line) + ": " + e.summary;
+  return "";
+}
+
+std::string ExitRemedy(const RankState& r) {
+  switch (r.signal) {
+    case 9: return "SIGKILL comes from outside the program: the kernel's OOM killer (look for 'Out of memory: Killed process' in dmesg on its node), the scheduler (time or memory limit) or a person. Check the node's memory and the job's limits.";
+    case 11: case 7: return "A crash in native code: read the rank's log for the faulting frame, run it under gdb, and check for mismatched CUDA/NCCL/PyTorch builds across nodes.";
+    case 6: return "abort(): an assertion failed or a C++ exception was not caught (the log lines just before it say which).";
+    case 15: case 2: return "The rank was asked to stop (SIGTERM/SIGINT): by a person, the scheduler or a launcher that saw another rank fail.";
+    default: break;
+  }
+  if (r.signal) return "The rank was killed by a signal: see its log and its node's kernel log.";
+  if (r.exit_code == 0) return "The rank ended while the others still expected it in collectives: every rank must run the same number of steps and collectives.";
+  return "The program failed on this rank: its log shows the error (the traceback or last error line).";
+}
+
+void Exits(Ctx& c) {
+  std::vector<const RankState*> failed, early_zero;
+  uint64_t max_waiting_seq = 0;
+  for (const RankState& r : c.job.ranks)
+    if (Running(r) && r.in_flight && r.in_flight->collective()) max_waiting_seq = std::max(max_waiting_seq, r.in_flight->seq);
+  for (const RankState& r : c.job.ranks) {
+    // The runtime's watchdog ended this rank on purpose (abort policy): the hang is the cause.
+    if (r.watchdog_fired && r.signal == 6) continue;
+    if (Failed(r)) failed.push_back(&r);
+    // Exit 0 is a problem only when others wait in a collective it never reached.
+    else if (r.status == RankStatus::kExited && max_waiting_seq > 0 && (!r.last || r.last->seq < max_waiting_seq || !r.last->collective()))
+      early_zero.push_back(&r);
+  }
+  std::vector<const RankState*> all = failed;
+  all.insert(all.end(), early_zero.begin(), early_zero.end());
+  if (all.empty()) return;
+  // Culprits: ranks that went without a communication error of their own (the others failed
+  // because a peer vanished); if every one saw such an error, the first to exit.
+  std::vector<const RankState*> culprits, consequences;
+  for (const RankState* r : all) (HasCommEvent(c.job, r->rank) && r->signal == 0 ? consequences : culprits).push_back(r);
+  if (culprits.empty()) {
+    auto first = std::min_element(all.begin(), all.end(), [](auto* a, auto* b) { return a->exit_ns < b->exit_ns; });
+    culprits.push_back(*first);
+    consequences.erase(std::remove(consequences.begin(), consequences.end(), *first), consequences.end());
+  }
+  std::sort(culprits.begin(), culprits.end(), [](auto* a, auto* b) { return a->exit_ns != b->exit_ns ? a->exit_ns < b->exit_ns : a->rank < b->rank; });
+  bool others_wait = std::any_of(c.job.ranks.begin(), c.job.ranks.end(), [](const RankState& r) { return Running(r) && r.in_flight; });
+  std::vector<int> consequence_ranks;
+  for (auto* r : consequences) consequence_ranks.push_back(r->rank);
+  for (const RankState* r : culprits) {
+    Finding f;
+    f.code = codes::kRankExited;
+    f.ranks = {r->rank};
+    std::string how = r->signal ? std::string("was killed by ") + SignalName(r->signal) + " (signal " + std::to_string(r->signal) + ")"
+                                : "exited with code " + std::to_string(r->exit_code);
+    f.summary = "rank " + std::to_string(r->rank) + (r->node.empty() ? "" : " (" + r->node + ")") + " " + how;
+    const OpRecord* at = r->in_flight ? &*r->in_flight : r->last ? &*r->last : nullptr;
+    if (at) f.summary += (r->in_flight ? " in " : " after ") + at->Describe();
+    if (r->exit_code == 0 && !r->signal) f.summary += " while other ranks still wait in collective #" + std::to_string(max_waiting_seq);
+    if (at) f.evidence.push_back("last traced call: " + at->Describe() + " [" + at->state + "]");
+    if (!r->phase.empty()) f.evidence.push_back("phase " + r->phase + ", step " + std::to_string(r->step));
+    if (!r->last_error.empty()) f.evidence.push_back("last error: " + r->last_error);
+    std::string ev = FirstErrorEvent(c.job, r->rank);
+    if (!ev.empty()) f.evidence.push_back(ev);
+    if (!consequence_ranks.empty()) f.evidence.push_back(RankWord(consequence_ranks) + " failed after it with communication errors (a consequence)");
+    if (others_wait) {
+      std::vector<int> waiting;
+      for (const RankState& o : c.job.ranks)
+        if (Running(o) && o.in_flight) waiting.push_back(o.rank);
+      f.evidence.push_back(RankWord(waiting) + " still wait for it");
+    }
+    f.remedy = ExitRemedy(*r);
+    c.explained.insert(r->rank);
+    c.Add(std::move(f), others_wait);
+  }
+}
+
+// ---- RANK_MISSING, P2P_DEADLOCK, COLLECTIVE_STALL -------------------------------------------------
+
+struct Group {
+  uint32_t comm;
+  uint64_t seq;
+  const OpRecord* call;
+  std::vector<int> ranks;
+  int64_t last_arrival_ns = 0;  // the newest started_ns: how long the whole group has waited
+};
+
+std::vector<Group> WaitGroups(const JobState& job) {
+  std::map<std::pair<uint32_t, uint64_t>, Group> groups;
+  for (const RankState& r : job.ranks) {
+    if (!Running(r) || !r.in_flight || !r.in_flight->collective() || r.in_flight->op == "rendezvous") continue;
+    auto& g = groups[{r.in_flight->comm, r.in_flight->seq}];
+    g.comm = r.in_flight->comm;
+    g.seq = r.in_flight->seq;
+    if (!g.call) g.call = &*r.in_flight;
+    g.ranks.push_back(r.rank);
+    g.last_arrival_ns = std::max(g.last_arrival_ns, r.in_flight->started_ns);
+  }
+  std::vector<Group> out;
+  for (auto& [k, g] : groups) out.push_back(std::move(g));
+  std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) { return a.ranks.size() > b.ranks.size(); });
+  return out;
+}
+
+void Deadlocks(Ctx& c) {
+  // Wait-for edges from ranks blocked in send/recv to their peer, unless the peer is doing the
+  // matching call with them. Every rank has at most one outgoing edge, so cycles are found by
+  // following pointers.
+  const int n = static_cast<int>(c.job.ranks.size());
+  std::vector<int> next(n, -1);
+  for (const RankState& r : c.job.ranks) {
+    if (!Running(r) || !r.in_flight || r.in_flight->collective()) continue;
+    if (AgeS(c.job.now_ns, r.in_flight->started_ns) < kProofSettleS) continue;
+    int peer = r.in_flight->peer;
+    if (peer < 0 || peer >= n) continue;
+    const RankState& p = c.job.ranks[peer];
+    bool matched = Running(p) && p.in_flight && !p.in_flight->collective() && p.in_flight->peer == r.rank &&
+                   p.in_flight->op != r.in_flight->op;
+    if (!matched) next[r.rank] = peer;
+  }
+  std::vector<int> color(n, 0);  // 0 new, 1 on the current path, 2 done
+  for (int start = 0; start < n; ++start) {
+    if (color[start] || next[start] < 0) continue;
+    std::vector<int> path;
+    int v = start;
+    while (v >= 0 && color[v] == 0) {
+      color[v] = 1;
+      path.push_back(v);
+      v = next[v];
+    }
+    if (v >= 0 && color[v] == 1) {
+      std::vector<int> cycle(std::find(path.begin(), path.end(), v), path.end());
+      Finding f;
+      f.code = codes::kP2pDeadlock;
+      f.ranks = cycle;
+      std::sort(f.ranks.begin(), f.ranks.end());
+      std::vector<std::string> chain;
+      for (int r : cycle) {
+        chain.push_back(std::to_string(r));
+        f.evidence.push_back("rank " + std::to_string(r) + ": " + WhereIs(c.job, c.job.ranks[r]));
+      }
+      chain.push_back(std::to_string(cycle.front()));
+      f.summary = "point-to-point deadlock: ranks " + Join(chain, " → ") + " each wait for the next";
+      f.remedy = "Each rank waits on a peer that is waiting too (both send first, or both receive first). Order the calls so "
+                 "one side receives first (even ranks send, odd ranks receive), or use isend/irecv (batch_isend_irecv).";
+      for (int r : cycle) c.explained.insert(r);
+      c.Add(std::move(f), true);
+    }
+    for (int p : path) color[p] = 2;
+  }
+}
+
+void Missing(Ctx& c, const std::vector<Group>& groups) {
+  std::set<int> reported;
+  for (const Group& g : groups) {
+    double waited = AgeS(c.job.now_ns, g.last_arrival_ns);
+    std::vector<int> missing, skipped;
+    for (const RankState& r : c.job.ranks) {
+      if (std::binary_search(g.ranks.begin(), g.ranks.end(), r.rank) || r.status == RankStatus::kExited) continue;
+      if (c.explained.count(r.rank) || reported.count(r.rank)) continue;
+      bool past = r.in_flight && r.in_flight->collective() && r.in_flight->comm == g.comm && r.in_flight->seq > g.seq;
+      if (!past && r.last && r.last->collective() && r.last->comm == g.comm && r.last->seq > g.seq) past = true;
+      if (past && waited >= kProofSettleS) skipped.push_back(r.rank);
+      else if (waited >= c.job.hang_after_s) missing.push_back(r.rank);
+    }
+    std::vector<int> all = skipped;
+    all.insert(all.end(), missing.begin(), missing.end());
+    if (all.empty()) continue;
+    std::sort(all.begin(), all.end());
+    Finding f;
+    f.code = codes::kRankMissing;
+    f.ranks = all;
+    f.summary = RankWord(all) + " never joined " + g.call->Describe() + " that " + RankWord(g.ranks) + " have waited in for " + Seconds(waited);
+    if (!skipped.empty()) f.summary += " (" + RankWord(skipped) + " already went past it: the call was skipped)";
+    for (int r : all) {
+      f.evidence.push_back("rank " + std::to_string(r) + (c.job.ranks[r].node.empty() ? "" : " (" + c.job.ranks[r].node + ")") + ": " + WhereIs(c.job, c.job.ranks[r]));
+      reported.insert(r);
+      c.explained.insert(r);
+    }
+    f.remedy = "The waiting ranks cannot finish " + g.call->op + " until every rank calls it. " +
+               (skipped.empty() ? std::string("The missing rank is stuck elsewhere (its state and stack above say where: a loop, I/O, a lock, a different collective)")
+                                : std::string("The missing rank skipped the call: a rank-dependent branch or an early return around it")) +
+               ". Every rank must make the same collective calls in the same order.";
+    c.Add(std::move(f), true);
+  }
+}
+
+void Stalls(Ctx& c, const std::vector<Group>& groups) {
+  int running = 0, traced = 0;
+  for (const RankState& r : c.job.ranks) {
+    running += Running(r);
+    traced += r.has_trace;
+  }
+  if (running == 0) return;
+  if (groups.size() == 1 && static_cast<int>(groups[0].ranks.size()) == running && static_cast<int>(c.job.ranks.size()) == running) {
+    const Group& g = groups[0];
+    double waited = AgeS(c.job.now_ns, g.last_arrival_ns);
+    if (waited < c.job.stall_after_s) return;
+    Finding f;
+    f.code = codes::kCollectiveStall;
+    f.ranks = g.ranks;
+    f.summary = "all " + std::to_string(running) + " ranks have been in " + g.call->Describe() + " for " + Seconds(waited) +
+                " (threshold " + Seconds(c.job.stall_after_s) + "): they agree on the call but it does not finish";
+    int spinning = 0;
+    for (int r : g.ranks) spinning += c.job.ranks[r].proc.valid && c.job.ranks[r].proc.cpu_fraction >= 0.5;
+    if (spinning) f.evidence.push_back(std::to_string(spinning) + " ranks spin (CPU busy): the transport is polling for data that never arrives");
+    for (const LogEvent& e : c.job.events)
+      if (e.code == codes::kCommError || e.code == codes::kNcclError) {
+        f.evidence.push_back("rank " + std::to_string(e.rank) + " log line " + std::to_string(e.line) + ": " + e.summary);
+        if (f.evidence.size() > 6) break;
+      }
+    for (const Finding& n : c.job.network) f.evidence.push_back("network: " + n.code + ": " + n.summary);
+    f.remedy = "A collective every rank entered is stuck in the transport: a firewall dropping the NCCL/Gloo ports between "
+               "some nodes, the wrong NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, or a dead link. Run `dsdoctor check` on these "
+               "nodes and rerun with NCCL_DEBUG=INFO.";
+    c.Add(std::move(f), true);
+    return;
+  }
+  // Untraced programs: every rank blocked with flat CPU and silent for hang_after_s.
+  if (traced > 0 || static_cast<int>(c.job.ranks.size()) != running) return;
+  std::vector<int> ranks;
+  double min_flat = 1e18;
+  for (const RankState& r : c.job.ranks) {
+    bool blocked = r.proc.valid && (r.proc.state == 'S' || r.proc.state == 'D') && r.proc.cpu_fraction < 0.05 &&
+                   r.proc.flat_for_s >= c.job.hang_after_s && AgeS(c.job.now_ns, r.last_output_ns) >= c.job.hang_after_s;
+    if (!blocked) return;
+    ranks.push_back(r.rank);
+    min_flat = std::min(min_flat, r.proc.flat_for_s);
+  }
+  Finding f;
+  f.code = codes::kCollectiveStall;
+  f.ranks = ranks;
+  f.summary = "all " + std::to_string(running) + " ranks are blocked: no CPU use and no output for " + Seconds(min_flat) +
+              " (no dsdoctor trace: where they wait comes from their stacks)";
+  for (const RankClass& cl : ClassifyRanks(c.job)) f.evidence.push_back(RankWord(cl.ranks) + ": " + cl.description);
+  f.remedy = "Every rank is waiting and none computes: a collective some rank did not call (compare the stacks above), a "
+             "deadlock, or a stuck transport. Set a short process-group timeout (init_process_group(timeout=…)) so the "
+             "ranks fail with a traceback, and compare where each one waits.";
+  c.Add(std::move(f), true);
+}
+
+// ---- STRAGGLER -----------------------------------------------------------------------------------
+
+void Stragglers(Ctx& c) {
+  // Collectives every traced rank has started, newest last.
+  std::map<uint64_t, std::vector<std::pair<int64_t, int>>> arrivals;  // seq (group 0) → (started_ns, rank)
+  int traced = 0;
+  for (const RankState& r : c.job.ranks) {
+    if (!r.has_trace) continue;
+    ++traced;
+    for (const OpRecord& rec : r.recent)
+      if (rec.collective() && rec.comm == 0 && rec.seq > 0 && rec.started_ns > 0) arrivals[rec.seq].push_back({rec.started_ns, r.rank});
+  }
+  if (traced < 2) return;
+  std::vector<int> last_rank;
+  std::vector<double> lateness;
+  for (auto it = arrivals.rbegin(); it != arrivals.rend() && last_rank.size() < 8; ++it) {
+    auto& v = it->second;
+    if (static_cast<int>(v.size()) != traced) continue;
+    std::sort(v.begin(), v.end());
+    int64_t median = v[v.size() / 2 - (v.size() % 2 == 0 ? 1 : 0)].first;
+    last_rank.push_back(v.back().second);
+    lateness.push_back(static_cast<double>(v.back().first - median) / 1e9);
+  }
+  if (last_rank.size() < 3) return;
+  std::map<int, int> times_last;
+  for (int r : last_rank) ++times_last[r];
+  for (auto& [rank, n] : times_last) {
+    if (n * 4 < static_cast<int>(last_rank.size()) * 3) continue;  // last in at least 75% of them
+    std::vector<double> late;
+    for (size_t i = 0; i < last_rank.size(); ++i)
+      if (last_rank[i] == rank) late.push_back(lateness[i]);
+    std::sort(late.begin(), late.end());
+    double median = late[late.size() / 2];
+    if (median < 0.1) continue;  // 100 ms: below that it is jitter, not a straggler
+    Finding f;
+    f.code = codes::kStraggler;
+    f.severity = Severity::kWarning;
+    f.ranks = {rank};
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "rank %d arrives last at %d of the last %zu collectives, a median %.0f ms after the others", rank, n,
+                  last_rank.size(), median * 1000);
+    f.summary = buf;
+    f.evidence.push_back("rank " + std::to_string(rank) + ": " + WhereIs(c.job, c.job.ranks[rank]));
+    f.remedy = "Every other rank waits for this one at each collective, so the job runs at its speed: check its node "
+               "(CPU/GPU throttling, other processes, a slower GPU or link, data loading on that rank).";
+    c.Add(std::move(f), false);
+  }
+}
+
+// ---- log events and watchdogs --------------------------------------------------------------------
+
+void Watchdogs(Ctx& c) {
+  std::vector<int> ranks;
+  Finding f;
+  for (const RankState& r : c.job.ranks) {
+    if (!r.watchdog_fired) continue;
+    ranks.push_back(r.rank);
+    if (f.evidence.size() < 8) f.evidence.push_back("rank " + std::to_string(r.rank) + ": " + (r.in_flight ? r.in_flight->Describe() : r.last ? r.last->Describe() : std::string("?")));
+  }
+  if (ranks.empty()) return;
+  f.code = codes::kWatchdogTimeout;
+  f.severity = Severity::kWarning;
+  f.ranks = ranks;
+  f.summary = "the runtime's watchdog fired on " + RankWord(ranks) + ": a call stayed in flight past its timeout";
+  int aborted = 0;
+  for (int r : ranks) aborted += c.job.ranks[r].signal == 6;
+  if (aborted) f.summary += " (" + std::to_string(aborted) + " ended by its abort policy)";
+  f.remedy = "See the finding that explains why the call could not finish; raise DSDOCTOR_TIMEOUT only if the call is legitimately slow.";
+  c.Add(std::move(f), false);
+}
+
+void Events(Ctx& c) {
+  struct Bucket {
+    const LogEvent* first;
+    std::vector<int> ranks;
+    std::vector<std::string> evidence;
+  };
+  std::vector<Bucket> buckets;
+  std::map<std::string, size_t> index;
+  for (const LogEvent& e : c.job.events) {
+    if (!e.collective.empty() && c.HasCode(codes::kCollectiveMismatch)) continue;  // already explained
+    if (e.code == codes::kRankExited && e.subject_rank >= 0 && e.subject_rank < static_cast<int>(c.job.ranks.size()) &&
+        c.job.ranks[e.subject_rank].status == RankStatus::kExited)
+      continue;  // the launcher's table repeats what we saw ourselves
+    std::string key = e.code + "\x1f" + e.kind + "\x1f" + e.summary;
+    auto [it, inserted] = index.emplace(key, buckets.size());
+    if (inserted) buckets.push_back({&e, {}, {}});
+    Bucket& b = buckets[it->second];
+    int subject = e.subject_rank >= 0 ? e.subject_rank : e.rank;
+    if (std::find(b.ranks.begin(), b.ranks.end(), subject) == b.ranks.end()) b.ranks.push_back(subject);
+    if (b.evidence.size() < 4) b.evidence.push_back("rank " + std::to_string(e.rank) + " log line " + std::to_string(e.line) + ": " + e.text.substr(0, 300));
+  }
+  for (Bucket& b : buckets) {
+    Finding f;
+    f.code = b.first->code;
+    f.severity = b.first->severity;
+    std::sort(b.ranks.begin(), b.ranks.end());
+    f.ranks = b.ranks;
+    f.summary = RankWord(b.ranks) + ": " + b.first->summary;
+    f.evidence = std::move(b.evidence);
+    f.remedy = b.first->remedy;
+    c.Add(std::move(f), false);
+  }
+}
+
+int Priority(const std::string& code) {
+  static const char* kOrder[] = {codes::kCollectiveMismatch, codes::kP2pDeadlock, codes::kRankExited, codes::kRankMissing,
+                                 codes::kCollectiveStall,    codes::kNcclError,   codes::kCommError,  codes::kWatchdogTimeout,
+                                 codes::kLogError,           codes::kStraggler};
+  for (int i = 0; i < 10; ++i)
+    if (code == kOrder[i]) return i;
+  return 10;
+}
+
+}  // namespace
+
+std::vector<RankClass> ClassifyRanks(const JobState& job) {
+  std::unordered_map<std::string, size_t> index;
+  std::vector<RankClass> classes;
+  for (const RankState& r : job.ranks) {
+    std::string key;
+    if (r.status != RankStatus::kRunning) {
+      key = WhereIs(job, r);
+    } else {
+      key = !r.has_trace ? std::string("running (untraced)") : r.in_flight ? "in " + r.in_flight->Describe() : "computing, phase " + r.phase;
+      if (r.proc.valid) {
+        key += std::string("; ") + (r.proc.state == 'R' ? "running" : r.proc.state == 'S' ? "sleeping" : std::string("state ") + r.proc.state);
+        if (!r.proc.wchan.empty() && r.proc.wchan != "0") key += " in " + r.proc.wchan;
+        if (r.proc.cpu_fraction >= 0.5) key += ", spinning";
+      }
+      if (!r.stack.empty()) key += "; stack: " + r.stack;
+    }
+    auto [it, inserted] = index.emplace(key, classes.size());
+    if (inserted) classes.push_back({key, {}});
+    classes[it->second].ranks.push_back(r.rank);
+  }
+  std::stable_sort(classes.begin(), classes.end(), [](const RankClass& a, const RankClass& b) { return a.ranks.size() > b.ranks.size(); });
+  return classes;
+}
+
+Diagnosis Diagnose(const JobState& job) {
+  Ctx c{job, {}, {}};
+  TraceMismatch(c);
+  TracebackMismatch(c);
+  Exits(c);
+  Deadlocks(c);
+  std::vector<Group> groups = WaitGroups(job);
+  for (Group& g : groups) std::sort(g.ranks.begin(), g.ranks.end());
+  Missing(c, groups);
+  if (!c.out.hang) Stalls(c, groups);
+  Stragglers(c);
+  Watchdogs(c);
+  Events(c);
+  std::stable_sort(c.out.findings.begin(), c.out.findings.end(), [](const Finding& a, const Finding& b) {
+    if (a.severity != b.severity) return a.severity > b.severity;
+    return Priority(a.code) < Priority(b.code);
+  });
+  c.out.classes = ClassifyRanks(job);
+  return std::move(c.out);
+}
+
+}  // namespace dsd::diagnosis

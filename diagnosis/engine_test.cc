@@ -1,0 +1,281 @@
+#include "diagnosis/engine.h"
+
+#include <gtest/gtest.h>
+
+#include "diagnosis/report.h"
+
+namespace dsd::diagnosis {
+namespace {
+
+constexpr int64_t kNow = 1'000'000'000'000;  // 1000 s
+constexpr int64_t kSec = 1'000'000'000;
+
+OpRecord Call(const std::string& op, uint64_t seq, const std::string& callsite, double started_s_ago, bool in_flight,
+              uint64_t count = 1024) {
+  OpRecord r;
+  r.op = op;
+  r.seq = seq;
+  r.callsite = callsite;
+  r.dtype = op == "barrier" ? "" : "float32";
+  r.reduce = op == "all_reduce" ? "sum" : "";
+  r.count = op == "barrier" ? 0 : count;
+  r.bytes = r.count * 4;
+  r.state = in_flight ? "started" : "completed";
+  r.started_ns = kNow - static_cast<int64_t>(started_s_ago * kSec);
+  r.ended_ns = in_flight ? 0 : r.started_ns + kSec / 100;
+  return r;
+}
+
+JobState Job(int n) {
+  JobState job;
+  job.world_size = n;
+  job.now_ns = kNow;
+  job.stall_after_s = 30;
+  job.hang_after_s = 5;
+  for (int r = 0; r < n; ++r) {
+    RankState s;
+    s.rank = r;
+    s.node = "node-" + std::to_string(r / 2);
+    s.status = RankStatus::kRunning;
+    s.has_trace = true;
+    s.phase = "step";
+    for (uint64_t k = 1; k <= 4; ++k) s.recent.push_back(Call("all_reduce", k, "engine.step", 10.0 - k, false));
+    job.ranks.push_back(s);
+  }
+  return job;
+}
+
+void Block(RankState& r, OpRecord rec) {
+  r.in_flight = rec;
+  r.last = rec;
+  r.recent.push_back(rec);
+}
+
+const Finding* Find(const Diagnosis& d, const std::string& code) {
+  for (const auto& f : d.findings)
+    if (f.code == code) return &f;
+  return nullptr;
+}
+
+// Parameterized over world sizes like the collectives' tests: the rules must not depend on it.
+class EngineTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(EngineTest, HealthyJobHasNoFindings) {
+  JobState job = Job(GetParam());
+  Diagnosis d = Diagnose(job);
+  EXPECT_TRUE(d.findings.empty()) << RenderRunText(job, d);
+  EXPECT_FALSE(d.hang);
+}
+
+TEST_P(EngineTest, RankZeroOnlySaveCheckpointIsAMismatchNamingRankZeroAtOnce) {
+  JobState job = Job(GetParam());
+  // Blocked only 0.2 s: the traces prove it; no timeout is waited for.
+  Block(job.ranks[0], Call("barrier", 5, "save_checkpoint", 0.2, true));
+  for (int r = 1; r < GetParam(); ++r) Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 0.2, true));
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  const Finding& f = d.findings[0];
+  EXPECT_EQ(f.code, "COLLECTIVE_MISMATCH") << RenderRunText(job, d);
+  EXPECT_EQ(f.ranks, std::vector<int>{0});
+  EXPECT_NE(f.summary.find("barrier#5"), std::string::npos) << f.summary;
+  EXPECT_NE(f.summary.find("@save_checkpoint"), std::string::npos);
+  EXPECT_NE(f.summary.find("all_reduce#5"), std::string::npos);
+  EXPECT_NE(f.remedy.find("every rank must call engine.save_checkpoint()"), std::string::npos) << f.remedy;
+  EXPECT_TRUE(d.hang);
+  EXPECT_EQ(f.nodes, std::vector<std::string>{"node-0"});
+}
+
+TEST_P(EngineTest, SizeMismatchNamesTheOddRankAndRemedy) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (int r = 0; r < n; ++r) Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 0.1, true, r == n - 1 ? 2048 : 1024));
+  Diagnosis d = Diagnose(job);
+  ASSERT_NE(Find(d, "COLLECTIVE_MISMATCH"), nullptr);
+  // Two ranks that disagree cannot say which one is wrong: both are named.
+  EXPECT_EQ(Find(d, "COLLECTIVE_MISMATCH")->ranks, (n == 2 ? std::vector<int>{0, 1} : std::vector<int>{n - 1}));
+  EXPECT_NE(Find(d, "COLLECTIVE_MISMATCH")->remedy.find("element count"), std::string::npos);
+}
+
+TEST_P(EngineTest, CompletedOpMismatchIsFoundInHistoryButIsNoHang) {
+  int n = GetParam();
+  JobState job = Job(n);
+  job.ranks[1].recent[2].reduce = "max";  // seq 3 completed with a different reduce op
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "COLLECTIVE_MISMATCH");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->ranks, (n == 2 ? std::vector<int>{0, 1} : std::vector<int>{1}));
+  EXPECT_NE(f->summary.find("results are wrong"), std::string::npos);
+  EXPECT_FALSE(d.hang);
+}
+
+TEST_P(EngineTest, KilledRankIsTheCulpritAndPeersAreConsequences) {
+  int n = GetParam();
+  JobState job = Job(n);
+  job.ranks[1].status = RankStatus::kExited;
+  job.ranks[1].signal = 9;
+  job.ranks[1].exit_ns = kNow - 2 * kSec;
+  Block(job.ranks[1], Call("all_reduce", 5, "engine.step", 2.5, true));
+  for (int r = 0; r < n; ++r) {
+    if (r == 1) continue;
+    job.ranks[r].status = RankStatus::kExited;
+    job.ranks[r].exit_code = 1;
+    job.ranks[r].exit_ns = kNow - 2 * kSec;  // same sampling tick as the killed rank
+    LogEvent e;
+    e.rank = r;
+    e.code = "COMM_ERROR";
+    e.summary = "connection reset by peer";
+    job.events.push_back(e);
+  }
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "RANK_EXITED") << RenderRunText(job, d);
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
+  EXPECT_NE(d.findings[0].summary.find("SIGKILL"), std::string::npos);
+  EXPECT_NE(d.findings[0].summary.find("all_reduce#5"), std::string::npos);
+  int exited_findings = 0;
+  for (auto& f : d.findings) exited_findings += f.code == "RANK_EXITED";
+  EXPECT_EQ(exited_findings, 1);
+}
+
+TEST_P(EngineTest, SkippedBarrierIsRankMissingAtOnce) {
+  int n = GetParam();
+  JobState job = Job(n);
+  // Ranks wait in barrier#5; rank n-1 skipped it and already waits in all_reduce#6 of its own.
+  for (int r = 0; r < n - 1; ++r) Block(job.ranks[r], Call("barrier", 5, "user.barrier", 1.0, true));
+  job.ranks[n - 1].recent.push_back(Call("all_reduce", 5, "engine.step", 1.2, false));
+  Block(job.ranks[n - 1], Call("all_reduce", 6, "engine.step", 1.0, true));
+  Diagnosis d = Diagnose(job);
+  // seq 5 differs (barrier vs all_reduce): the mismatch names the rank that went elsewhere.
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "COLLECTIVE_MISMATCH") << RenderRunText(job, d);
+  EXPECT_EQ(d.findings[0].ranks, (n == 2 ? std::vector<int>{0, 1} : std::vector<int>{n - 1}));
+  EXPECT_TRUE(d.hang);
+}
+
+TEST_P(EngineTest, RankStuckInComputeIsMissingOnlyAfterHangAfter) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (int r = 1; r < n; ++r) Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 2.0, true));
+  job.ranks[0].phase = "forward";
+  job.ranks[0].proc = {true, 'R', "0", 1.0, 0};
+  EXPECT_EQ(Find(Diagnose(job), "RANK_MISSING"), nullptr) << "2 s is below hang_after_s: it may be a straggler";
+  for (int r = 1; r < n; ++r) job.ranks[r].in_flight->started_ns = kNow - 6 * kSec;
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "RANK_MISSING");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{0});
+  EXPECT_NE(f->evidence[0].find("phase forward"), std::string::npos) << f->evidence[0];
+  EXPECT_NE(f->evidence[0].find("spinning"), std::string::npos) << f->evidence[0];
+  EXPECT_TRUE(d.hang);
+}
+
+TEST_P(EngineTest, ConsistentCollectiveStallsOnlyPastTheTimeoutAndCitesTheNetwork) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (int r = 0; r < n; ++r) Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 10, true));
+  EXPECT_EQ(Find(Diagnose(job), "COLLECTIVE_STALL"), nullptr);
+  for (int r = 0; r < n; ++r) job.ranks[r].in_flight->started_ns = kNow - 40 * kSec;
+  Finding net;
+  net.code = "PORT_BLOCKED";
+  net.summary = "node-0 → node-1:29500 timed out";
+  job.network.push_back(net);
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "COLLECTIVE_STALL");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->ranks.size(), static_cast<size_t>(n));
+  bool cites = false;
+  for (auto& e : f->evidence) cites |= e.find("PORT_BLOCKED") != std::string::npos;
+  EXPECT_TRUE(cites);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, EngineTest, ::testing::Values(2, 4, 8, 64));
+
+TEST(EngineDeadlockTest, SendSendCycleIsADeadlock) {
+  JobState job = Job(4);
+  auto p2p = [](const std::string& op, int peer) {
+    OpRecord r = Call(op, 1, "pipeline", 1.0, true);
+    r.peer = peer;
+    return r;
+  };
+  Block(job.ranks[0], p2p("send", 1));
+  Block(job.ranks[1], p2p("send", 0));
+  Block(job.ranks[2], p2p("send", 3));  // matched pair: 2 sends, 3 receives
+  Block(job.ranks[3], p2p("recv", 2));
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "P2P_DEADLOCK");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, (std::vector<int>{0, 1}));
+  int deadlocks = 0;
+  for (auto& x : d.findings) deadlocks += x.code == "P2P_DEADLOCK";
+  EXPECT_EQ(deadlocks, 1);
+}
+
+TEST(EngineStragglerTest, RankAlwaysLastByHalfASecondIsAStraggler) {
+  JobState job = Job(4);
+  for (auto& r : job.ranks) {
+    r.recent.clear();
+    for (uint64_t k = 1; k <= 6; ++k) {
+      OpRecord c = Call("all_reduce", k, "engine.step", 20.0 - k, false);
+      if (r.rank == 2) c.started_ns += kSec / 2;
+      r.recent.push_back(c);
+    }
+  }
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "STRAGGLER");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->ranks, std::vector<int>{2});
+  EXPECT_NE(f->summary.find("500 ms"), std::string::npos) << f->summary;
+  EXPECT_FALSE(d.hang);
+}
+
+TEST(EngineTracebackTest, DifferentCollectivesInTracebacksAreAMismatch) {
+  JobState job;
+  job.world_size = 4;
+  job.now_ns = kNow;
+  for (int r = 0; r < 4; ++r) {
+    RankState s;
+    s.rank = r;
+    s.status = RankStatus::kExited;
+    s.exit_code = 1;
+    job.ranks.push_back(s);
+    LogEvent e;
+    e.rank = r;
+    e.code = "LOG_ERROR";
+    e.summary = "Python exception: RuntimeError: Timed out";
+    e.collective = r == 1 ? "all_reduce" : "barrier";
+    e.location = r == 1 ? "train.py:11" : "train.py:14";
+    job.events.push_back(e);
+  }
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "COLLECTIVE_MISMATCH") << RenderRunText(job, d);
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
+  EXPECT_NE(d.findings[0].summary.find("train.py:14"), std::string::npos);
+}
+
+TEST(EngineClassesTest, ThousandRanksReadAsAFewClasses) {
+  JobState job = Job(1000);
+  for (int r = 0; r < 1000; ++r) Block(job.ranks[r], Call(r == 7 ? "barrier" : "all_reduce", 5, r == 7 ? "save_checkpoint" : "engine.step", 1, true));
+  auto classes = ClassifyRanks(job);
+  ASSERT_EQ(classes.size(), 2u);
+  EXPECT_EQ(classes[0].ranks.size(), 999u);
+  EXPECT_EQ(classes[1].ranks, std::vector<int>{7});
+  EXPECT_EQ(FormatRanks(classes[0].ranks), "0-6,8-999");
+}
+
+TEST(EngineJsonTest, RankStateRoundTrips) {
+  JobState job = Job(2);
+  Block(job.ranks[0], Call("barrier", 5, "save_checkpoint", 1, true));
+  job.ranks[0].proc = {true, 'S', "futex_wait_queue", 0.0, 3.0};
+  auto back = RankStateFromJson(ToJson(job.ranks[0]));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->in_flight->Describe(), job.ranks[0].in_flight->Describe());
+  EXPECT_EQ(back->recent.size(), job.ranks[0].recent.size());
+  EXPECT_EQ(back->proc.wchan, "futex_wait_queue");
+  auto bad = RankStateFromJson({{"rank", 1}, {"status", "sleeping"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("status"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsd::diagnosis

@@ -1,0 +1,48 @@
+#include "diagnosis/report.h"
+
+namespace dsd::diagnosis {
+
+std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
+  auto paint = [&](const char* code, const std::string& s) { return color ? std::string("\033[") + code + "m" + s + "\033[0m" : s; };
+  std::string out;
+  int running = 0, exited = 0;
+  for (const auto& r : job.ranks) (r.status == RankStatus::kRunning ? running : exited) += r.status != RankStatus::kNotStarted;
+  out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) + " running, " + std::to_string(exited) +
+         " exited)" + (d.hang ? ": the job is hung" : "") + "\n";
+  if (d.findings.empty()) out += paint("32", "no problems found") + "\n";
+  for (const Finding& f : d.findings) {
+    const char* c = f.severity == Severity::kError ? "31" : f.severity == Severity::kWarning ? "33" : "36";
+    out += "\n" + paint(c, std::string(SeverityName(f.severity)) + " " + f.code) + ": " + f.summary + "\n";
+    if (!f.ranks.empty()) out += "  ranks: " + FormatRanks(f.ranks) + (f.nodes.empty() ? "" : "   nodes: ");
+    for (size_t i = 0; i < f.nodes.size(); ++i) out += (i ? "," : "") + f.nodes[i];
+    if (!f.ranks.empty()) out += "\n";
+    for (const auto& e : f.evidence) out += "  - " + e + "\n";
+    if (!f.remedy.empty()) out += "  fix: " + f.remedy + "\n";
+  }
+  if (!d.classes.empty()) {
+    out += "\nranks by state:\n";
+    size_t shown = 0;
+    for (const RankClass& cl : d.classes) {
+      if (++shown > 20) {
+        out += "  … " + std::to_string(d.classes.size() - 20) + " more classes\n";
+        break;
+      }
+      out += "  " + std::string(cl.ranks.size() == 1 ? "rank " : "ranks ") + FormatRanks(cl.ranks) + " (" + std::to_string(cl.ranks.size()) +
+             "): " + cl.description + "\n";
+    }
+  }
+  return out;
+}
+
+nlohmann::json RunJson(const JobState& job, const Diagnosis& d) {
+  nlohmann::json j = {{"world_size", job.world_size}, {"hang", d.hang}};
+  j["findings"] = nlohmann::json::array();
+  for (const auto& f : d.findings) j["findings"].push_back(ToJson(f));
+  j["classes"] = nlohmann::json::array();
+  for (const auto& c : d.classes) j["classes"].push_back(ToJson(c));
+  j["ranks"] = nlohmann::json::array();
+  for (const auto& r : job.ranks) j["ranks"].push_back(ToJson(r));
+  return j;
+}
+
+}  // namespace dsd::diagnosis

@@ -1,0 +1,217 @@
+#include "diagnosis/state.h"
+
+#include <algorithm>
+
+#include "common/strings.h"
+
+namespace dsd::diagnosis {
+
+std::string OpRecord::Describe() const {
+  std::string s = op + "#" + std::to_string(seq);
+  if (!collective() || op == "broadcast") s += (op == "send" ? " to " : op == "recv" ? " from " : " root ") + std::to_string(peer);
+  if (!dtype.empty()) s += " " + dtype + " x" + std::to_string(count);
+  if (bytes) s += " (" + FormatBytes(static_cast<double>(bytes)) + ")";
+  if (!reduce.empty()) s += " " + reduce;
+  if (!callsite.empty()) s += " @" + callsite;
+  return s;
+}
+
+const char* RankStatusName(RankStatus s) {
+  switch (s) {
+    case RankStatus::kNotStarted: return "not_started";
+    case RankStatus::kRunning: return "running";
+    case RankStatus::kExited: return "exited";
+  }
+  return "?";
+}
+
+std::string FormatRanks(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// Reads optional fields with their types checked; the first error names the field.
+class Fields {
+ public:
+  Fields(const nlohmann::json& j, std::string what) : j_(j), what_(std::move(what)) {}
+  template <typename T>
+  void Get(const char* key, T* out) {
+    if (!status_.ok() || !j_.contains(key) || j_[key].is_null()) return;
+    try {
+      *out = j_[key].get<T>();
+    } catch (const nlohmann::json::exception&) {
+      status_ = InvalidArgument(what_ + ": field '" + key + "' has the wrong type");
+    }
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  const nlohmann::json& j_;
+  std::string what_;
+  Status status_ = Status::Ok();
+};
+
+}  // namespace
+
+nlohmann::json ToJson(const OpRecord& r) {
+  return {{"op", r.op},         {"seq", r.seq},       {"comm", r.comm},         {"dtype", r.dtype},
+          {"reduce", r.reduce}, {"count", r.count},   {"bytes", r.bytes},       {"peer", r.peer},
+          {"callsite", r.callsite}, {"state", r.state}, {"started_ns", r.started_ns}, {"ended_ns", r.ended_ns}};
+}
+
+Result<OpRecord> OpRecordFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("op record: not a JSON object");
+  OpRecord r;
+  Fields f(j, "op record");
+  f.Get("op", &r.op);
+  f.Get("seq", &r.seq);
+  f.Get("comm", &r.comm);
+  f.Get("dtype", &r.dtype);
+  f.Get("reduce", &r.reduce);
+  f.Get("count", &r.count);
+  f.Get("bytes", &r.bytes);
+  f.Get("peer", &r.peer);
+  f.Get("callsite", &r.callsite);
+  f.Get("state", &r.state);
+  f.Get("started_ns", &r.started_ns);
+  f.Get("ended_ns", &r.ended_ns);
+  DSD_RETURN_IF_ERROR(f.status());
+  if (r.op.empty()) return InvalidArgument("op record: field 'op' is missing");
+  return r;
+}
+
+nlohmann::json ToJson(const LogEvent& e) {
+  nlohmann::json j = {{"rank", e.rank}, {"code", e.code}, {"severity", SeverityName(e.severity)}, {"kind", e.kind},
+                      {"summary", e.summary}, {"text", e.text}, {"line", e.line}, {"remedy", e.remedy}};
+  if (e.subject_rank >= 0) j["subject_rank"] = e.subject_rank;
+  if (!e.collective.empty()) j["collective"] = e.collective;
+  if (!e.location.empty()) j["location"] = e.location;
+  if (e.exit_code) j["exit_code"] = e.exit_code;
+  if (e.signal) j["signal"] = e.signal;
+  return j;
+}
+
+Result<LogEvent> LogEventFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("log event: not a JSON object");
+  LogEvent e;
+  std::string severity = "error";
+  Fields f(j, "log event");
+  f.Get("rank", &e.rank);
+  f.Get("subject_rank", &e.subject_rank);
+  f.Get("code", &e.code);
+  f.Get("severity", &severity);
+  f.Get("kind", &e.kind);
+  f.Get("summary", &e.summary);
+  f.Get("text", &e.text);
+  f.Get("line", &e.line);
+  f.Get("remedy", &e.remedy);
+  f.Get("collective", &e.collective);
+  f.Get("location", &e.location);
+  f.Get("exit_code", &e.exit_code);
+  f.Get("signal", &e.signal);
+  DSD_RETURN_IF_ERROR(f.status());
+  DSD_ASSIGN_OR_RETURN(e.severity, ParseSeverity(severity));
+  if (!IsKnownCode(e.code)) return InvalidArgument("log event: unknown code '" + e.code + "'");
+  return e;
+}
+
+nlohmann::json ToJson(const RankState& r) {
+  nlohmann::json j = {{"rank", r.rank},
+                      {"node", r.node},
+                      {"local_rank", r.local_rank},
+                      {"pid", r.pid},
+                      {"status", RankStatusName(r.status)},
+                      {"has_trace", r.has_trace},
+                      {"step", r.step},
+                      {"phase", r.phase},
+                      {"heartbeat_ns", r.heartbeat_ns},
+                      {"watchdog_fired", r.watchdog_fired},
+                      {"finished", r.finished}};
+  if (r.status == RankStatus::kExited) {
+    j["exit_code"] = r.exit_code;
+    j["signal"] = r.signal;
+    j["exit_ns"] = r.exit_ns;
+  }
+  if (r.in_flight) j["in_flight"] = ToJson(*r.in_flight);
+  if (r.last) j["last"] = ToJson(*r.last);
+  nlohmann::json recent = nlohmann::json::array();
+  for (const auto& rec : r.recent) recent.push_back(ToJson(rec));
+  j["recent"] = std::move(recent);
+  if (!r.last_error.empty()) j["last_error"] = r.last_error;
+  if (r.proc.valid) {
+    j["proc"] = {{"state", std::string(1, r.proc.state)}, {"wchan", r.proc.wchan},
+                 {"cpu_fraction", r.proc.cpu_fraction}, {"flat_for_s", r.proc.flat_for_s}};
+  }
+  if (!r.stack.empty()) j["stack"] = r.stack;
+  return j;
+}
+
+Result<RankState> RankStateFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("rank: not a JSON object");
+  RankState r;
+  std::string status = "not_started";
+  Fields f(j, "rank");
+  f.Get("rank", &r.rank);
+  f.Get("node", &r.node);
+  f.Get("local_rank", &r.local_rank);
+  f.Get("pid", &r.pid);
+  f.Get("status", &status);
+  f.Get("has_trace", &r.has_trace);
+  f.Get("step", &r.step);
+  f.Get("phase", &r.phase);
+  f.Get("heartbeat_ns", &r.heartbeat_ns);
+  f.Get("watchdog_fired", &r.watchdog_fired);
+  f.Get("finished", &r.finished);
+  f.Get("exit_code", &r.exit_code);
+  f.Get("signal", &r.signal);
+  f.Get("exit_ns", &r.exit_ns);
+  f.Get("last_error", &r.last_error);
+  f.Get("stack", &r.stack);
+  DSD_RETURN_IF_ERROR(f.status());
+  if (status == "running") r.status = RankStatus::kRunning;
+  else if (status == "exited") r.status = RankStatus::kExited;
+  else if (status != "not_started") return InvalidArgument("rank " + std::to_string(r.rank) + ": status '" + status + "' is not running|exited|not_started");
+  if (j.contains("in_flight")) {
+    DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(j["in_flight"]));
+    r.in_flight = rec;
+  }
+  if (j.contains("last")) {
+    DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(j["last"]));
+    r.last = rec;
+  }
+  if (j.contains("recent")) {
+    if (!j["recent"].is_array()) return InvalidArgument("rank: field 'recent' must be an array");
+    for (const auto& e : j["recent"]) {
+      DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(e));
+      r.recent.push_back(std::move(rec));
+    }
+  }
+  if (j.contains("proc") && j["proc"].is_object()) {
+    const auto& p = j["proc"];
+    r.proc.valid = true;
+    std::string st = p.value("state", std::string("?"));
+    r.proc.state = st.empty() ? '?' : st[0];
+    r.proc.wchan = p.value("wchan", std::string());
+    r.proc.cpu_fraction = p.value("cpu_fraction", 0.0);
+    r.proc.flat_for_s = p.value("flat_for_s", 0.0);
+  }
+  return r;
+}
+
+nlohmann::json ToJson(const RankClass& c) {
+  return {{"description", c.description}, {"ranks", c.ranks}, {"count", c.ranks.size()}};
+}
+
+}  // namespace dsd::diagnosis

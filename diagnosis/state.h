@@ -1,0 +1,135 @@
+// The diagnosis engine's input: what is known about every rank of a job at one moment (its
+// process, its newest trace records, its process state and stack, the events classified from its
+// log). Filled by the coordinator from agent samples (`dsdoctor run`) or from a log dir
+// (`dsdoctor analyze`); built by hand in tests and benchmarks. Plain values, no I/O; the JSON
+// forms are the ones stored in a run's `run.json` (docs/run.md). Thread-compatible.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "diagnosis/finding.h"
+
+namespace dsd::diagnosis {
+
+// One traced call of a rank (docs/trace.md), with names rather than the trace's numbers so the
+// engine does not depend on the runtime.
+struct OpRecord {
+  std::string op;        // "all_reduce", "barrier", "broadcast", "all_gather", "send", "recv", "rendezvous"
+  uint64_t seq = 0;      // collectives: per communicator; send/recv: per peer
+  uint32_t comm = 0;
+  std::string dtype;     // "float32", … ("" when none)
+  std::string reduce;    // "sum", … ("" when none)
+  uint64_t count = 0, bytes = 0;
+  int peer = -1;         // root (broadcast) or peer (send/recv)
+  std::string callsite;
+  std::string state;     // "started" | "completed" | "failed" | "enqueued"
+  int64_t started_ns = 0, ended_ns = 0;
+
+  bool collective() const { return op != "send" && op != "recv"; }
+  bool in_flight() const { return state == "started" || state == "enqueued"; }
+  // Same call on every rank: op, dtype, count, reduce op, root.
+  bool SameCall(const OpRecord& o) const {
+    return op == o.op && dtype == o.dtype && count == o.count && reduce == o.reduce && (op != "broadcast" || peer == o.peer);
+  }
+  // "all_reduce#5 float32 x1024 (4 KiB) sum @engine.step"
+  std::string Describe() const;
+};
+
+enum class RankStatus { kNotStarted, kRunning, kExited };
+const char* RankStatusName(RankStatus s);  // "not_started" | "running" | "exited"
+
+// /proc view of the rank's process over the last sampling interval.
+struct ProcSample {
+  bool valid = false;
+  char state = '?';          // R, S, D, T, t, Z
+  std::string wchan;
+  double cpu_fraction = 0;   // CPU seconds per wall second over the last interval (all threads)
+  double flat_for_s = 0;     // how long CPU time has not grown (0 while it grows)
+};
+
+// One line (or block) of a rank's log that means something (collectors/log_classifier).
+struct LogEvent {
+  int rank = -1;              // the rank whose log it is
+  int subject_rank = -1;      // the rank the line is about, when it names another (mpirun, torchrun tables)
+  std::string code;           // a finding code: NCCL_ERROR, COMM_ERROR, LOG_ERROR, WATCHDOG_TIMEOUT, RANK_EXITED, COLLECTIVE_MISMATCH
+  Severity severity = Severity::kError;
+  std::string kind;           // "nccl_warn", "python_traceback", "gloo_connection", … (docs/run.md)
+  std::string summary;        // one line
+  std::string text;           // the log line(s)
+  int line = 0;               // 1-based line in the rank's log
+  std::string remedy;
+  // Python tracebacks: the collective the program was inside, and where it called it.
+  std::string collective;     // "barrier", "all_reduce", … ("" when none)
+  std::string location;       // "train.py:14"
+  // Exit facts taken from a launcher's table (subject_rank): exit code or signal.
+  int exit_code = 0, signal = 0;
+};
+
+struct RankState {
+  int rank = 0;
+  std::string node;
+  int local_rank = 0;
+  int pid = 0;
+  RankStatus status = RankStatus::kNotStarted;
+  int exit_code = 0;   // status == kExited and signal == 0
+  int signal = 0;      // killed by this signal
+  int64_t exit_ns = 0; // when the exit was seen
+  // Trace (absent for programs that do not use the bundled runtime).
+  bool has_trace = false;
+  std::optional<OpRecord> in_flight;
+  std::optional<OpRecord> last;  // newest record of any state
+  std::vector<OpRecord> recent;  // newest records (oldest first), including in_flight
+  uint64_t step = 0;
+  std::string phase;
+  int64_t phase_ns = 0;
+  int64_t heartbeat_ns = 0;
+  bool watchdog_fired = false;
+  bool finished = false;  // the runtime shut down cleanly
+  std::string last_error;
+  ProcSample proc;
+  std::string stack;  // a captured stack, already reduced to its frames (collectors/stack)
+  int64_t last_output_ns = 0;  // when the rank last wrote to its log
+};
+
+struct JobState {
+  int world_size = 0;
+  int64_t now_ns = 0;
+  double stall_after_s = 60;  // --timeout: consistent collectives in flight longer than this stall
+  double hang_after_s = 5;    // a rank away from a collective the others wait in for longer than this is missing
+  bool job_ended = false;     // every rank has exited
+  std::vector<RankState> ranks;  // indexed by rank
+  std::vector<LogEvent> events;
+  std::vector<Finding> network;  // findings of a `check` run, to correlate with stalls
+};
+
+// Ranks whose state is the same (status, op, callsite, process state, stack): 1,000 ranks read as
+// a few lines.
+struct RankClass {
+  std::string description;  // "all_reduce#5 float32 x1024 sum @engine.step; sleeping (futex_wait_queue)"
+  std::vector<int> ranks;
+};
+
+struct Diagnosis {
+  std::vector<Finding> findings;  // most important first
+  std::vector<RankClass> classes; // largest first
+  bool hang = false;              // a finding says the job cannot make progress
+};
+
+// "0-3,5,7-8"
+std::string FormatRanks(std::vector<int> ranks);
+
+nlohmann::json ToJson(const OpRecord& r);
+Result<OpRecord> OpRecordFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const LogEvent& e);
+Result<LogEvent> LogEventFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const RankState& r);
+Result<RankState> RankStateFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const RankClass& c);
+
+}  // namespace dsd::diagnosis
