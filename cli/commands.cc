@@ -68,6 +68,29 @@ int Main(int argc, char** argv) {
   check_cmd->add_option("--junit", check.junit_out, "Write a JUnit XML report to FILE");
   check_cmd->add_flag("--no-color", no_color, "Plain marks even on a terminal");
 
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "Start a training job's ranks, keep their logs, diagnose hangs and errors live");
+  run_cmd->add_option("--hostfile", run.hostfile, "DeepSpeed/OpenMPI hostfile");
+  run_cmd->add_option("--local", run.local, "Simulate N nodes on this machine")->check(CLI::Range(1, 250));
+  run_cmd->add_option("--slots", run.slots, "Ranks per simulated node (--local)")->check(CLI::Range(1, 512));
+  run_cmd->add_option("--log-dir", run.log_dir, "Folder for rank-<r>.log, rank-<r>.trace, run.json");
+  run_cmd->add_option("--timeout", run.timeout_s, "Seconds before a consistent collective counts as stalled")->check(CLI::Range(0.5, 86400.0));
+  run_cmd->add_option("--hang-after", run.hang_after_s, "Seconds a rank may stay away from a collective the others wait in")
+      ->check(CLI::Range(0.2, 86400.0));
+  run_cmd->add_option("--on-hang", run.on_hang, "stop: report, capture stacks, end the job; wait: keep watching")
+      ->check(CLI::IsMember({"stop", "wait"}));
+  run_cmd->add_option("--json", run.json_out, "Write the final report as JSON to FILE (- for stdout)");
+  run_cmd->add_flag("--quiet", run.quiet, "Do not stream the ranks' output");
+  run_cmd->add_flag("--no-color", no_color, "Plain output even on a terminal");
+  run_cmd->add_option("command", run.command, "The program and its arguments (after --)")->required();
+
+  AnalyzeOptions analyze;
+  auto* analyze_cmd = app.add_subcommand("analyze", "Post-mortem diagnosis of a run's log dir (logs, traces, exits)");
+  analyze_cmd->add_option("dir", analyze.dir, "The log dir")->required();
+  analyze_cmd->add_flag("--json", analyze.json, "Print the JSON report (docs/run.md)");
+  analyze_cmd->add_option("--timeout", analyze.timeout_s, "Stall threshold in seconds")->check(CLI::Range(0.5, 86400.0));
+  analyze_cmd->add_option("--hang-after", analyze.hang_after_s, "Missing-rank threshold in seconds")->check(CLI::Range(0.2, 86400.0));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -90,6 +113,11 @@ int Main(int argc, char** argv) {
       check.log_level = log_level;
       return RunCheck(check);
     }
+    if (*run_cmd) {
+      run.color = !no_color && ::isatty(1) && !std::getenv("NO_COLOR");
+      return RunJob(run);
+    }
+    if (*analyze_cmd) return RunAnalyze(analyze);
     if (*report_cmd) {
       report.color = !no_color && ::isatty(1) && !std::getenv("NO_COLOR");
       return RunReport(report);

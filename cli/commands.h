@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace dsd::cli {
 
@@ -52,6 +53,29 @@ struct CheckOptions {
   std::string log_level;
 };
 int RunCheck(const CheckOptions& options);
+
+struct RunOptions {
+  std::string hostfile;
+  int local = 0;                  // --local N: N simulated nodes on this machine
+  int slots = 1;                  // ranks per simulated node
+  std::string log_dir = "dsdoctor-logs";
+  double timeout_s = 60;          // a consistent collective in flight this long is a stall; DSDOCTOR_TIMEOUT for ranks
+  double hang_after_s = 5;        // a rank away from a collective the others wait in this long is missing
+  std::string on_hang = "stop";   // stop: report, capture stacks, end the job · wait: report and keep watching
+  std::string json_out;           // final report as JSON to FILE (- for stdout)
+  bool quiet = false;             // do not stream rank output
+  bool color = false;
+  std::vector<std::string> command;
+};
+int RunJob(const RunOptions& options);
+
+struct AnalyzeOptions {
+  std::string dir;
+  bool json = false;
+  double timeout_s = 60;
+  double hang_after_s = 5;
+};
+int RunAnalyze(const AnalyzeOptions& options);
 
 // Parses argv and dispatches; catches everything so no exception escapes main.
 int Main(int argc, char** argv);

@@ -100,3 +100,36 @@ TEST(LogClassifierTest, OrdinaryOutputIsNotAnEvent) {
 
 }  // namespace
 }  // namespace dsd::collectors
+
+#include "collectors/stack.h"
+
+namespace dsd::collectors {
+namespace {
+
+TEST(ReduceStackTest, EuStackMainThreadWithoutWaitWrappers) {
+  std::string text =
+      "PID 6992 - process\nTID 6992:\n#0  0x00007f7def4a3f16 __futex_abstimed_wait_common\n"
+      "#1  0x00007f7def4a6baf pthread_cond_clockwait@GLIBC_2.30\n"
+      "#2  0x00007f7defad4d6b gloo::transport::tcp::UnboundBuffer::waitRecv(int*, std::chrono::duration<long>)\n"
+      "#3  0x00007f7defaa800a gloo::barrier(gloo::BarrierOptions&)\n"
+      "#4  0x000056549d73cb12 dsd::runtime::(anonymous namespace)::GlooBackend::Barrier()\n"
+      "#5  0x000056549d72b260 std::_Function_handler<dsd::Status (), x>::_M_invoke(std::_Any_data const&)\n"
+      "#6  0x000056549d72ebf2 dsd::runtime::ProcessGroup::Traced(dsd::runtime::OpInfo)\n"
+      "TID 6997:\n#0  0x00007f7def4a3f16 dsd::runtime::Watchdog::Loop()\n";
+  EXPECT_EQ(ReduceStack(text),
+            "gloo::transport::tcp::UnboundBuffer::waitRecv < gloo::barrier < dsd::runtime::{anon}::GlooBackend::Barrier < "
+            "dsd::runtime::ProcessGroup::Traced");
+}
+
+TEST(ReduceStackTest, GdbAndPySpyFormats) {
+  EXPECT_EQ(ReduceStack("Thread 1 (Thread 0x7f (LWP 12) \"python3\"):\n#0  0x00007f in __GI___poll (fds=0x1) at poll.c:29\n"
+                        "#1  0x00007f in gloo::transport::tcp::Pair::recv (this=0x2) at pair.cc:10\n#2  main () at m.c:3\n", 2),
+            "gloo::transport::tcp::Pair::recv < main");
+  EXPECT_EQ(ReduceStack("Process 42: python3 train.py\nThread 42 (idle): \"MainThread\"\n    barrier (torch/distributed/distributed_c10d.py:3152)\n"
+                        "    main (/tmp/train.py:14)\n",
+                        2),
+            "barrier (distributed_c10d.py:3152) < main (train.py:14)");
+}
+
+}  // namespace
+}  // namespace dsd::collectors

@@ -1,5 +1,7 @@
 #include "common/subprocess.h"
 
+#include <sys/prctl.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -32,6 +34,7 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const
   args.push_back(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
+  pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     int e = errno;
@@ -40,6 +43,10 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const
   }
   if (pid == 0) {
     if (options.new_process_group) ::setpgid(0, 0);
+    if (options.parent_death_signal) {
+      ::prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
+      if (::getppid() != parent) ::_exit(128 + options.parent_death_signal);  // it died before prctl
+    }
     if (log_fd >= 0) {
       ::dup2(log_fd, 1);
       ::dup2(log_fd, 2);

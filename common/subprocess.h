@@ -21,6 +21,7 @@ struct SubprocessOptions {
   std::string log_path;                    // stdout+stderr appended here; empty: inherit ours
   std::string cwd;                         // empty: ours
   bool new_process_group = true;           // Kill() then reaches the child's own children
+  int parent_death_signal = 0;             // PR_SET_PDEATHSIG: the child gets it when we die (0: none)
 };
 
 struct ExitInfo {
