@@ -46,7 +46,7 @@ struct RankProc {
   std::unique_ptr<collectors::LogClassifier> classifier;
   size_t log_offset = 0;
   std::string partial;  // the last, unterminated line
-  uint64_t last_cpu_ticks = 0;
+  uint64_t last_cpu_ticks = 0, ref_ticks = 0;
   int64_t last_sample_ns = 0, cpu_changed_ns = 0;
   bool python = false;
 };
@@ -86,8 +86,13 @@ void Sample(RankProc& rp, int64_t now_ns) {
   s.proc.valid = true;
   s.proc.state = ps->state;
   s.proc.wchan = ps->wchan;
-  if (dt > 0) s.proc.cpu_fraction = (ticks - rp.last_cpu_ticks) / hz / dt;
-  if (ticks != rp.last_cpu_ticks || !rp.cpu_changed_ns) rp.cpu_changed_ns = now_ns;
+  // CPU use in ticks (10 ms) is coarse: smooth it, and call a process flat while it uses under
+  // 5 % of a core since the reference point (background threads of a blocked program tick now
+  // and then).
+  if (dt > 0) s.proc.cpu_fraction = 0.7 * s.proc.cpu_fraction + 0.3 * ((ticks - rp.last_cpu_ticks) / hz / dt);
+  if (!rp.cpu_changed_ns) rp.cpu_changed_ns = now_ns, rp.ref_ticks = ticks;
+  double since = (now_ns - rp.cpu_changed_ns) / 1e9;
+  if ((ticks - rp.ref_ticks) / hz > 0.05 * since + 0.03) rp.cpu_changed_ns = now_ns, rp.ref_ticks = ticks;
   s.proc.flat_for_s = (now_ns - rp.cpu_changed_ns) / 1e9;
   rp.last_cpu_ticks = ticks;
   rp.last_sample_ns = now_ns;
@@ -201,6 +206,8 @@ int RunJob(const RunOptions& o) {
   int64_t hang_ns = 0;
   std::vector<diagnosis::RankState> at_hang;  // every rank as it was when the hang was reported
   int job_code = 0;
+  int64_t job_code_ns = 0;
+  bool job_code_signaled = false;
   auto snapshot = [&]() {
     job.ranks.clear();
     for (auto& rp : ranks) job.ranks.push_back(rp.state);
@@ -226,7 +233,14 @@ int RunJob(const RunOptions& o) {
           rp.state.exit_ns = now;
           rp.state.proc.valid = false;
           int shell_code = e->signaled ? 128 + e->term_signal : e->exit_code;
-          if (job_code == 0 && shell_code != 0 && !stopped_by_us) job_code = shell_code;
+          // The job's code is the first failure's, as torchrun's "first observed failure"; within one
+          // sampling tick a rank killed by a signal went first (its peers fail because it vanished).
+          if (shell_code != 0 && !stopped_by_us &&
+              (job_code == 0 || (job_code_ns == now && e->signaled && !job_code_signaled))) {
+            job_code = shell_code;
+            job_code_ns = now;
+            job_code_signaled = e->signaled;
+          }
           (void)WriteFileAtomic(o.log_dir + "/rank-" + std::to_string(rp.state.rank) + ".exit", std::to_string(shell_code) + "\n");
           if (!o.quiet) std::printf("dsdoctor: rank %d %s\n", rp.state.rank, e->Describe().c_str());
         }
@@ -290,7 +304,8 @@ int RunJob(const RunOptions& o) {
       rp.partial.clear();
     }
     for (auto& e : rp.classifier->Finish()) job.events.push_back(std::move(e));
-    if (auto t = runtime::ReadTrace(rp.trace_path); t.ok()) collectors::ApplyTrace(*t, &rp.state);
+    // The whole ring: a mismatch that completed (a different reduce op) may lie far back.
+    if (auto t = runtime::ReadTrace(rp.trace_path); t.ok()) collectors::ApplyTrace(*t, &rp.state, t->records.size());
   }
   snapshot();
   job.now_ns = now;

@@ -90,7 +90,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     if (f.count("trace")) {
       auto t = runtime::ReadTrace(f["trace"]);
       if (t.ok()) {
-        ApplyTrace(*t, &rs);
+        ApplyTrace(*t, &rs, t->records.size());  // all of it: old mismatches count post-mortem
         if (rs.node.empty()) rs.node = t->hostname;
         latest_ns = std::max({latest_ns, t->heartbeat_ns, rs.last ? std::max(rs.last->started_ns, rs.last->ended_ns) : int64_t{0}});
       } else if (warnings) {

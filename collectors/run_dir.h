@@ -17,7 +17,7 @@
 namespace dsd::collectors {
 
 // Newest records passed to the engine per rank (mismatch and straggler rules look this far back).
-inline constexpr size_t kRecentRecords = 16;
+inline constexpr size_t kRecentRecords = 64;
 
 // Fills the trace fields of `rank` from a snapshot.
 void ApplyTrace(const runtime::TraceSnapshot& trace, diagnosis::RankState* rank, size_t recent = kRecentRecords);

@@ -101,6 +101,8 @@ struct Ctx {
   const JobState& job;
   Diagnosis out;
   std::set<int> explained;  // ranks already named as a culprit by a stronger rule
+  std::set<std::pair<uint32_t, uint64_t>> mismatched;
+  std::set<int> traceback_mismatch;  // ranks whose traceback shows them in a mismatched collective  // (comm, seq) of collectives found to differ
   void Add(Finding f, bool hang) {
     f.nodes = NodesOf(job, f.ranks);
     out.findings.push_back(std::move(f));
@@ -190,6 +192,7 @@ void TraceMismatch(Ctx& c) {
       for (const OpRecord* s : sides) calls_differ |= !s->SameCall(*sides[0]);
       if (calls_differ) {
         reported_comm.insert(entries[i].comm);
+        c.mismatched.insert({entries[i].comm, entries[i].seq});
         // The culprits are every side but the largest (all of them when sizes tie).
         size_t largest = 0;
         for (size_t s = 1; s < sides.size(); ++s)
@@ -264,6 +267,8 @@ void TracebackMismatch(Ctx& c) {
   f.remedy = "Every rank must call the same collectives in the same order: the call sites above are reached by some "
              "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
   for (int r : f.ranks) c.explained.insert(r);
+  for (auto& [name, evs] : by_call)
+    for (const LogEvent* e : evs) c.traceback_mismatch.insert(e->rank);
   c.Add(std::move(f), false);
 }
 
@@ -302,6 +307,10 @@ void Exits(Ctx& c) {
   for (const RankState& r : c.job.ranks) {
     // The runtime's watchdog ended this rank on purpose (abort policy): the hang is the cause.
     if (r.watchdog_fired && r.signal == 6) continue;
+    // Died inside a collective the ranks disagree on (Gloo aborts on a size mismatch): a consequence.
+    if (r.in_flight && c.mismatched.count({r.in_flight->comm, r.in_flight->seq})) continue;
+    if (r.last && r.last->state == "failed" && c.mismatched.count({r.last->comm, r.last->seq})) continue;
+    if (c.traceback_mismatch.count(r.rank)) continue;  // it timed out waiting in the mismatched call
     if (Failed(r)) failed.push_back(&r);
     // Exit 0 is a problem only when others wait in a collective it never reached.
     else if (r.status == RankStatus::kExited && max_waiting_seq > 0 && (!r.last || r.last->seq < max_waiting_seq || !r.last->collective()))
@@ -515,6 +524,48 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
   c.Add(std::move(f), true);
 }
 
+// ---- init_distributed ------------------------------------------------------------------------------
+
+void Rendezvous(Ctx& c) {
+  std::vector<int> wrong, waiting;
+  std::map<int, std::vector<int>> by_size;
+  double waited = 1e18;
+  for (const RankState& r : c.job.ranks) {
+    if (!Running(r) || !r.in_flight || r.in_flight->op != "rendezvous") continue;
+    waiting.push_back(r.rank);
+    waited = std::min(waited, AgeS(c.job.now_ns, r.in_flight->started_ns));
+    if (r.in_flight->peer > 0) by_size[r.in_flight->peer].push_back(r.rank);
+  }
+  if (waiting.empty()) return;
+  for (auto& [size, ranks] : by_size)
+    if (c.job.world_size > 0 && size != c.job.world_size) wrong.insert(wrong.end(), ranks.begin(), ranks.end());
+  Finding f;
+  f.code = codes::kRankMissing;
+  if (!wrong.empty() && waited >= kProofSettleS) {
+    std::vector<std::string> sizes;
+    for (auto& [size, ranks] : by_size) sizes.push_back(RankWord(ranks) + " expect " + std::to_string(size));
+    f.ranks = wrong;
+    f.summary = "init_distributed waits for ranks that were never launched: the job started " + std::to_string(c.job.world_size) +
+                " ranks but " + Join(sizes, ", ") + " (waiting " + Seconds(waited) + ")";
+    f.evidence.push_back("the launcher set WORLD_SIZE=" + std::to_string(c.job.world_size));
+    f.remedy = "The program asks for a world size the launch does not have (a hard-coded world_size, or a hostfile with "
+               "fewer slots). Take the world size from the launcher (WORLD_SIZE / env://) or launch that many ranks.";
+  } else if (waited >= c.job.hang_after_s && waiting.size() < c.job.ranks.size()) {
+    for (const RankState& r : c.job.ranks)
+      if (!std::binary_search(waiting.begin(), waiting.end(), r.rank) && !r.has_trace && r.status != RankStatus::kExited) {
+        f.ranks.push_back(r.rank);
+        f.evidence.push_back("rank " + std::to_string(r.rank) + ": " + WhereIs(c.job, r));
+      }
+    if (f.ranks.empty()) return;
+    f.summary = RankWord(f.ranks) + " never reached init_distributed that " + RankWord(waiting) + " have waited in for " + Seconds(waited);
+    f.remedy = "The missing ranks are still starting (imports, data loading) or stuck before init_distributed: their stacks say where.";
+  } else {
+    return;
+  }
+  for (int r : f.ranks) c.explained.insert(r);
+  c.Add(std::move(f), true);
+}
+
 // ---- STRAGGLER -----------------------------------------------------------------------------------
 
 void Stragglers(Ctx& c) {
@@ -660,6 +711,7 @@ Diagnosis Diagnose(const JobState& job) {
   TraceMismatch(c);
   TracebackMismatch(c);
   Exits(c);
+  Rendezvous(c);
   Deadlocks(c);
   std::vector<Group> groups = WaitGroups(job);
   for (Group& g : groups) std::sort(g.ranks.begin(), g.ranks.end());

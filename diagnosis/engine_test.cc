@@ -188,6 +188,25 @@ TEST_P(EngineTest, ConsistentCollectiveStallsOnlyPastTheTimeoutAndCitesTheNetwor
   EXPECT_TRUE(cites);
 }
 
+TEST_P(EngineTest, WrongWorldSizeInInitIsNamedAtOnce) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (auto& r : job.ranks) {
+    r.recent.clear();
+    OpRecord rdzv = Call("rendezvous", 0, "init_distributed", 1.0, true);
+    rdzv.dtype = "";
+    rdzv.count = 0;
+    rdzv.peer = n + 1;
+    Block(r, rdzv);
+  }
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "RANK_MISSING") << RenderRunText(job, d);
+  EXPECT_NE(d.findings[0].summary.find("started " + std::to_string(n) + " ranks"), std::string::npos) << d.findings[0].summary;
+  EXPECT_NE(d.findings[0].summary.find("expect " + std::to_string(n + 1)), std::string::npos);
+  EXPECT_TRUE(d.hang);
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, EngineTest, ::testing::Values(2, 4, 8, 64));
 
 TEST(EngineDeadlockTest, SendSendCycleIsADeadlock) {

@@ -8,7 +8,7 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
   int running = 0, exited = 0;
   for (const auto& r : job.ranks) (r.status == RankStatus::kRunning ? running : exited) += r.status != RankStatus::kNotStarted;
   out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) + " running, " + std::to_string(exited) +
-         " exited)" + (d.hang ? ": the job is hung" : "") + "\n";
+         " exited)" + (d.hang ? (job.job_ended ? ": the job hung or failed in a collective" : ": the job is hung") : "") + "\n";
   if (d.findings.empty()) out += paint("32", "no problems found") + "\n";
   for (const Finding& f : d.findings) {
     const char* c = f.severity == Severity::kError ? "31" : f.severity == Severity::kWarning ? "33" : "36";

@@ -1,0 +1,288 @@
+// `dsdoctor run` and `dsdoctor analyze` end to end: the real binary starts every example program
+// (and a real PyTorch job) as 2 simulated nodes x 2 slots, and the findings must name the right
+// rank(s), op, seq and callsite; the logs must be on disk; `analyze` must agree post-mortem.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "common/file.h"
+#include "common/process.h"
+#include "common/subprocess.h"
+#include "runtime/trace.h"
+
+namespace dsd {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  nlohmann::json report;  // the --json document
+  std::string dir;
+};
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = fs::temp_directory_path() / ("dsd-run-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+RunResult RunJob(const std::string& name, std::vector<std::string> command, std::vector<std::string> flags = {},
+              std::map<std::string, std::string> env = {}) {
+  RunResult r;
+  r.dir = FreshDir(name);
+  std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "2", "--slots", "2", "--log-dir", r.dir, "--json", r.dir + "/report.json", "--quiet"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), command.begin(), command.end());
+  CommandOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.env = std::move(env);
+  auto res = RunCommand(argv, opts);
+  EXPECT_TRUE(res.ok());
+  if (!res.ok()) return r;
+  r.exit_code = res->exit_code;
+  r.out = res->out + res->err;
+  auto text = ReadFile(r.dir + "/report.json");
+  if (text.ok()) r.report = nlohmann::json::parse(*text, nullptr, false);
+  return r;
+}
+
+std::string Example(const std::string& name) { return std::string(EXAMPLES_DIR) + "/" + name; }
+
+const nlohmann::json* FindingOf(const nlohmann::json& report, const std::string& code) {
+  if (!report.is_object() || !report.contains("findings")) return nullptr;
+  for (const auto& f : report["findings"])
+    if (f["code"] == code) return &f;
+  return nullptr;
+}
+
+std::vector<int> Ranks(const nlohmann::json& f) { return f["ranks"].get<std::vector<int>>(); }
+
+void ExpectLogsOnDisk(const std::string& dir, int world) {
+  for (int r = 0; r < world; ++r) {
+    auto log = ReadFile(dir + "/rank-" + std::to_string(r) + ".log");
+    ASSERT_TRUE(log.ok()) << "rank " << r;
+    EXPECT_FALSE(log->empty()) << "rank " << r;
+  }
+}
+
+TEST(RunE2eTest, RankZeroOnlySaveCheckpointNamesRankZeroAndSaysEveryRankMustCallIt) {
+  auto r = RunJob("ckpt", {Example("rank0_only_checkpoint")}, {"--timeout", "30"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty());
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{0});
+  std::string summary = f["summary"];
+  EXPECT_NE(summary.find("barrier#5 @save_checkpoint"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("all_reduce#5"), std::string::npos);
+  EXPECT_NE(summary.find("@engine.step"), std::string::npos);
+  EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call engine.save_checkpoint()"), std::string::npos);
+  EXPECT_EQ(f["nodes"], nlohmann::json::array({"node-0"}));
+  EXPECT_TRUE(r.report["hang"].get<bool>());
+  // Found from the traces long before the 30 s timeout; the stopped ranks are not blamed.
+  EXPECT_EQ(FindingOf(r.report, "RANK_EXITED"), nullptr) << r.report.dump(2);
+  ExpectLogsOnDisk(r.dir, 4);
+  EXPECT_TRUE(fs::exists(r.dir + "/run.json"));
+  // Post-mortem over the same folder: the same culprit.
+  auto a = RunCommand({DSDOCTOR_BIN, "analyze", r.dir, "--json"}, {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->exit_code, 1);
+  auto aj = nlohmann::json::parse(a->out, nullptr, false);
+  ASSERT_TRUE(aj.is_object()) << a->out << a->err;
+  EXPECT_EQ(aj["findings"][0]["code"], "COLLECTIVE_MISMATCH");
+  EXPECT_EQ(Ranks(aj["findings"][0]), std::vector<int>{0});
+}
+
+TEST(RunE2eTest, SegfaultingRankIsExitedWithItsSignalAndLastOp) {
+  auto r = RunJob("segv", {Example("crash_rank"), "--how", "segv", "--rank", "2"});
+  EXPECT_EQ(r.exit_code, 139) << r.out;  // the job's code: 128 + SIGSEGV
+  const auto* f = FindingOf(r.report, "RANK_EXITED");
+  ASSERT_NE(f, nullptr) << r.report.dump(2);
+  EXPECT_EQ(Ranks(*f), std::vector<int>{2});
+  EXPECT_NE((*f)["summary"].get<std::string>().find("SIGSEGV"), std::string::npos);
+  EXPECT_NE((*f)["summary"].get<std::string>().find("@engine.step"), std::string::npos);
+  EXPECT_EQ(r.report["findings"][0]["code"], "RANK_EXITED");
+  int exited_findings = 0;
+  for (auto& x : r.report["findings"]) exited_findings += x["code"] == "RANK_EXITED";
+  EXPECT_EQ(exited_findings, 1) << "the survivors' failures are consequences: " << r.report.dump(2);
+}
+
+TEST(RunE2eTest, RankKilledWithSigkillIsRankExited) {
+  std::string dir = FreshDir("kill");
+  SubprocessOptions so;
+  so.log_path = dir + ".out";
+  fs::remove(so.log_path);
+  auto run = Subprocess::Start({DSDOCTOR_BIN, "run", "--local", "2", "--slots", "2", "--log-dir", dir, "--json", dir + "/report.json",
+                                "--", Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
+                               so);
+  ASSERT_TRUE(run.ok());
+  // Rank 3's pid from its trace, once it trains.
+  int pid = 0;
+  for (int i = 0; i < 200 && !pid; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto t = runtime::ReadTrace(dir + "/rank-3.trace");
+    if (t.ok() && t->step >= 2) pid = t->pid;
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto exit = run->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 128 + SIGKILL);
+  auto text = ReadFile(dir + "/report.json");
+  ASSERT_TRUE(text.ok());
+  auto report = nlohmann::json::parse(*text);
+  ASSERT_FALSE(report["findings"].empty());
+  EXPECT_EQ(report["findings"][0]["code"], "RANK_EXITED") << report.dump(2);
+  EXPECT_EQ(Ranks(report["findings"][0]), std::vector<int>{3});
+  EXPECT_NE(report["findings"][0]["summary"].get<std::string>().find("SIGKILL"), std::string::npos);
+  EXPECT_NE(report["findings"][0]["remedy"].get<std::string>().find("OOM"), std::string::npos);
+}
+
+TEST(RunE2eTest, MismatchedSizeNamesTheOddRankAndCallsite) {
+  auto r = RunJob("size", {Example("mismatched_collective"), "--mode", "size"});
+  EXPECT_NE(r.exit_code, 0);
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{3});
+  EXPECT_NE(f["summary"].get<std::string>().find("all_reduce#8"), std::string::npos);
+  EXPECT_NE(f["summary"].get<std::string>().find("@user.metrics"), std::string::npos);
+  EXPECT_NE(f["remedy"].get<std::string>().find("element count"), std::string::npos);
+}
+
+TEST(RunE2eTest, MismatchedReduceOpIsFoundAlthoughTheJobSucceeds) {
+  auto r = RunJob("op", {Example("mismatched_collective"), "--mode", "op"});
+  EXPECT_EQ(r.exit_code, 0) << "run returns the job's own code";
+  const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
+  ASSERT_NE(f, nullptr) << r.report.dump(2);
+  EXPECT_EQ(Ranks(*f), std::vector<int>{3});
+  EXPECT_NE((*f)["summary"].get<std::string>().find("max"), std::string::npos);
+  EXPECT_FALSE(r.report["hang"].get<bool>());
+}
+
+TEST(RunE2eTest, SlowRankIsAStraggler) {
+  auto r = RunJob("slow", {Example("slow_rank"), "--rank", "2", "--steps", "12"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const auto* f = FindingOf(r.report, "STRAGGLER");
+  ASSERT_NE(f, nullptr) << r.report.dump(2);
+  EXPECT_EQ(Ranks(*f), std::vector<int>{2});
+}
+
+TEST(RunE2eTest, WrongWorldSizeIsFoundInInitDistributed) {
+  auto r = RunJob("world", {Example("wrong_world_size")});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "RANK_MISSING") << r.report.dump(2);
+  EXPECT_NE(f["summary"].get<std::string>().find("started 4 ranks"), std::string::npos);
+  EXPECT_NE(f["summary"].get<std::string>().find("expect 5"), std::string::npos);
+}
+
+TEST(RunE2eTest, HealthyTrainingHasNoFindingsAndRankEnvironment) {
+  auto r = RunJob("healthy", {Example("train_healthy"), "--steps", "5"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(r.report["findings"].empty()) << r.report.dump(2);
+  ExpectLogsOnDisk(r.dir, 4);
+  // Every rank got the rank environment of DESIGN.md.
+  auto env = RunJob("env", {"/bin/sh", "-c", "echo R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LS=$LOCAL_SIZE C=$CROSS_RANK CS=$CROSS_SIZE T=$DSDOCTOR_TRACE_FILE"});
+  EXPECT_EQ(env.exit_code, 0);
+  auto log3 = ReadFile(env.dir + "/rank-3.log");
+  ASSERT_TRUE(log3.ok());
+  EXPECT_NE(log3->find("R=3 L=1 W=4 LS=2 C=1 CS=2 T=" + env.dir + "/rank-3.trace"), std::string::npos) << *log3;
+}
+
+TEST(RunE2eTest, ProgramThatCannotStartExits127AndIsReported) {
+  auto r = RunJob("missing", {"/nonexistent/program"});
+  EXPECT_EQ(r.exit_code, 127);
+  const auto* f = FindingOf(r.report, "RANK_EXITED");
+  ASSERT_NE(f, nullptr) << r.out;
+  auto log = ReadFile(r.dir + "/rank-0.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("cannot execute /nonexistent/program"), std::string::npos);
+}
+
+TEST(RunE2eTest, DeadCoordinatorLeavesNoOrphans) {
+  std::string dir = FreshDir("orphans");
+  SubprocessOptions so;
+  so.log_path = dir + ".out";
+  fs::remove(so.log_path);
+  auto run = Subprocess::Start({DSDOCTOR_BIN, "run", "--local", "1", "--slots", "2", "--log-dir", dir, "--quiet", "--",
+                                Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
+                               so);
+  ASSERT_TRUE(run.ok());
+  std::vector<int> pids;
+  for (int i = 0; i < 200 && pids.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pids.clear();
+    for (int r = 0; r < 2; ++r)
+      if (auto t = runtime::ReadTrace(dir + "/rank-" + std::to_string(r) + ".trace"); t.ok() && t->step >= 1) pids.push_back(t->pid);
+  }
+  ASSERT_EQ(pids.size(), 2u);
+  ::kill(run->pid(), SIGKILL);
+  run->Wait(std::chrono::seconds(10));
+  for (int pid : pids) {
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = ::kill(pid, 0) != 0 || ReadFile("/proc/" + std::to_string(pid) + "/stat").value_or("").find(") Z ") != std::string::npos;
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(gone) << "rank pid " << pid << " outlived its coordinator";
+  }
+  // The logs written so far stay on disk.
+  auto log = ReadFile(dir + "/rank-0.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("engine ready"), std::string::npos);
+}
+
+TEST(RunE2eTest, BadInputIsAClearUsageError) {
+  auto a = RunCommand({DSDOCTOR_BIN, "analyze", "/nonexistent/dir"}, {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->exit_code, 2);
+  EXPECT_NE(a->err.find("/nonexistent/dir"), std::string::npos);
+  std::string empty = FreshDir("empty");
+  fs::create_directories(empty);
+  a = RunCommand({DSDOCTOR_BIN, "analyze", empty}, {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->exit_code, 2);
+  EXPECT_NE(a->err.find("no rank-<r>.log"), std::string::npos) << a->err;
+  a = RunCommand({DSDOCTOR_BIN, "run", "--local", "2"}, {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->exit_code, 2) << "no command";
+}
+
+bool TorchAvailable() {
+  auto r = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, {});
+  return r.ok() && r->exit_code == 0;
+}
+
+TEST(RunE2eTest, PytorchRankSkippingABarrierIsDiagnosedFromLogsAndProcessState) {
+  if (!TorchAvailable()) {
+    if (std::getenv("DSDOCTOR_REQUIRE_TORCH")) FAIL() << "python3-torch is required (scripts/setup.sh installs it)";
+    GTEST_SKIP() << "python3-torch is not installed";
+  }
+  auto r = RunJob("torch", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2", "--on-hang", "wait"}, {{"STEP_TIMEOUT", "10"}});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  // Live: every rank blocked with flat CPU, before torch's own timeout ended them.
+  EXPECT_NE(r.out.find("COLLECTIVE_STALL: all 4 ranks are blocked"), std::string::npos) << r.out;
+  // Then the tracebacks say who was where.
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{1});
+  std::string summary = f["summary"];
+  EXPECT_NE(summary.find("barrier() at torch_skip_barrier.py:16"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 1 in all_reduce() at torch_skip_barrier.py:13"), std::string::npos) << summary;
+}
+
+}  // namespace
+}  // namespace dsd
