@@ -158,16 +158,35 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
 }
 
 void TraceMismatch(Ctx& c) {
-  std::vector<Entry> entries;
+  // Group the records by (communicator, seq) with a hash map rather than sorting them all: every
+  // rank's window holds the same few seqs, so there are few groups of many entries.
+  std::unordered_map<uint64_t, size_t> group_of;
+  std::vector<std::vector<Entry>> groups;
   for (const RankState& r : c.job.ranks) {
     for (const OpRecord& rec : r.recent) {
-      if (!rec.collective() || rec.op == "rendezvous" || rec.seq == 0) continue;
-      entries.push_back({rec.comm, rec.seq, r.rank, &rec});
+      if (rec.seq == 0 || !rec.collective() || rec.op == "rendezvous") continue;
+      uint64_t key = (static_cast<uint64_t>(rec.comm) << 48) ^ rec.seq;
+      auto [it, inserted] = group_of.emplace(key, groups.size());
+      if (inserted) groups.emplace_back();
+      groups[it->second].push_back({rec.comm, rec.seq, r.rank, &rec});
     }
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.comm != b.comm ? a.comm < b.comm : a.seq != b.seq ? a.seq < b.seq : a.rank < b.rank;
+  std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+    return a[0].comm != b[0].comm ? a[0].comm < b[0].comm : a[0].seq < b[0].seq;
   });
+  std::vector<Entry> entries;
+  entries.reserve(group_of.size());
+  // Groups whose calls all agree need no further look (the common case): check that cheaply,
+  // integers before strings.
+  auto same = [](const OpRecord& a, const OpRecord& b) {
+    return a.count == b.count && a.peer == b.peer && a.SameCall(b) && a.callsite == b.callsite;
+  };
+  for (auto& g : groups) {
+    bool agree = true;
+    for (size_t k = 1; k < g.size() && agree; ++k) agree = same(*g[0].rec, *g[k].rec);
+    if (agree) continue;
+    entries.insert(entries.end(), g.begin(), g.end());
+  }
   std::set<uint32_t> reported_comm;
   for (size_t i = 0; i < entries.size();) {
     size_t j = i;
