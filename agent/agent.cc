@@ -115,6 +115,10 @@ void Agent::Serve(net::Fd conn, std::string peer) {
       log->debug("connection from {} ends: {}", peer, req.status().message());
       return;
     }
+    if (req->value("type", "") == "run") {
+      ServeRun(conn.get(), decoder, *req);
+      return;
+    }
     bool close_after = false;
     json reply = req->value("type", "") == "sink" ? Sink(conn.get(), decoder) : Handle(*req, &close_after);
     if (reply.value("type", "") == "sunk") close_after = true;

@@ -54,6 +54,8 @@ class Agent {
   nlohmann::json HandleP2pSend(const nlohmann::json& request);
   nlohmann::json HandleNcclAllReduce(const nlohmann::json& request, const std::vector<size_t>& sizes,
                                      const probe::SweepOptions& sweep);
+  // After a "run" request the connection is the job's stream until every rank exited (agent_run.cc).
+  void ServeRun(int fd, wire::FrameDecoder& decoder, const nlohmann::json& request);
   // After a "sink" request the connection carries raw bytes until the peer shuts down its side.
   nlohmann::json Sink(int fd, wire::FrameDecoder& decoder);
 

@@ -17,6 +17,9 @@ class AgentClient {
   Result<nlohmann::json> Call(nlohmann::json request, Duration timeout);
 
   const std::string& agent_name() const { return agent_name_; }
+  // Streams (a "run" job): the socket, for one reader thread and one writer thread at a time.
+  int fd() const { return fd_.get(); }
+  wire::FrameDecoder& decoder() { return decoder_; }
 
  private:
   net::Fd fd_;

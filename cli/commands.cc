@@ -81,6 +81,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"stop", "wait"}));
   run_cmd->add_option("--json", run.json_out, "Write the final report as JSON to FILE (- for stdout)");
   run_cmd->add_flag("--quiet", run.quiet, "Do not stream the ranks' output");
+  run_cmd->add_flag("--direct", run.direct, "Start the ranks as children of dsdoctor, without agents (this node only)");
+  run_cmd->add_option("--launcher", run.launcher, "How agents start: local | ssh")->check(CLI::IsMember({"local", "ssh"}));
+  run_cmd->add_option("--ssh-opts", run.ssh_opts, "Extra ssh arguments");
+  run_cmd->add_option("--master_port", run.master_port, "MASTER_PORT for the ranks")->check(CLI::Range(1, 65535));
   run_cmd->add_flag("--no-color", no_color, "Plain output even on a terminal");
   run_cmd->add_option("command", run.command, "The program and its arguments (after --)")->required();
 

@@ -64,6 +64,10 @@ struct RunOptions {
   std::string on_hang = "stop";   // stop: report, capture stacks, end the job · wait: report and keep watching
   std::string json_out;           // final report as JSON to FILE (- for stdout)
   bool quiet = false;             // do not stream rank output
+  bool direct = false;            // start the ranks as our own children instead of through agents
+  std::string launcher;           // local | ssh (default: local for --local, ssh for a hostfile)
+  std::string ssh_opts;
+  int master_port = 0;            // 0: a free port (simulated nodes) or 29500
   bool color = false;
   std::vector<std::string> command;
 };

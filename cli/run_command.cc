@@ -11,7 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,13 +25,19 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "agent/client.h"
+#include "agent/hostfile.h"
+#include "agent/launcher.h"
+#include "agent/token.h"
 #include "collectors/log_classifier.h"
+#include "collectors/rank_monitor.h"
 #include "collectors/proc_stat.h"
 #include "collectors/run_dir.h"
 #include "collectors/stack.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/strings.h"
 #include "common/subprocess.h"
 #include "diagnosis/engine.h"
 #include "diagnosis/report.h"
@@ -38,65 +49,6 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 void OnSignal(int sig) { g_stop_signal = sig; }
-
-struct RankProc {
-  diagnosis::RankState state;
-  std::optional<Subprocess> proc;
-  std::string log_path, trace_path;
-  std::unique_ptr<collectors::LogClassifier> classifier;
-  size_t log_offset = 0;
-  std::string partial;  // the last, unterminated line
-  uint64_t last_cpu_ticks = 0, ref_ticks = 0;
-  int64_t last_sample_ns = 0, cpu_changed_ns = 0;
-  bool python = false;
-};
-
-int FreeLoopbackPort() {
-  int port = 0;
-  auto l = net::Listen("127.0.0.1", 0, &port, 16);
-  return l.ok() ? port : 29500;
-}
-
-void Drain(RankProc& rp, std::vector<diagnosis::LogEvent>& events, bool echo, int64_t now_ns) {
-  auto content = ReadFile(rp.log_path, 256u << 20);
-  if (!content.ok() || content->size() <= rp.log_offset) return;
-  std::string fresh = content->substr(rp.log_offset);
-  rp.log_offset = content->size();
-  rp.state.last_output_ns = now_ns;
-  rp.partial += fresh;
-  size_t start = 0;
-  for (size_t nl; (nl = rp.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    std::string_view line(rp.partial.data() + start, nl - start);
-    if (echo) std::printf("[%d] %.*s\n", rp.state.rank, static_cast<int>(line.size()), line.data());
-    for (auto& e : rp.classifier->Feed(line)) events.push_back(std::move(e));
-  }
-  rp.partial.erase(0, start);
-  if (echo) std::fflush(stdout);
-}
-
-void Sample(RankProc& rp, int64_t now_ns) {
-  auto& s = rp.state;
-  if (auto t = runtime::ReadTrace(rp.trace_path); t.ok()) collectors::ApplyTrace(*t, &s);
-  if (s.status != diagnosis::RankStatus::kRunning) return;
-  auto ps = collectors::ReadProcStat(s.pid);
-  if (!ps.ok()) return;
-  double dt = rp.last_sample_ns ? (now_ns - rp.last_sample_ns) / 1e9 : 0;
-  uint64_t ticks = ps->cpu_ticks();
-  double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  s.proc.valid = true;
-  s.proc.state = ps->state;
-  s.proc.wchan = ps->wchan;
-  // CPU use in ticks (10 ms) is coarse: smooth it, and call a process flat while it uses under
-  // 5 % of a core since the reference point (background threads of a blocked program tick now
-  // and then).
-  if (dt > 0) s.proc.cpu_fraction = 0.7 * s.proc.cpu_fraction + 0.3 * ((ticks - rp.last_cpu_ticks) / hz / dt);
-  if (!rp.cpu_changed_ns) rp.cpu_changed_ns = now_ns, rp.ref_ticks = ticks;
-  double since = (now_ns - rp.cpu_changed_ns) / 1e9;
-  if ((ticks - rp.ref_ticks) / hz > 0.05 * since + 0.03) rp.cpu_changed_ns = now_ns, rp.ref_ticks = ticks;
-  s.proc.flat_for_s = (now_ns - rp.cpu_changed_ns) / 1e9;
-  rp.last_cpu_ticks = ticks;
-  rp.last_sample_ns = now_ns;
-}
 
 std::string FindingKey(const diagnosis::Finding& f) { return f.code + ":" + diagnosis::FormatRanks(f.ranks); }
 
@@ -127,127 +79,414 @@ int EmitReport(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, co
   return kExitOk;
 }
 
+int FreeLoopbackPort() {
+  int port = 0;
+  auto l = net::Listen("127.0.0.1", 0, &port, 16);
+  return l.ok() ? port : 29500;
+}
+
+// Where rank states come from: the agents of the nodes (the default), or children of this
+// process (--direct). Tick copies the newest state of every rank into `ranks` (keeping the
+// coordinator's own fields: stack) and appends each rank's new output to logs[rank].
+class RankSource {
+ public:
+  virtual ~RankSource() = default;
+  virtual void Tick(int64_t now, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) = 0;
+  virtual void Signal(int sig) = 0;
+  // rank → stack signature, for the given ranks (one per class).
+  virtual std::map<int, std::string> Stacks(const std::vector<int>& ranks) = 0;
+};
+
+void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from) {
+  std::string stack = std::move(into.stack);
+  into = from;
+  if (into.stack.empty()) into.stack = std::move(stack);
+}
+
+struct RankLaunch {
+  int rank, local_rank;
+  std::string node;
+  std::map<std::string, std::string> env;
+};
+
+class DirectSource final : public RankSource {
+ public:
+  Status Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+               const std::string& log_dir, const std::string& cwd) {
+    python_ = argv[0].find("python") != std::string::npos;
+    for (const auto& l : launches) {
+      std::string base = log_dir + "/rank-" + std::to_string(l.rank);
+      monitors_.emplace_back(l.rank, l.local_rank, l.node, base + ".log", base + ".trace");
+      auto e = env;
+      for (const auto& [k, v] : l.env) e[k] = v;
+      DSD_RETURN_IF_ERROR(monitors_.back().Start(argv, e, cwd));
+    }
+    return Status::Ok();
+  }
+  void Tick(int64_t now, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override {
+    for (auto& m : monitors_) {
+      m.Tick(now, &logs[m.state().rank]);
+      Adopt(ranks[m.state().rank], m.state());
+    }
+  }
+  void Signal(int sig) override {
+    for (auto& m : monitors_) m.Signal(sig);
+  }
+  std::map<int, std::string> Stacks(const std::vector<int>& want) override {
+    std::map<int, std::string> out;
+    for (int r : want) {
+      auto& m = monitors_[r];
+      if (m.state().status != diagnosis::RankStatus::kRunning) continue;
+      auto st = collectors::CaptureStack(m.state().pid, python_);
+      if (!st.ok()) continue;
+      out[r] = st->signature;
+      (void)WriteFileAtomic(m.log_path().substr(0, m.log_path().size() - 4) + ".stack", "# " + st->tool + "\n" + st->text);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<collectors::RankMonitor> monitors_;
+  bool python_ = false;
+};
+
+// One connection per agent, each read by its own thread; the main thread only sends.
+class AgentSource final : public RankSource {
+ public:
+  ~AgentSource() override {
+    for (auto& a : agents_) ::shutdown(a->client.fd(), SHUT_RDWR);
+    for (auto& a : agents_)
+      if (a->reader.joinable()) a->reader.join();
+  }
+  Status Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
+               const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::string& log_dir,
+               const std::string& cwd) {
+    for (size_t i = 0; i < clients.size(); ++i) {
+      auto a = std::make_unique<Agent>(std::move(clients[i]));
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const auto& l : per_node[i]) {
+        ranks.push_back({{"rank", l.rank}, {"local_rank", l.local_rank}, {"env", l.env}});
+        a->ranks.push_back(l.rank);
+      }
+      nlohmann::json req = {{"type", "run"}, {"argv", argv}, {"env", env}, {"log_dir", log_dir}, {"cwd", cwd}, {"ranks", ranks}, {"sample_ms", 200}};
+      DSD_RETURN_IF_ERROR(net::SendFrame(a->client.fd(), req));
+      auto reply = net::RecvFrame(a->client.fd(), a->client.decoder(), std::chrono::seconds(30));
+      if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());
+      if (reply->value("type", "") != "started")
+        return Unavailable("agent " + a->client.agent_name() + " could not start its ranks: " + reply->value("message", reply->dump()));
+      Agent* raw = a.get();
+      a->reader = std::thread([this, raw] { Read(*raw); });
+      agents_.push_back(std::move(a));
+    }
+    return Status::Ok();
+  }
+  void Tick(int64_t now, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [r, st] : latest_) Adopt(ranks[r], st);
+    for (auto& [r, text] : pending_log_) logs[r] += text;
+    pending_log_.clear();
+  }
+  void Signal(int sig) override {
+    for (auto& a : agents_) (void)net::SendFrame(a->client.fd(), {{"type", "stop"}, {"signal", sig}});
+  }
+  std::map<int, std::string> Stacks(const std::vector<int>& want) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stacks_.clear();
+      stack_replies_ = 0;
+    }
+    for (auto& a : agents_) {
+      std::vector<int> mine;
+      for (int r : want)
+        if (std::find(a->ranks.begin(), a->ranks.end(), r) != a->ranks.end()) mine.push_back(r);
+      (void)net::SendFrame(a->client.fd(), {{"type", "stacks"}, {"ranks", mine}});
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(30), [&] { return stack_replies_ >= agents_.size(); });
+    return stacks_;
+  }
+
+ private:
+  struct Agent {
+    explicit Agent(agent::AgentClient c) : client(std::move(c)) {}
+    agent::AgentClient client;
+    std::vector<int> ranks;
+    std::thread reader;
+  };
+  void Read(Agent& a) {
+    while (true) {
+      auto msg = net::RecvFrame(a.client.fd(), a.client.decoder(), std::chrono::seconds(3600));
+      if (!msg.ok()) {
+        if (msg.status().code() == StatusCode::kTimeout) continue;
+        std::lock_guard<std::mutex> lock(mu_);
+        // The agent is gone (or finished): ranks it did not report as exited are lost with it.
+        for (int r : a.ranks) {
+          auto& st = latest_[r];
+          if (st.status != diagnosis::RankStatus::kExited) {
+            st.status = diagnosis::RankStatus::kExited;
+            st.exit_code = 255;
+            st.exit_ns = runtime::TraceNowNs();
+            log::Get("run")->warn("agent {}: connection lost ({}); rank {} is lost with it", a.client.agent_name(), msg.status().message(), r);
+          }
+        }
+        ++stack_replies_;
+        cv_.notify_all();
+        return;
+      }
+      std::string type = msg->value("type", "");
+      std::lock_guard<std::mutex> lock(mu_);
+      if (type == "sample") {
+        for (const auto& j : (*msg)["ranks"]) {
+          auto st = diagnosis::RankStateFromJson(j);
+          if (!st.ok()) continue;
+          st->last_output_ns = j.value("last_output_ns", int64_t{0});
+          if (j.contains("log")) pending_log_[st->rank] += j["log"].get<std::string>();
+          latest_[st->rank] = std::move(*st);
+        }
+      } else if (type == "stacks") {
+        for (const auto& s : (*msg)["stacks"])
+          if (s.contains("signature")) stacks_[s["rank"].get<int>()] = s["signature"].get<std::string>();
+        ++stack_replies_;
+        cv_.notify_all();
+      } else if (type == "done") {
+        continue;
+      }
+    }
+  }
+
+  std::vector<std::unique_ptr<Agent>> agents_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int, diagnosis::RankState> latest_;
+  std::map<int, std::string> pending_log_;
+  std::map<int, std::string> stacks_;
+  size_t stack_replies_ = 0;
+};
+
+std::string SelfPath() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dsdoctor";
+}
+
+// What every rank inherits from the launch: .deepspeed_env, NCCL_*/GLOO_*/TORCH_* and the log level.
+std::map<std::string, std::string> JobEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = kv.substr(0, eq);
+    if (StartsWith(k, "NCCL_") || StartsWith(k, "GLOO_") || StartsWith(k, "TORCH_") || k == "DSDOCTOR_LOG_LEVEL" || k == "DSDOCTOR_TIMEOUT" ||
+        k == "DSDOCTOR_WATCHDOG_POLICY" || k == "DSDOCTOR_BACKEND")
+      env[k] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : probe::MergeDsEnv(probe::FindDsEnvFiles())) env[k] = v;
+  return env;
+}
+
 }  // namespace
 
 int RunJob(const RunOptions& o) {
   auto log = log::Get("run");
-  if (!o.hostfile.empty() && o.local == 0) {
-    std::cerr << "dsdoctor run: launching ranks on hostfile nodes through agents is not available yet; use --local N "
-                 "(N simulated nodes on this machine) — see docs/run.md\n";
+  // Nodes: --local N simulated nodes with --slots each, or the hostfile's.
+  agent::Hostfile hf;
+  if (o.local > 0) {
+    if (!o.hostfile.empty()) {
+      std::cerr << "dsdoctor run: --local and --hostfile are mutually exclusive\n";
+      return kExitUsage;
+    }
+    hf.path = "--local";
+    for (int i = 0; i < o.local; ++i) hf.hosts.push_back({"node-" + std::to_string(i), o.slots, 0});
+  } else {
+    std::string path = o.hostfile.empty() ? agent::DefaultHostfilePath().value_or("") : o.hostfile;
+    if (path.empty()) {
+      hf.path = "(this node)";
+      hf.hosts.push_back({"node-0", o.slots, 0});
+    } else {
+      auto loaded = agent::LoadHostfile(path);
+      if (!loaded.ok()) {
+        std::cerr << "dsdoctor run: " << loaded.status().message() << "\n";
+        return kExitUsage;
+      }
+      hf = *loaded;
+    }
+  }
+  auto nodes = agent::PlanNodes(hf, {});
+  if (!nodes.ok()) {
+    std::cerr << "dsdoctor run: " << nodes.status().message() << "\n";
     return kExitUsage;
   }
-  const int nodes = std::max(1, o.local);
-  const int world = nodes * o.slots;
-  if (::mkdir(o.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    std::cerr << "dsdoctor run: cannot create log dir " << o.log_dir << ": " << std::strerror(errno) << "\n";
+  bool simulated = o.local > 0 || hf.path == "(this node)" || o.launcher == "local";
+  if (o.direct && !simulated) {
+    std::cerr << "dsdoctor run: --direct starts ranks on this machine only; a hostfile's nodes need agents\n";
     return kExitUsage;
   }
-  // .deepspeed_env (cwd, ~, DS_ENV_FILE) reaches every rank, as DeepSpeed's launcher does.
-  std::map<std::string, std::string> common = probe::MergeDsEnv(probe::FindDsEnvFiles());
-  const int master_port = FreeLoopbackPort();
+  std::error_code ec;
+  std::filesystem::create_directories(o.log_dir, ec);
+  if (ec) {
+    std::cerr << "dsdoctor run: cannot create log dir " << o.log_dir << ": " << ec.message() << "\n";
+    return kExitUsage;
+  }
+  std::string log_dir = std::filesystem::absolute(o.log_dir).string();
+  std::string cwd = std::filesystem::current_path().string();
+
+  // Agents first (their addresses give MASTER_ADDR), unless --direct.
+  std::unique_ptr<agent::Launcher> launcher;
+  std::vector<agent::AgentHandle> handles;
+  std::string token;
+  if (!o.direct) {
+    auto t = agent::GenerateToken();
+    if (!t.ok()) {
+      std::cerr << "dsdoctor run: " << t.status().message() << "\n";
+      return kExitInternal;
+    }
+    token = *t;
+    if (simulated || o.launcher == "local") {
+      agent::LocalLauncherOptions lo;
+      lo.dsdoctor_binary = SelfPath();
+      launcher = std::make_unique<agent::LocalLauncher>(lo);
+    } else {
+      agent::SshLauncherOptions so;
+      so.remote_dsdoctor = SelfPath();
+      so.ssh_args = SplitWhitespace(o.ssh_opts);
+      launcher = std::make_unique<agent::SshLauncher>(so);
+    }
+    handles = launcher->Start(*nodes, token);
+    for (const auto& h : handles) {
+      if (!h.error.empty()) {
+        std::cerr << "dsdoctor run: agent on " << h.name << " did not start: " << h.error << "\n";
+        return kExitProblems;
+      }
+    }
+  }
+  const int nnodes = static_cast<int>(nodes->size());
+  int world = 0;
+  for (const auto& n : *nodes) world += static_cast<int>(n.slots.size());
+  std::string master_addr = simulated ? (handles.empty() ? "127.0.0.1" : handles[0].endpoint.host) : (*nodes)[0].host;
+  int master_port = o.master_port > 0 ? o.master_port : simulated ? FreeLoopbackPort() : 29500;
   char timeout_buf[32];
   std::snprintf(timeout_buf, sizeof timeout_buf, "%g", o.timeout_s);
+  std::map<std::string, std::string> env = JobEnvironment();
+  if (!env.count("DSDOCTOR_TIMEOUT")) env["DSDOCTOR_TIMEOUT"] = timeout_buf;
+  env["PYTHONUNBUFFERED"] = "1";  // tracebacks and prints reach the log as they happen
+  std::vector<std::vector<RankLaunch>> per_node(nnodes);
+  std::vector<RankLaunch> all;
+  int rank = 0;
+  for (int n = 0; n < nnodes; ++n) {
+    std::string devices;
+    for (int s : (*nodes)[n].slots) devices += (devices.empty() ? "" : ",") + std::to_string(s);
+    for (size_t s = 0; s < (*nodes)[n].slots.size(); ++s, ++rank) {
+      RankLaunch l{rank, static_cast<int>(s), handles.empty() ? "node-" + std::to_string(n) : handles[n].name, {}};
+      l.env = {{"RANK", std::to_string(rank)},
+               {"LOCAL_RANK", std::to_string(s)},
+               {"WORLD_SIZE", std::to_string(world)},
+               {"LOCAL_SIZE", std::to_string((*nodes)[n].slots.size())},
+               {"CROSS_RANK", std::to_string(n)},
+               {"CROSS_SIZE", std::to_string(nnodes)},
+               {"MASTER_ADDR", master_addr},
+               {"MASTER_PORT", std::to_string(master_port)},
+               {"CUDA_VISIBLE_DEVICES", devices},
+               {"DSDOCTOR_NODE", l.node}};
+      per_node[n].push_back(l);
+      all.push_back(l);
+    }
+  }
 
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
 
-  std::vector<RankProc> ranks(world);
-  for (int r = 0; r < world; ++r) {
-    RankProc& rp = ranks[r];
-    int node = r / o.slots, local = r % o.slots;
-    rp.state.rank = r;
-    rp.state.node = "node-" + std::to_string(node);
-    rp.state.local_rank = local;
-    rp.log_path = o.log_dir + "/rank-" + std::to_string(r) + ".log";
-    rp.trace_path = o.log_dir + "/rank-" + std::to_string(r) + ".trace";
-    ::unlink(rp.log_path.c_str());
-    ::unlink(rp.trace_path.c_str());
-    ::unlink((o.log_dir + "/rank-" + std::to_string(r) + ".exit").c_str());
-    rp.classifier = std::make_unique<collectors::LogClassifier>(r);
-    rp.python = o.command[0].find("python") != std::string::npos;
-    SubprocessOptions so;
-    so.env = common;
-    so.env["RANK"] = std::to_string(r);
-    so.env["LOCAL_RANK"] = std::to_string(local);
-    so.env["WORLD_SIZE"] = std::to_string(world);
-    so.env["LOCAL_SIZE"] = std::to_string(o.slots);
-    so.env["CROSS_RANK"] = std::to_string(node);
-    so.env["CROSS_SIZE"] = std::to_string(nodes);
-    so.env["MASTER_ADDR"] = "127.0.0.1";
-    so.env["MASTER_PORT"] = std::to_string(master_port);
-    so.env["DSDOCTOR_TRACE_FILE"] = rp.trace_path;
-    so.env["DSDOCTOR_NODE"] = rp.state.node;
-    if (!std::getenv("DSDOCTOR_TIMEOUT")) so.env["DSDOCTOR_TIMEOUT"] = timeout_buf;
-    so.env["PYTHONUNBUFFERED"] = "1";  // tracebacks and prints reach the log as they happen
-    so.log_path = rp.log_path;
-    so.parent_death_signal = SIGKILL;  // a dead coordinator leaves no orphans
-    auto p = Subprocess::Start(o.command, so);
-    if (!p.ok()) {
-      std::cerr << "dsdoctor run: cannot start rank " << r << ": " << p.status().message() << "\n";
-      for (auto& other : ranks)
-        if (other.proc) other.proc->Signal(SIGKILL);
+  std::unique_ptr<RankSource> source;
+  if (o.direct) {
+    auto d = std::make_unique<DirectSource>();
+    if (Status st = d->Start(all, o.command, env, log_dir, cwd); !st.ok()) {
+      std::cerr << "dsdoctor run: cannot start the ranks: " << st.message() << "\n";
+      d->Signal(SIGKILL);
       return kExitInternal;
     }
-    rp.state.pid = p->pid();
-    rp.state.status = diagnosis::RankStatus::kRunning;
-    rp.proc = std::move(*p);
+    source = std::move(d);
+  } else {
+    std::vector<agent::AgentClient> clients;
+    for (const auto& h : handles) {
+      auto c = agent::AgentClient::Connect(h.endpoint, token, std::chrono::seconds(10));
+      if (!c.ok()) {
+        std::cerr << "dsdoctor run: agent " << h.name << " at " << h.endpoint.host << ":" << h.endpoint.port << ": " << c.status().message() << "\n";
+        return kExitProblems;
+      }
+      clients.push_back(std::move(*c));
+    }
+    auto a = std::make_unique<AgentSource>();
+    if (Status st = a->Start(std::move(clients), per_node, o.command, env, log_dir, cwd); !st.ok()) {
+      std::cerr << "dsdoctor run: " << st.message() << "\n";
+      return kExitProblems;
+    }
+    source = std::move(a);
   }
-  log->info("started {} ranks ({} nodes x {} slots), logs in {}", world, nodes, o.slots, o.log_dir);
-  if (!o.quiet) std::printf("dsdoctor: %d ranks (%d nodes x %d slots), logs and traces in %s\n", world, nodes, o.slots, o.log_dir.c_str());
+  log->info("started {} ranks on {} nodes, logs in {}", world, nnodes, log_dir);
+  if (!o.quiet)
+    std::printf("dsdoctor: %d ranks on %d nodes%s, logs and traces in %s\n", world, nnodes, o.direct ? " (direct)" : " (agents)", log_dir.c_str());
 
   diagnosis::JobState job;
   job.world_size = world;
   job.stall_after_s = o.timeout_s;
   job.hang_after_s = o.hang_after_s;
+  job.ranks.resize(world);
+  for (const auto& l : all) {
+    job.ranks[l.rank].rank = l.rank;
+    job.ranks[l.rank].node = l.node;
+    job.ranks[l.rank].local_rank = l.local_rank;
+    job.ranks[l.rank].status = diagnosis::RankStatus::kRunning;
+  }
+  std::vector<collectors::LogClassifier> classifiers;
+  for (int r = 0; r < world; ++r) classifiers.emplace_back(r);
+  std::vector<std::string> partial(world), fresh(world);
   std::set<std::string> announced;
-  bool hang_reported = false;
-  int64_t hang_ns = 0;
-  std::vector<diagnosis::RankState> at_hang;  // every rank as it was when the hang was reported
+  bool hang_reported = false, stopped_by_us = false;
+  int64_t hang_ns = 0, stop_deadline_ns = 0;
   int job_code = 0;
-  int64_t job_code_ns = 0;
-  bool job_code_signaled = false;
-  auto snapshot = [&]() {
-    job.ranks.clear();
-    for (auto& rp : ranks) job.ranks.push_back(rp.state);
-    job.job_ended = std::all_of(ranks.begin(), ranks.end(), [](auto& rp) { return rp.state.status == diagnosis::RankStatus::kExited; });
+  std::vector<diagnosis::RankState> at_hang;
+  auto feed_logs = [&](bool final) {
+    for (int r = 0; r < world; ++r) {
+      partial[r] += fresh[r];
+      fresh[r].clear();
+      size_t start = 0;
+      for (size_t nl; (nl = partial[r].find('\n', start)) != std::string::npos; start = nl + 1) {
+        std::string_view line(partial[r].data() + start, nl - start);
+        if (!o.quiet) std::printf("[%d] %.*s\n", r, static_cast<int>(line.size()), line.data());
+        for (auto& e : classifiers[r].Feed(line)) job.events.push_back(std::move(e));
+      }
+      partial[r].erase(0, start);
+      if (final) {
+        if (!partial[r].empty())
+          for (auto& e : classifiers[r].Feed(partial[r])) job.events.push_back(std::move(e));
+        for (auto& e : classifiers[r].Finish()) job.events.push_back(std::move(e));
+      }
+    }
+    if (!o.quiet) std::fflush(stdout);
   };
-  bool stopped_by_us = false;
+  int64_t stop_ns = 0;
   auto stop_all = [&](int sig) {
+    if (!stopped_by_us) stop_ns = runtime::TraceNowNs();
     stopped_by_us = true;
-    for (auto& rp : ranks)
-      if (rp.state.status == diagnosis::RankStatus::kRunning) rp.proc->Signal(sig);
+    source->Signal(sig);
   };
-  int64_t stop_deadline_ns = 0;  // after a stop request: when to escalate to SIGKILL
   while (true) {
     int64_t now = runtime::TraceNowNs();
     job.now_ns = now;
+    std::vector<diagnosis::RankStatus> before;
+    for (const auto& r : job.ranks) before.push_back(r.status);
+    source->Tick(now, job.ranks, fresh);
+    feed_logs(false);
     bool any_running = false;
-    for (auto& rp : ranks) {
-      if (rp.state.status == diagnosis::RankStatus::kRunning) {
-        if (auto e = rp.proc->Poll()) {
-          rp.state.status = diagnosis::RankStatus::kExited;
-          rp.state.exit_code = e->signaled ? 0 : e->exit_code;
-          rp.state.signal = e->signaled ? e->term_signal : 0;
-          rp.state.exit_ns = now;
-          rp.state.proc.valid = false;
-          int shell_code = e->signaled ? 128 + e->term_signal : e->exit_code;
-          // The job's code is the first failure's, as torchrun's "first observed failure"; within one
-          // sampling tick a rank killed by a signal went first (its peers fail because it vanished).
-          if (shell_code != 0 && !stopped_by_us &&
-              (job_code == 0 || (job_code_ns == now && e->signaled && !job_code_signaled))) {
-            job_code = shell_code;
-            job_code_ns = now;
-            job_code_signaled = e->signaled;
-          }
-          (void)WriteFileAtomic(o.log_dir + "/rank-" + std::to_string(rp.state.rank) + ".exit", std::to_string(shell_code) + "\n");
-          if (!o.quiet) std::printf("dsdoctor: rank %d %s\n", rp.state.rank, e->Describe().c_str());
-        }
+    for (auto& r : job.ranks) {
+      if (before[r.rank] == diagnosis::RankStatus::kRunning && r.status == diagnosis::RankStatus::kExited) {
+        if (!o.quiet)
+          std::printf("dsdoctor: rank %d %s\n", r.rank, r.signal ? ("signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")").c_str()
+                                                                  : ("exit " + std::to_string(r.exit_code)).c_str());
       }
-      any_running |= rp.state.status == diagnosis::RankStatus::kRunning;
-      Drain(rp, job.events, !o.quiet, now);
-      Sample(rp, now);
+      any_running |= r.status == diagnosis::RankStatus::kRunning;
     }
     if (!any_running) break;
     if (g_stop_signal && !stop_deadline_ns) {
@@ -255,37 +494,29 @@ int RunJob(const RunOptions& o) {
       stop_all(SIGTERM);
       stop_deadline_ns = now + 3'000'000'000LL;
     }
-    if (stop_deadline_ns && now > stop_deadline_ns) stop_all(SIGKILL);
-    if (!stop_deadline_ns) {
-      snapshot();
+    if (stop_deadline_ns && now > stop_deadline_ns) {
+      stop_all(SIGKILL);
+      stop_deadline_ns = now + 3'000'000'000LL;
+    }
+    if (!stopped_by_us) {
       diagnosis::Diagnosis d = diagnosis::Diagnose(job);
-      for (const auto& f : d.findings) {
+      for (const auto& f : d.findings)
         if (announced.insert(FindingKey(f)).second)
           std::printf("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
-      }
       std::fflush(stdout);
       if (d.hang && !hang_reported) {
         hang_reported = true;
         // One stack per class of hung ranks (a few attaches, not one per rank).
-        size_t captured = 0;
-        for (const auto& cl : d.classes) {
-          if (captured >= 8) break;
-          auto& rp = ranks[cl.ranks.front()];
-          if (rp.state.status != diagnosis::RankStatus::kRunning) continue;
-          ++captured;
-          auto st = collectors::CaptureStack(rp.state.pid, rp.python);
-          if (st.ok()) {
-            for (int other : cl.ranks) ranks[other].state.stack = st->signature;
-            (void)WriteFileAtomic(o.log_dir + "/rank-" + std::to_string(rp.state.rank) + ".stack", "# " + st->tool + "\n" + st->text);
-          } else {
-            log->warn("{}", st.status().message());
-          }
-        }
-        snapshot();
+        std::vector<int> reps;
+        for (const auto& cl : d.classes)
+          if (reps.size() < 8 && job.ranks[cl.ranks.front()].status == diagnosis::RankStatus::kRunning) reps.push_back(cl.ranks.front());
+        auto stacks = source->Stacks(reps);
+        for (const auto& cl : d.classes)
+          if (auto it = stacks.find(cl.ranks.front()); it != stacks.end())
+            for (int r : cl.ranks) job.ranks[r].stack = it->second;
         hang_ns = now;
         at_hang = job.ranks;
-        d = diagnosis::Diagnose(job);
-        WriteManifest(o.log_dir, job, d, o.command);
+        WriteManifest(log_dir, job, diagnosis::Diagnose(job), o.command);
         std::printf("dsdoctor: the job is hung%s\n", o.on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
         if (o.on_hang == "stop") {
           stop_all(SIGTERM);
@@ -295,31 +526,43 @@ int RunJob(const RunOptions& o) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  // Final report: everything the logs said, through to their last line.
-  int64_t now = runtime::TraceNowNs();
-  for (auto& rp : ranks) {
-    Drain(rp, job.events, !o.quiet, now);
-    if (!rp.partial.empty()) {
-      for (auto& e : rp.classifier->Feed(rp.partial)) job.events.push_back(std::move(e));
-      rp.partial.clear();
+  // Final report: everything the logs said, through to their last line, and whole trace rings (a
+  // completed mismatch, such as a different reduce op, may lie far back).
+  source->Tick(runtime::TraceNowNs(), job.ranks, fresh);
+  feed_logs(true);
+  for (auto& r : job.ranks)
+    if (auto t = runtime::ReadTrace(log_dir + "/rank-" + std::to_string(r.rank) + ".trace"); t.ok())
+      collectors::ApplyTrace(*t, &r, t->records.size());
+  job.now_ns = runtime::TraceNowNs();
+  job.job_ended = true;
+  // The job's code is the first failure's (torchrun's "first observed failure"). Nodes report
+  // exits on their own ticks, so a rank killed by a signal within 0.5 s of the first exit counts
+  // as first: its peers failed because it vanished. Exits we caused by stopping do not count.
+  {
+    const diagnosis::RankState* first = nullptr;
+    for (const auto& r : job.ranks) {
+      bool failed = r.status == diagnosis::RankStatus::kExited && (r.signal || r.exit_code) && (!stopped_by_us || r.exit_ns < stop_ns);
+      if (failed && (!first || r.exit_ns < first->exit_ns)) first = &r;
     }
-    for (auto& e : rp.classifier->Finish()) job.events.push_back(std::move(e));
-    // The whole ring: a mismatch that completed (a different reduce op) may lie far back.
-    if (auto t = runtime::ReadTrace(rp.trace_path); t.ok()) collectors::ApplyTrace(*t, &rp.state, t->records.size());
+    if (first) {
+      for (const auto& r : job.ranks)
+        if (r.status == diagnosis::RankStatus::kExited && r.signal && !first->signal && r.exit_ns <= first->exit_ns + 500'000'000LL &&
+            (!stopped_by_us || r.exit_ns < stop_ns))
+          first = &r;
+      job_code = first->signal ? 128 + first->signal : first->exit_code;
+    }
   }
-  snapshot();
-  job.now_ns = now;
   if (stopped_by_us && !at_hang.empty()) {
     // We ended the hung ranks: diagnose them as they were, not the exits we caused.
-    for (auto& r : job.ranks) {
-      const auto& before = at_hang[r.rank];
-      if (before.status == diagnosis::RankStatus::kRunning) r = before;
-    }
+    for (auto& r : job.ranks)
+      if (at_hang[r.rank].status == diagnosis::RankStatus::kRunning) r = at_hang[r.rank];
     job.now_ns = hang_ns;
     job.job_ended = false;
   }
   diagnosis::Diagnosis final_d = diagnosis::Diagnose(job);
-  WriteManifest(o.log_dir, job, final_d, o.command);
+  WriteManifest(log_dir, job, final_d, o.command);
+  source.reset();
+  if (launcher) launcher->Stop();
   int rc = EmitReport(job, final_d, o.json_out, o.color);
   if (rc != kExitOk) return rc;
   if (g_stop_signal) return 128 + g_stop_signal;

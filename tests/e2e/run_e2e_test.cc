@@ -260,6 +260,36 @@ TEST(RunE2eTest, BadInputIsAClearUsageError) {
   EXPECT_EQ(a->exit_code, 2) << "no command";
 }
 
+TEST(RunE2eTest, HostfileNodesGetTheirSlotsThroughAgents) {
+  std::string dir = FreshDir("hostfile");
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteFileAtomic(dir + "/hostfile", "# two simulated nodes\nworker-a slots=1\nworker-b slots=3\n").ok());
+  auto r = RunCommand({DSDOCTOR_BIN, "run", "--hostfile", dir + "/hostfile", "--launcher", "local", "--log-dir", dir + "/logs", "--json",
+                       dir + "/report.json", "--quiet", "--", "/bin/sh", "-c", "echo node=$DSDOCTOR_NODE R=$RANK L=$LOCAL_RANK LS=$LOCAL_SIZE"},
+                      {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+  auto log0 = ReadFile(dir + "/logs/rank-0.log");
+  auto log3 = ReadFile(dir + "/logs/rank-3.log");
+  ASSERT_TRUE(log0.ok() && log3.ok());
+  EXPECT_NE(log0->find("node=worker-a R=0 L=0 LS=1"), std::string::npos) << *log0;
+  EXPECT_NE(log3->find("node=worker-b R=3 L=2 LS=3"), std::string::npos) << *log3;
+  // A bad hostfile names its line.
+  ASSERT_TRUE(WriteFileAtomic(dir + "/bad", "worker-a slots=x\n").ok());
+  r = RunCommand({DSDOCTOR_BIN, "run", "--hostfile", dir + "/bad", "--", "/bin/true"}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 2);
+  EXPECT_NE(r->err.find(dir + "/bad:1"), std::string::npos) << r->err;
+}
+
+TEST(RunE2eTest, DirectModeDiagnosesLikeAgents) {
+  auto r = RunJob("direct", {Example("rank0_only_checkpoint")}, {"--direct"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  EXPECT_EQ(r.report["findings"][0]["code"], "COLLECTIVE_MISMATCH");
+  EXPECT_EQ(Ranks(r.report["findings"][0]), std::vector<int>{0});
+}
+
 bool TorchAvailable() {
   auto r = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, {});
   return r.ok() && r->exit_code == 0;

@@ -1,0 +1,124 @@
+// The agent's side of `dsdoctor run`: a "run" request turns its connection into the job's stream
+// (docs/agent-protocol.md). The agent starts the node's ranks, ticks them every sample_ms and
+// sends what changed; the coordinator may send "stop" and "stacks". When the connection drops
+// (the coordinator died) every rank is stopped: SIGTERM, then SIGKILL after 3 s.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "agent/agent.h"
+#include "collectors/rank_monitor.h"
+#include "collectors/stack.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "runtime/trace.h"
+
+namespace dsd::agent {
+
+using nlohmann::json;
+
+void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
+  auto log = log::Get("agent");
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string log_dir, cwd;
+  int sample_ms = 200;
+  std::vector<collectors::RankMonitor> ranks;
+  try {
+    argv = request.at("argv").get<std::vector<std::string>>();
+    env = request.value("env", std::map<std::string, std::string>{});
+    log_dir = request.at("log_dir").get<std::string>();
+    cwd = request.value("cwd", std::string());
+    sample_ms = std::clamp(request.value("sample_ms", 200), 20, 5000);
+    if (argv.empty()) throw std::runtime_error("argv is empty");
+    std::error_code ec;
+    std::filesystem::create_directories(log_dir, ec);
+    if (ec) throw std::runtime_error("cannot create log dir " + log_dir + ": " + ec.message());
+    for (const auto& r : request.at("ranks")) {
+      int rank = r.at("rank").get<int>();
+      std::string base = log_dir + "/rank-" + std::to_string(rank);
+      ranks.emplace_back(rank, r.value("local_rank", 0), options_.name, base + ".log", base + ".trace");
+    }
+  } catch (const std::exception& e) {
+    (void)net::SendFrame(fd, {{"type", "error"}, {"code", "bad_request"}, {"message", std::string("run: ") + e.what()}});
+    return;
+  }
+  json started = json::array();
+  size_t i = 0;
+  for (const auto& r : request["ranks"]) {
+    auto rank_env = env;
+    for (const auto& [k, v] : r.value("env", std::map<std::string, std::string>{})) rank_env[k] = v;
+    Status st = ranks[i].Start(argv, rank_env, cwd);
+    if (!st.ok()) {
+      for (auto& m : ranks) m.Signal(SIGKILL);
+      (void)net::SendFrame(fd, {{"type", "error"}, {"code", "spawn_failed"}, {"message", st.message()}});
+      return;
+    }
+    started.push_back({{"rank", ranks[i].state().rank}, {"pid", ranks[i].state().pid}});
+    ++i;
+  }
+  log->info("run: started {} ranks of {}", ranks.size(), argv[0]);
+  if (!net::SendFrame(fd, {{"type", "started"}, {"node", options_.name}, {"ranks", started}}).ok()) return;
+  int64_t stop_deadline = 0;
+  bool coordinator_gone = false;
+  while (true) {
+    auto msg = net::RecvFrame(fd, decoder, std::chrono::milliseconds(sample_ms));
+    if (!msg.ok() && msg.status().code() != StatusCode::kTimeout && !coordinator_gone) {
+      log->warn("run: coordinator connection lost ({}): stopping {} ranks", msg.status().message(), ranks.size());
+      coordinator_gone = true;
+      for (auto& m : ranks) m.Signal(SIGTERM);
+      stop_deadline = runtime::TraceNowNs() + 3'000'000'000LL;
+    } else if (msg.ok()) {
+      std::string type = msg->value("type", "");
+      if (type == "stop") {
+        int sig = msg->value("signal", SIGTERM);
+        for (auto& m : ranks) m.Signal(sig);
+        if (sig != SIGKILL && !stop_deadline) stop_deadline = runtime::TraceNowNs() + 3'000'000'000LL;
+      } else if (type == "stacks") {
+        json out = json::array();
+        for (int want : msg->value("ranks", std::vector<int>{})) {
+          for (auto& m : ranks) {
+            if (m.state().rank != want || m.state().status != diagnosis::RankStatus::kRunning) continue;
+            bool python = argv[0].find("python") != std::string::npos;
+            auto st = collectors::CaptureStack(m.state().pid, python);
+            if (st.ok()) {
+              (void)WriteFileAtomic(log_dir + "/rank-" + std::to_string(want) + ".stack", "# " + st->tool + "\n" + st->text);
+              out.push_back({{"rank", want}, {"tool", st->tool}, {"signature", st->signature}});
+            } else {
+              out.push_back({{"rank", want}, {"error", st.status().message()}});
+            }
+          }
+        }
+        (void)net::SendFrame(fd, {{"type", "stacks"}, {"stacks", out}});
+      }
+    }
+    int64_t now = runtime::TraceNowNs();
+    if (stop_deadline && now > stop_deadline) {
+      for (auto& m : ranks) m.Signal(SIGKILL);
+      stop_deadline = 0;
+    }
+    json sample = json::array();
+    bool all_exited = true;
+    for (auto& m : ranks) {
+      std::string fresh;
+      m.Tick(now, &fresh);
+      json s = diagnosis::ToJson(m.state());
+      if (!fresh.empty()) s["log"] = collectors::SanitizeForStream(fresh);
+      s["last_output_ns"] = m.state().last_output_ns;
+      sample.push_back(std::move(s));
+      all_exited &= m.state().status == diagnosis::RankStatus::kExited;
+    }
+    if (!coordinator_gone && !net::SendFrame(fd, {{"type", "sample"}, {"now_ns", now}, {"ranks", sample}}).ok()) {
+      coordinator_gone = true;
+      for (auto& m : ranks) m.Signal(SIGTERM);
+      stop_deadline = now + 3'000'000'000LL;
+    }
+    if (all_exited) break;
+  }
+  if (!coordinator_gone) (void)net::SendFrame(fd, {{"type", "done"}});
+  log->info("run: every rank exited");
+}
+
+}  // namespace dsd::agent

@@ -1,0 +1,103 @@
+#include "collectors/rank_monitor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collectors/proc_stat.h"
+#include "collectors/run_dir.h"
+#include "common/file.h"
+#include "runtime/trace.h"
+
+namespace dsd::collectors {
+
+RankMonitor::RankMonitor(int rank, int local_rank, std::string node, std::string log_path, std::string trace_path)
+    : log_path_(std::move(log_path)), trace_path_(std::move(trace_path)) {
+  state_.rank = rank;
+  state_.local_rank = local_rank;
+  state_.node = std::move(node);
+}
+
+Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::string& cwd) {
+  ::unlink(log_path_.c_str());
+  ::unlink(trace_path_.c_str());
+  std::string exit_path = log_path_.substr(0, log_path_.size() - 4) + ".exit";
+  ::unlink(exit_path.c_str());
+  SubprocessOptions so;
+  so.env = env;
+  so.env["DSDOCTOR_TRACE_FILE"] = trace_path_;
+  so.log_path = log_path_;
+  so.cwd = cwd;
+  so.parent_death_signal = SIGKILL;  // a dead watcher leaves no orphans
+  DSD_ASSIGN_OR_RETURN(auto p, Subprocess::Start(argv, so));
+  state_.pid = p.pid();
+  state_.status = diagnosis::RankStatus::kRunning;
+  proc_ = std::move(p);
+  return Status::Ok();
+}
+
+bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
+  bool exited_now = false;
+  if (state_.status == diagnosis::RankStatus::kRunning && proc_) {
+    if (auto e = proc_->Poll()) {
+      state_.status = diagnosis::RankStatus::kExited;
+      state_.exit_code = e->signaled ? 0 : e->exit_code;
+      state_.signal = e->signaled ? e->term_signal : 0;
+      state_.exit_ns = now_ns;
+      state_.proc.valid = false;
+      int shell_code = e->signaled ? 128 + e->term_signal : e->exit_code;
+      (void)WriteFileAtomic(log_path_.substr(0, log_path_.size() - 4) + ".exit", std::to_string(shell_code) + "\n");
+      exited_now = true;
+    }
+  }
+  // New log bytes: read from where we stopped (the file only grows).
+  int fd = ::open(log_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(log_offset_))) > 0) {
+      new_log->append(buf, static_cast<size_t>(n));
+      log_offset_ += static_cast<size_t>(n);
+      if (new_log->size() > (4u << 20)) break;  // the rest next tick
+    }
+    ::close(fd);
+    if (!new_log->empty()) state_.last_output_ns = now_ns;
+  }
+  if (auto t = runtime::ReadTrace(trace_path_); t.ok()) ApplyTrace(*t, &state_, recent);
+  if (state_.status != diagnosis::RankStatus::kRunning) return exited_now;
+  auto ps = ReadProcStat(state_.pid);
+  if (!ps.ok()) return exited_now;
+  double dt = last_sample_ns_ ? (now_ns - last_sample_ns_) / 1e9 : 0;
+  uint64_t ticks = ps->cpu_ticks();
+  double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  auto& p = state_.proc;
+  p.valid = true;
+  p.state = ps->state;
+  p.wchan = ps->wchan;
+  // CPU time comes in 10 ms ticks: smooth it, and call the process flat while it used under 5 %
+  // of a core since the reference point (a blocked program's helper threads tick now and then).
+  if (dt > 0) p.cpu_fraction = 0.7 * p.cpu_fraction + 0.3 * ((ticks - last_cpu_ticks_) / hz / dt);
+  if (!ref_ns_) ref_ns_ = now_ns, ref_ticks_ = ticks;
+  double since = (now_ns - ref_ns_) / 1e9;
+  if ((ticks - ref_ticks_) / hz > 0.05 * since + 0.03) ref_ns_ = now_ns, ref_ticks_ = ticks;
+  p.flat_for_s = (now_ns - ref_ns_) / 1e9;
+  last_cpu_ticks_ = ticks;
+  last_sample_ns_ = now_ns;
+  return exited_now;
+}
+
+void RankMonitor::Signal(int sig) {
+  if (proc_ && state_.status == diagnosis::RankStatus::kRunning) proc_->Signal(sig);
+}
+
+std::string SanitizeForStream(std::string_view bytes) {
+  std::string out(bytes);
+  for (char& c : out) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (!(u == '\n' || u == '\t' || (u >= 0x20 && u < 0x7f))) c = '?';
+  }
+  return out;
+}
+
+}  // namespace dsd::collectors

@@ -1,0 +1,47 @@
+// One rank of a job as its node sees it: the child process (started with the rank environment,
+// stdout+stderr appended by the kernel to its log file, so the log is complete whatever happens
+// to the watcher), and each Tick its exit, its trace ring, its /proc state and the new bytes of
+// its log. Used by the agent (`dsdoctor run` over agents) and by the coordinator's direct mode.
+// Owned and ticked by one thread.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/subprocess.h"
+#include "diagnosis/state.h"
+
+namespace dsd::collectors {
+
+class RankMonitor {
+ public:
+  RankMonitor(int rank, int local_rank, std::string node, std::string log_path, std::string trace_path);
+
+  // Truncates the rank's old files and starts it; its death signal is SIGKILL when we die.
+  Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::string& cwd);
+  // Polls the exit, reads the trace and /proc, appends the log's new bytes to *new_log. Returns
+  // true when the rank's exit was seen in this tick (its `.exit` file is then written).
+  bool Tick(int64_t now_ns, std::string* new_log, size_t recent = 64);
+  void Signal(int sig);
+
+  const diagnosis::RankState& state() const { return state_; }
+  diagnosis::RankState& state() { return state_; }
+  const std::string& log_path() const { return log_path_; }
+  const std::string& trace_path() const { return trace_path_; }
+
+ private:
+  diagnosis::RankState state_;
+  std::string log_path_, trace_path_;
+  std::optional<Subprocess> proc_;
+  size_t log_offset_ = 0;
+  uint64_t last_cpu_ticks_ = 0, ref_ticks_ = 0;
+  int64_t last_sample_ns_ = 0, ref_ns_ = 0;
+};
+
+// Rank output made safe for JSON strings: bytes outside printable ASCII (and \n, \t) become '?'.
+// Only the streamed copy is changed; the log file keeps the bytes.
+std::string SanitizeForStream(std::string_view bytes);
+
+}  // namespace dsd::collectors
