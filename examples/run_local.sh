@@ -2,7 +2,8 @@
 # Starts N ranks of a program on this machine the way torchrun does (env://: RANK, WORLD_SIZE,
 # LOCAL_RANK, LOCAL_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT), each rank's output in
 # ${LOG_DIR:-./logs}/rank-<r>.log and its trace in the same folder; waits for all and exits with
-# the first non-zero exit code. Ctrl-C ends every rank it started.
+# the first non-zero exit code, each rank's status in rank-<r>.exit (for `dsdoctor analyze`).
+# Ctrl-C ends every rank it started.
 #   examples/run_local.sh 4 build/bin/train_healthy --steps 50
 set -uo pipefail
 n=${1:?usage: run_local.sh N PROGRAM [ARGS...]}
@@ -21,6 +22,7 @@ rc=0
 for ((r = 0; r < n; r++)); do
   wait "${pids[$r]}"
   code=$?
+  echo "$code" >"$log_dir/rank-$r.exit"  # for `dsdoctor analyze`
   echo "rank $r: exit $code (log $log_dir/rank-$r.log)"
   [[ $rc -eq 0 && $code -ne 0 ]] && rc=$code
 done

@@ -290,6 +290,28 @@ TEST(RunE2eTest, DirectModeDiagnosesLikeAgents) {
   EXPECT_EQ(Ranks(r.report["findings"][0]), std::vector<int>{0});
 }
 
+TEST(RunE2eTest, AnalyzeReadsARunLocalShFolder) {
+  std::string dir = FreshDir("runlocal");
+  CommandOptions opts;
+  opts.env = {{"LOG_DIR", dir}};
+  opts.timeout = std::chrono::seconds(60);
+  auto r = RunCommand({"bash", RUN_LOCAL_SH, "3", Example("crash_rank"), "--how", "abort", "--rank", "1"}, opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->exit_code, 0);
+  auto exit1 = ReadFile(dir + "/rank-1.exit");
+  ASSERT_TRUE(exit1.ok());
+  EXPECT_EQ(*exit1, "134\n");
+  auto a = RunCommand({DSDOCTOR_BIN, "analyze", dir, "--json"}, {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->exit_code, 1);
+  auto j = nlohmann::json::parse(a->out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << a->out << a->err;
+  ASSERT_FALSE(j["findings"].empty());
+  EXPECT_EQ(j["findings"][0]["code"], "RANK_EXITED") << j.dump(2);
+  EXPECT_EQ(Ranks(j["findings"][0]), std::vector<int>{1});
+  EXPECT_NE(j["findings"][0]["summary"].get<std::string>().find("SIGABRT"), std::string::npos);
+}
+
 bool TorchAvailable() {
   auto r = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, {});
   return r.ok() && r->exit_code == 0;
