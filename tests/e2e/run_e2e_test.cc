@@ -93,6 +93,14 @@ TEST(RunE2eTest, RankZeroOnlySaveCheckpointNamesRankZeroAndSaysEveryRankMustCall
   EXPECT_EQ(FindingOf(r.report, "RANK_EXITED"), nullptr) << r.report.dump(2);
   ExpectLogsOnDisk(r.dir, 4);
   EXPECT_TRUE(fs::exists(r.dir + "/run.json"));
+  // A stack per class of hung ranks: rank 0 waits in Gloo's barrier, the others in an all-reduce.
+  auto stack0 = ReadFile(r.dir + "/rank-0.stack");
+  ASSERT_TRUE(stack0.ok()) << "no stack captured";
+  EXPECT_NE(stack0->find("gloo::barrier"), std::string::npos) << *stack0;
+  bool class_with_stack = false;
+  for (const auto& c : r.report["classes"])
+    class_with_stack |= c["description"].get<std::string>().find("stack: ") != std::string::npos;
+  EXPECT_TRUE(class_with_stack) << r.report["classes"].dump(2);
   // Post-mortem over the same folder: the same culprit.
   auto a = RunCommand({DSDOCTOR_BIN, "analyze", r.dir, "--json"}, {});
   ASSERT_TRUE(a.ok());
@@ -242,6 +250,34 @@ TEST(RunE2eTest, DeadCoordinatorLeavesNoOrphans) {
   auto log = ReadFile(dir + "/rank-0.log");
   ASSERT_TRUE(log.ok());
   EXPECT_NE(log->find("engine ready"), std::string::npos);
+}
+
+TEST(RunE2eTest, InterruptStopsEveryRankAndReports) {
+  std::string dir = FreshDir("sigint");
+  SubprocessOptions so;
+  so.log_path = dir + ".out";
+  fs::remove(so.log_path);
+  auto run = Subprocess::Start({DSDOCTOR_BIN, "run", "--local", "2", "--slots", "1", "--log-dir", dir, "--quiet", "--",
+                                Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
+                               so);
+  ASSERT_TRUE(run.ok());
+  std::vector<int> pids;
+  for (int i = 0; i < 200 && pids.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pids.clear();
+    for (int r = 0; r < 2; ++r)
+      if (auto t = runtime::ReadTrace(dir + "/rank-" + std::to_string(r) + ".trace"); t.ok() && t->step >= 1) pids.push_back(t->pid);
+  }
+  ASSERT_EQ(pids.size(), 2u);
+  ::kill(run->pid(), SIGINT);  // Ctrl-C reaches the coordinator
+  auto exit = run->Wait(std::chrono::seconds(30));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 128 + SIGINT);
+  for (int pid : pids) EXPECT_NE(::kill(pid, 0), 0) << "rank pid " << pid << " still runs";
+  auto out = ReadFile(so.log_path);
+  ASSERT_TRUE(out.ok());
+  EXPECT_NE(out->find("stopping every rank"), std::string::npos) << *out;
+  EXPECT_TRUE(fs::exists(dir + "/run.json"));
 }
 
 TEST(RunE2eTest, BadInputIsAClearUsageError) {

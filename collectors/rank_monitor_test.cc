@@ -1,0 +1,84 @@
+#include "collectors/rank_monitor.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "common/file.h"
+#include "runtime/trace.h"
+
+namespace dsd::collectors {
+namespace {
+
+std::string Dir(const std::string& name) {
+  std::string d = std::filesystem::temp_directory_path() / ("dsd-monitor-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// Ticks for `seconds` at 100 ms, returning everything the rank printed.
+std::string TickFor(RankMonitor& m, double seconds) {
+  std::string out;
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    m.Tick(runtime::TraceNowNs(), &out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return out;
+}
+
+TEST(RankMonitorTest, TellsSpinningFromBlocked) {
+  std::string d = Dir("cpu");
+  RankMonitor spin(0, 0, "n", d + "/rank-0.log", d + "/rank-0.trace");
+  RankMonitor block(1, 1, "n", d + "/rank-1.log", d + "/rank-1.trace");
+  ASSERT_TRUE(spin.Start({"/bin/sh", "-c", "while :; do :; done"}, {}, "").ok());
+  ASSERT_TRUE(block.Start({"/bin/sh", "-c", "echo waiting; exec sleep 30"}, {}, "").ok());
+  std::string out_spin, out_block;
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1600);
+  while (std::chrono::steady_clock::now() < end) {
+    spin.Tick(runtime::TraceNowNs(), &out_spin);
+    block.Tick(runtime::TraceNowNs(), &out_block);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(spin.state().proc.valid);
+  EXPECT_GT(spin.state().proc.cpu_fraction, 0.5);
+  EXPECT_LT(spin.state().proc.flat_for_s, 0.5);
+  EXPECT_EQ(block.state().proc.state, 'S');
+  EXPECT_LT(block.state().proc.cpu_fraction, 0.05);
+  EXPECT_GT(block.state().proc.flat_for_s, 1.0);
+  EXPECT_EQ(out_block, "waiting\n");
+  EXPECT_FALSE(block.state().has_trace) << "no trace file: not the bundled runtime";
+  spin.Signal(SIGKILL);
+  block.Signal(SIGTERM);
+  TickFor(spin, 0.3);
+  TickFor(block, 0.3);
+  EXPECT_EQ(spin.state().status, diagnosis::RankStatus::kExited);
+  EXPECT_EQ(spin.state().signal, SIGKILL);
+  EXPECT_EQ(block.state().signal, SIGTERM);
+  auto exit_file = ReadFile(d + "/rank-0.exit");
+  ASSERT_TRUE(exit_file.ok());
+  EXPECT_EQ(*exit_file, "137\n");
+  std::filesystem::remove_all(d);
+}
+
+TEST(RankMonitorTest, LogIsCompleteOnDiskAndStreamedOnce) {
+  std::string d = Dir("log");
+  RankMonitor m(3, 0, "n", d + "/rank-3.log", d + "/rank-3.trace");
+  ASSERT_TRUE(m.Start({"/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.1; done; printf '\\377 bad byte'; exit 4"}, {{"FOO", "bar"}}, "").ok());
+  std::string streamed = TickFor(m, 1.0);
+  EXPECT_EQ(m.state().status, diagnosis::RankStatus::kExited);
+  EXPECT_EQ(m.state().exit_code, 4);
+  auto on_disk = ReadFile(d + "/rank-3.log");
+  ASSERT_TRUE(on_disk.ok());
+  EXPECT_EQ(*on_disk, "line 1\nline 2\nline 3\n\377 bad byte");
+  EXPECT_EQ(streamed, *on_disk) << "each byte streamed exactly once";
+  EXPECT_EQ(SanitizeForStream(streamed), "line 1\nline 2\nline 3\n? bad byte");
+  std::filesystem::remove_all(d);
+}
+
+}  // namespace
+}  // namespace dsd::collectors
