@@ -507,16 +507,31 @@ int RunJob(const RunOptions& o) {
       if (d.hang && !hang_reported) {
         hang_reported = true;
         // One stack per class of hung ranks (a few attaches, not one per rank).
+        // Untraced ranks look alike from outside, so each gets its own stack (up to 64); traced
+        // ranks are told apart by their calls, so one stack per class (up to 8) is enough.
         std::vector<int> reps;
-        for (const auto& cl : d.classes)
-          if (reps.size() < 8 && job.ranks[cl.ranks.front()].status == diagnosis::RankStatus::kRunning) reps.push_back(cl.ranks.front());
+        std::map<int, std::vector<int>> class_of;  // representative → its class
+        for (const auto& cl : d.classes) {
+          for (int r : cl.ranks) {
+            if (job.ranks[r].status != diagnosis::RankStatus::kRunning) continue;
+            bool own = !job.ranks[r].has_trace;
+            if (own ? reps.size() >= 64 : (class_of.size() >= 8 || r != cl.ranks.front())) continue;
+            reps.push_back(r);
+            class_of[r] = own ? std::vector<int>{r} : cl.ranks;
+          }
+        }
         auto stacks = source->Stacks(reps);
-        for (const auto& cl : d.classes)
-          if (auto it = stacks.find(cl.ranks.front()); it != stacks.end())
-            for (int r : cl.ranks) job.ranks[r].stack = it->second;
+        for (const auto& [rep, members] : class_of)
+          if (auto it = stacks.find(rep); it != stacks.end())
+            for (int r : members) job.ranks[r].stack = it->second;
         hang_ns = now;
         at_hang = job.ranks;
-        WriteManifest(log_dir, job, diagnosis::Diagnose(job), o.command);
+        // The stacks may say more (Python ranks inside different collectives).
+        diagnosis::Diagnosis with_stacks = diagnosis::Diagnose(job);
+        for (const auto& f : with_stacks.findings)
+          if (announced.insert(FindingKey(f)).second)
+            std::printf("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
+        WriteManifest(log_dir, job, with_stacks, o.command);
         std::printf("dsdoctor: the job is hung%s\n", o.on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
         if (o.on_hang == "stop") {
           stop_all(SIGTERM);

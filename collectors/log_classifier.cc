@@ -14,15 +14,7 @@ namespace codes = diagnosis::codes;
 
 bool Has(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
-// The torch.distributed functions whose presence in a traceback says which collective a rank was in.
-bool IsCollectiveFunction(const std::string& f) {
-  static const char* kNames[] = {"barrier", "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce",
-                                 "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
-                                 "scatter", "send", "recv", "monitored_barrier", "all_gather_object", "broadcast_object_list"};
-  for (const char* n : kNames)
-    if (f == n) return true;
-  return false;
-}
+bool IsCollectiveFunction(const std::string& f) { return diagnosis::IsTorchCollective(f); }
 
 bool IsLibraryFile(const std::string& file) {
   return Has(file, "/site-packages/") || Has(file, "/dist-packages/") || Has(file, "/lib/python3") || StartsWith(file, "<");

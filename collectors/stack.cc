@@ -71,7 +71,9 @@ std::string ReduceStack(const std::string& text, size_t frames) {
 
 Result<StackCapture> CaptureStack(pid_t pid, bool python, Duration timeout) {
   std::vector<std::pair<std::string, std::vector<std::string>>> tools;
-  if (python && OnPath("py-spy")) tools.push_back({"py-spy", {"py-spy", "dump", "--pid", std::to_string(pid)}});
+  const char* py_spy = std::getenv("DSDOCTOR_PY_SPY");  // an exact path (scripts/setup.sh fetches one into .deps)
+  if (python && py_spy && *py_spy && ::access(py_spy, X_OK) == 0) tools.push_back({"py-spy", {py_spy, "dump", "--pid", std::to_string(pid)}});
+  else if (python && OnPath("py-spy")) tools.push_back({"py-spy", {"py-spy", "dump", "--pid", std::to_string(pid)}});
   if (OnPath("eu-stack")) tools.push_back({"eu-stack", {"eu-stack", "-p", std::to_string(pid)}});
   if (OnPath("gdb")) tools.push_back({"gdb", {"gdb", "-p", std::to_string(pid), "-batch", "-nx", "-q", "-ex", "thread apply all bt 30"}});
   if (tools.empty()) return NotFound("stack capture: none of py-spy, eu-stack, gdb is installed");

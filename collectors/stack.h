@@ -1,4 +1,5 @@
-// Stack capture of a hung rank: `py-spy dump` for Python processes when py-spy is installed,
+// Stack capture of a hung rank: `py-spy dump` for Python processes when py-spy is installed
+// (DSDOCTOR_PY_SPY names its path, else PATH),
 // else `eu-stack` (elfutils), else `gdb -batch`. Each tool attaches with ptrace for a moment and
 // detaches; the rank keeps running. ReduceStack (pure) turns a tool's output into a short
 // signature of the main thread's innermost frames, so ranks waiting in the same place group into

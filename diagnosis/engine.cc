@@ -253,13 +253,35 @@ void TraceMismatch(Ctx& c) {
 // ---- COLLECTIVE_MISMATCH from Python tracebacks (programs without a trace) -----------------------
 
 void TracebackMismatch(Ctx& c) {
-  std::map<std::string, std::vector<const LogEvent*>> by_call;  // collective → first event per rank
+  // Where each rank is inside torch.distributed: a live Python stack (py-spy) first, else the
+  // traceback it died with.
+  struct Where {
+    int rank;
+    std::string collective, location, summary;
+  };
+  std::vector<Where> wheres;
   std::set<int> seen;
+  bool live = false;
+  for (const RankState& r : c.job.ranks) {
+    Where w{r.rank, "", "", ""};
+    if (Running(r) && !r.stack.empty() && StackCollective(r.stack, &w.collective, &w.location)) {
+      w.summary = "waiting there now (stack: " + r.stack + ")";
+      wheres.push_back(w);
+      seen.insert(r.rank);
+      live = true;
+    }
+  }
   for (const LogEvent& e : c.job.events) {
     if (e.collective.empty() || seen.count(e.rank)) continue;
     seen.insert(e.rank);
-    by_call[e.collective].push_back(&e);
+    wheres.push_back({e.rank, e.collective, e.location, e.summary});
   }
+  struct Ev {
+    int rank;
+    std::string location, summary;
+  };
+  std::map<std::string, std::vector<Ev>> by_call;  // collective → ranks in it
+  for (const Where& w : wheres) by_call[w.collective].push_back({w.rank, w.location, w.summary});
   if (by_call.size() < 2) return;
   size_t largest = 0;
   std::string largest_name;
@@ -272,23 +294,23 @@ void TracebackMismatch(Ctx& c) {
   for (auto& [name, evs] : by_call) {
     std::vector<int> ranks;
     std::set<std::string> where;
-    for (const LogEvent* e : evs) {
-      ranks.push_back(e->rank);
-      if (!e->location.empty()) where.insert(e->location);
-      if (tie || name != largest_name) f.ranks.push_back(e->rank);
+    for (const Ev& e : evs) {
+      ranks.push_back(e.rank);
+      if (!e.location.empty()) where.insert(e.location);
+      if (tie || name != largest_name) f.ranks.push_back(e.rank);
     }
     std::string at = where.empty() ? "" : " at " + Join({where.begin(), where.end()}, ", ");
     parts.push_back(RankWord(ranks) + " in " + name + "()" + at);
-    f.evidence.push_back(RankWord(ranks) + ": " + name + "()" + at + ": " + evs[0]->summary);
+    f.evidence.push_back(RankWord(ranks) + ": " + name + "()" + at + ": " + evs[0].summary);
   }
   std::sort(f.ranks.begin(), f.ranks.end());
-  f.summary = "ranks failed inside different collectives: " + Join(parts, "; ");
+  f.summary = std::string(live ? "ranks wait inside different collectives: " : "ranks failed inside different collectives: ") + Join(parts, "; ");
   f.remedy = "Every rank must call the same collectives in the same order: the call sites above are reached by some "
              "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
   for (int r : f.ranks) c.explained.insert(r);
   for (auto& [name, evs] : by_call)
-    for (const LogEvent* e : evs) c.traceback_mismatch.insert(e->rank);
-  c.Add(std::move(f), false);
+    for (const Ev& e : evs) c.traceback_mismatch.insert(e.rank);
+  c.Add(std::move(f), live);
 }
 
 // ---- RANK_EXITED ---------------------------------------------------------------------------------

@@ -272,6 +272,28 @@ TEST(EngineTracebackTest, DifferentCollectivesInTracebacksAreAMismatch) {
   EXPECT_NE(d.findings[0].summary.find("train.py:14"), std::string::npos);
 }
 
+TEST(EngineTracebackTest, LivePythonStacksInDifferentCollectivesAreAMismatchAndAHang) {
+  JobState job;
+  job.world_size = 3;
+  job.now_ns = kNow;
+  for (int r = 0; r < 3; ++r) {
+    RankState s;
+    s.rank = r;
+    s.status = RankStatus::kRunning;
+    s.stack = r == 1 ? "all_reduce (distributed_c10d.py:1541) < main (train.py:13) < <module> (train.py:19)"
+                     : "barrier (distributed_c10d.py:3152) < main (train.py:16) < <module> (train.py:19)";
+    job.ranks.push_back(s);
+  }
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "COLLECTIVE_MISMATCH") << RenderRunText(job, d);
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
+  EXPECT_NE(d.findings[0].summary.find("ranks 0,2 in barrier() at train.py:16"), std::string::npos) << d.findings[0].summary;
+  EXPECT_TRUE(d.hang);
+  std::string coll, loc;
+  EXPECT_FALSE(StackCollective("gloo::barrier < main", &coll, &loc));
+}
+
 TEST(EngineClassesTest, ThousandRanksReadAsAFewClasses) {
   JobState job = Job(1000);
   for (int r = 0; r < 1000; ++r) Block(job.ranks[r], Call(r == 7 ? "barrier" : "all_reduce", 5, r == 7 ? "save_checkpoint" : "engine.step", 1, true));

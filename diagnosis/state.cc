@@ -25,6 +25,41 @@ const char* RankStatusName(RankStatus s) {
   return "?";
 }
 
+bool IsTorchCollective(std::string_view f) {
+  static const char* kNames[] = {"barrier", "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce",
+                                 "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
+                                 "scatter", "send", "recv", "monitored_barrier", "all_gather_object", "broadcast_object_list"};
+  for (const char* n : kNames)
+    if (f == n) return true;
+  return false;
+}
+
+bool StackCollective(const std::string& stack, std::string* collective, std::string* location) {
+  std::vector<std::string> frames;
+  for (size_t pos = 0; pos <= stack.size();) {
+    size_t next = stack.find(" < ", pos);
+    frames.push_back(stack.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    if (next == std::string::npos) break;
+    pos = next + 3;
+  }
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const std::string& f = frames[i];
+    size_t paren = f.find(" (");
+    if (paren == std::string::npos || f.find("distributed_c10d.py", paren) == std::string::npos) continue;
+    std::string func = f.substr(0, paren);
+    if (!IsTorchCollective(func)) continue;
+    *collective = func;
+    location->clear();
+    if (i + 1 < frames.size()) {
+      const std::string& caller = frames[i + 1];
+      size_t open = caller.find(" (");
+      if (open != std::string::npos && caller.back() == ')') *location = caller.substr(open + 2, caller.size() - open - 3);
+    }
+    return true;
+  }
+  return false;
+}
+
 std::string FormatRanks(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());

@@ -121,6 +121,14 @@ struct Diagnosis {
   bool hang = false;              // a finding says the job cannot make progress
 };
 
+// torch.distributed functions that are collectives (barrier, all_reduce, …): in a traceback or a
+// Python stack they say which collective a rank is inside.
+bool IsTorchCollective(std::string_view function);
+
+// From a reduced Python stack ("barrier (distributed_c10d.py:3152) < main (train.py:16) < …"):
+// the torch.distributed collective it is inside and its caller's file:line; false when none.
+bool StackCollective(const std::string& stack, std::string* collective, std::string* location);
+
 // "0-3,5,7-8"
 std::string FormatRanks(std::vector<int> ranks);
 

@@ -60,3 +60,27 @@ PY
   fi
   rm -rf "$tmp"
 fi
+
+# py-spy (PyPI wheel) for Python stacks of hung ranks: `dsdoctor run` uses DSDOCTOR_PY_SPY or py-spy on PATH.
+PY_SPY_VERSION=0.4.3
+py_spy="$deps/py-spy-$PY_SPY_VERSION/py-spy"
+if [[ ! -x "$py_spy" ]]; then
+  echo "setup: fetching py-spy $PY_SPY_VERSION into $deps"
+  tmp=$(mktemp -d)
+  if python3 -m pip download -q --no-deps --only-binary=:all: "py-spy==$PY_SPY_VERSION" -d "$tmp"; then
+    mkdir -p "$(dirname "$py_spy")"
+    python3 - "$tmp"/py_spy-*.whl "$py_spy" <<'PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    name = next(n for n in z.namelist() if n.endswith("/scripts/py-spy"))
+    data = z.read(name)
+with open(sys.argv[2] + ".tmp", "wb") as f:
+    f.write(data)
+os.chmod(sys.argv[2] + ".tmp", 0o755)
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+PY
+  else
+    echo "setup: could not fetch py-spy (no PyPI?); Python stacks fall back to native ones" >&2
+  fi
+  rm -rf "$tmp"
+fi

@@ -372,5 +372,30 @@ TEST(RunE2eTest, PytorchRankSkippingABarrierIsDiagnosedFromLogsAndProcessState) 
   EXPECT_NE(summary.find("rank 1 in all_reduce() at torch_skip_barrier.py:13"), std::string::npos) << summary;
 }
 
+TEST(RunE2eTest, PytorchHangIsPinpointedLiveFromPythonStacks) {
+  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed";
+  if (::access(PY_SPY, X_OK) != 0) {
+    if (std::getenv("DSDOCTOR_REQUIRE_TORCH")) FAIL() << "py-spy missing at " << PY_SPY << " (scripts/setup.sh fetches it)";
+    GTEST_SKIP() << "py-spy not fetched";
+  }
+  // Torch's own timeout is far away (60 s): the finding must come from the live stacks.
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = RunJob("torchlive", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2"}, {{"STEP_TIMEOUT", "60"}, {"DSDOCTOR_PY_SPY", PY_SPY}});
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_LT(took, 50) << "stopped on the hang, long before torch's timeout";
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{1});
+  std::string summary = f["summary"];
+  EXPECT_NE(summary.find("ranks wait inside different collectives"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("barrier() at torch_skip_barrier.py:16"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 1 in all_reduce() at torch_skip_barrier.py:13"), std::string::npos) << summary;
+  auto stack = ReadFile(r.dir + "/rank-1.stack");
+  ASSERT_TRUE(stack.ok());
+  EXPECT_EQ(stack->rfind("# py-spy", 0), 0u) << *stack;
+}
+
 }  // namespace
 }  // namespace dsd
