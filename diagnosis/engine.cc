@@ -706,6 +706,11 @@ void Events(Ctx& c) {
     std::sort(b.ranks.begin(), b.ranks.end());
     f.ranks = b.ranks;
     f.summary = RankWord(b.ranks) + ": " + b.first->summary;
+    // Connection errors after a rank died or the ranks diverged are the echo, not the cause.
+    if (f.code == codes::kCommError && (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch))) {
+      f.severity = Severity::kWarning;
+      f.summary += " (a consequence of the error above)";
+    }
     f.evidence = std::move(b.evidence);
     f.remedy = b.first->remedy;
     c.Add(std::move(f), false);

@@ -135,6 +135,10 @@ TEST_P(EngineTest, KilledRankIsTheCulpritAndPeersAreConsequences) {
   int exited_findings = 0;
   for (auto& f : d.findings) exited_findings += f.code == "RANK_EXITED";
   EXPECT_EQ(exited_findings, 1);
+  for (auto& f : d.findings)
+    if (f.code == "COMM_ERROR") {
+      EXPECT_EQ(f.severity, Severity::kWarning) << "peers' connection errors are consequences";
+    }
 }
 
 TEST_P(EngineTest, SkippedBarrierIsRankMissingAtOnce) {
