@@ -202,7 +202,7 @@ class AgentSource final : public RankSource {
       (void)net::SendFrame(a->client.fd(), {{"type", "stacks"}, {"ranks", mine}});
     }
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(30), [&] { return stack_replies_ >= agents_.size(); });
+    cv_.wait_for(lock, std::chrono::seconds(30), [&] { return stack_replies_ + dead_ >= agents_.size(); });
     return stacks_;
   }
 
@@ -229,7 +229,7 @@ class AgentSource final : public RankSource {
             log::Get("run")->warn("agent {}: connection lost ({}); rank {} is lost with it", a.client.agent_name(), msg.status().message(), r);
           }
         }
-        ++stack_replies_;
+        ++dead_;
         cv_.notify_all();
         return;
       }
@@ -261,6 +261,7 @@ class AgentSource final : public RankSource {
   std::map<int, std::string> pending_log_;
   std::map<int, std::string> stacks_;
   size_t stack_replies_ = 0;
+  size_t dead_ = 0;  // agents whose connection ended (they answer no more requests)
 };
 
 std::string SelfPath() {
