@@ -3,6 +3,7 @@
 // nothing touches the host's network. The namespace disappears with the script; agents started
 // by a script are ended by pid.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -261,6 +262,35 @@ TEST_F(CheckE2eTest, SshLauncherStartsAgentsAndNamesTheNodeSshCannotReach) {
   EXPECT_EQ(doc["matrix"]["agent"][1][0].get<std::string>().rfind("ok", 0), 0u);
   // Over ssh both "nodes" are this machine: the check rightly sees one hostname twice.
   EXPECT_EQ(FindingsWithCode(doc, "DUPLICATE_HOSTNAME").size(), 1u);
+}
+
+// `dsdoctor run` over ssh-started agents: two "nodes" (127.0.0.2, 127.0.0.3) with 2 slots each.
+TEST_F(CheckE2eTest, RunOverSshAgentsPinpointsRankZeroOnlyCheckpoint) {
+  if (::access("/usr/sbin/sshd", X_OK) != 0) {
+    if (std::getenv("DSDOCTOR_REQUIRE_NETNS")) FAIL() << "sshd missing: run scripts/setup.sh";
+    GTEST_SKIP() << "no sshd";
+  }
+  auto r = InNamespace(std::string(kSshd) +
+                       "printf '127.0.0.2 slots=2\\n127.0.0.3 slots=2\\n' > $DIR/hostfile; "
+                       "$DSD run --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --master_port 29533 --quiet "
+                       "--log-dir $DIR/logs --json $DIR/run.json -- " EXAMPLES_DIR "/rank0_only_checkpoint; rc=$?; "
+                       "kill $S; wait $S; exit $rc");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json doc = ReadJson("run.json");
+  // Every rank, started by an agent over ssh, was stopped after the report.
+  for (const auto& rank : doc["ranks"]) {
+    int pid = rank["pid"].get<int>();
+    ASSERT_GT(pid, 0);
+    EXPECT_NE(::kill(pid, 0), 0) << "rank " << rank["rank"] << " (pid " << pid << ") still runs";
+  }
+  ASSERT_FALSE(doc["findings"].empty()) << r.out << r.err;
+  EXPECT_EQ(doc["findings"][0]["code"], "COLLECTIVE_MISMATCH") << doc["findings"].dump(2);
+  EXPECT_EQ(doc["findings"][0]["ranks"], json({0}));
+  EXPECT_EQ(doc["findings"][0]["nodes"], json({"127.0.0.2"}));
+  EXPECT_EQ(doc["ranks"][3]["node"], "127.0.0.3");
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "logs" / "rank-3.log"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "logs" / "rank-3.trace"));
+  EXPECT_EQ(doc["ranks"][3]["in_flight"]["callsite"], "engine.step");
 }
 
 TEST_F(CheckE2eTest, SshAgentsExitWhenTheCoordinatorIsKilled) {
