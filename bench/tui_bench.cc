@@ -1,0 +1,54 @@
+// TUI frame build (snapshot + frame, no terminal) for the rank-0-only save_checkpoint hang
+// (goal: 4,096 ranks in <= 10 ms per frame). The diagnosis itself is in diagnosis_bench.
+#include <benchmark/benchmark.h>
+
+#include "diagnosis/engine.h"
+#include "tui/model.h"
+
+namespace dsd::tui {
+namespace {
+
+constexpr int64_t kNow = 1'000'000'000'000;
+
+diagnosis::JobState Hang(int n) {
+  diagnosis::JobState job;
+  job.world_size = n;
+  job.now_ns = kNow;
+  for (int r = 0; r < n; ++r) {
+    diagnosis::RankState s;
+    s.rank = r;
+    s.node = "node-" + std::to_string(r / 8);
+    s.status = diagnosis::RankStatus::kRunning;
+    s.has_trace = true;
+    diagnosis::OpRecord o;
+    o.op = r == 0 ? "barrier" : "all_reduce";
+    o.seq = 5;
+    o.callsite = r == 0 ? "save_checkpoint" : "engine.step";
+    o.state = "started";
+    o.started_ns = kNow - 2'000'000'000;
+    s.in_flight = o;
+    s.recent = {o};
+    job.ranks.push_back(s);
+  }
+  return job;
+}
+
+void BM_BuildFrame(benchmark::State& state) {
+  int n = static_cast<int>(state.range(0));
+  auto job = Hang(n);
+  auto d = diagnosis::Diagnose(job);
+  std::map<int, std::deque<std::string>> tails;
+  for (int r = 0; r < n; ++r) tails[r] = {"step 4 loss 0.25", "step 5 loss 0.24"};
+  Layout layout = ComputeLayout(static_cast<int>(state.range(1)), static_cast<int>(state.range(2)));
+  for (auto _ : state) {
+    Snapshot s = BuildSnapshot(job, d, {"train", kNow - 10'000'000'000, 1.0, &tails});
+    benchmark::DoNotOptimize(BuildFrame(s, layout, {}));
+  }
+  state.counters["ranks"] = n;
+}
+BENCHMARK(BM_BuildFrame)->Args({4, 80, 24})->Args({4096, 80, 24})->Args({4096, 250, 70})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace dsd::tui
+
+BENCHMARK_MAIN();

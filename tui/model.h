@@ -1,0 +1,88 @@
+// The TUI's snapshot model and its pure frame builder (collect → snapshot → layout → frame → draw).
+// BuildSnapshot turns what the run coordinator knows (rank states, the diagnosis, each rank's log
+// tail) into display rows; BuildFrame places a snapshot into a Layout as text runs, each clipped
+// to its pane, so what the screen shows is unit-tested without a terminal. The ncurses view only
+// paints a Frame. Plain values; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "diagnosis/state.h"
+#include "tui/layout.h"
+
+namespace dsd::tui {
+
+enum class Tone { kNormal, kTitle, kOk, kWaiting, kError, kDim, kSelected };
+
+struct RankRow {
+  int rank = 0;
+  std::string node;
+  Tone tone = Tone::kNormal;  // ok (computing/finished), waiting (in a collective), error (culprit or failed)
+  std::string state;          // "compute", "wait", "exited 0", "SIGKILL", …
+  std::string where;          // "all_reduce#5 @engine.step" or "phase forward"
+  double in_state_s = 0;
+  bool culprit = false;       // named by a finding
+};
+
+struct ClassRow {
+  std::string description;
+  std::vector<int> ranks;
+  bool culprit = false;
+};
+
+struct Snapshot {
+  std::string job;            // the command
+  int nodes = 0, ranks = 0, running = 0;
+  double elapsed_s = 0, steps_per_s = 0;
+  uint64_t step = 0;          // the slowest rank's step
+  std::string overall;        // "running", "HUNG", "failed", "finished"
+  std::vector<RankRow> rows;  // by rank
+  std::vector<ClassRow> classes;
+  std::vector<diagnosis::Finding> findings;
+  std::map<int, std::deque<std::string>> log_tail;  // rank → last lines
+};
+
+struct SnapshotInput {
+  std::string job;
+  int64_t start_ns = 0;
+  double steps_per_s = 0;
+  const std::map<int, std::deque<std::string>>* log_tail = nullptr;
+};
+
+Snapshot BuildSnapshot(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, const SnapshotInput& in);
+
+// What the person at the keyboard chose.
+struct ViewState {
+  int selected = 0;        // rank (per-rank view) or class index (class view)
+  int scroll = 0;          // first visible row of the rank pane
+  std::string filter;      // rows whose text contains it ("" = all)
+  bool paused = false;     // the screen keeps its snapshot
+  bool full_log = false;   // the selected rank's log takes the whole body
+  bool help = false;
+};
+
+struct Run {
+  int x = 0, y = 0;
+  std::string text;
+  Tone tone = Tone::kNormal;
+};
+
+struct Frame {
+  int cols = 0, rows = 0;
+  std::vector<Run> runs;
+  bool class_view = false;  // the rank pane shows equivalence classes (more ranks than rows)
+  int selected_rank = -1;   // whose log is shown
+  // All the text, row by row (tests, and the e2e test reads the same words off tmux).
+  std::vector<std::string> Text() const;
+};
+
+// Rows that match the view's filter, in display order (ranks or classes).
+std::vector<int> VisibleRows(const Snapshot& s, const ViewState& v, bool class_view);
+
+Frame BuildFrame(const Snapshot& s, const Layout& layout, const ViewState& v);
+
+}  // namespace dsd::tui
