@@ -77,10 +77,11 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--timeout", run.timeout_s, "Seconds before a consistent collective counts as stalled")->check(CLI::Range(0.5, 86400.0));
   run_cmd->add_option("--hang-after", run.hang_after_s, "Seconds a rank may stay away from a collective the others wait in")
       ->check(CLI::Range(0.2, 86400.0));
-  run_cmd->add_option("--on-hang", run.on_hang, "stop: report, capture stacks, end the job; wait: keep watching")
+  run_cmd->add_option("--on-hang", run.on_hang, "stop: report, capture stacks, end the job; wait: keep watching (default: stop; wait with --tui)")
       ->check(CLI::IsMember({"stop", "wait"}));
   run_cmd->add_option("--json", run.json_out, "Write the final report as JSON to FILE (- for stdout)");
   run_cmd->add_flag("--quiet", run.quiet, "Do not stream the ranks' output");
+  run_cmd->add_flag("--tui", run.tui, "Live terminal view (ranks, findings, logs); q stops the job");
   run_cmd->add_flag("--direct", run.direct, "Start the ranks as children of dsdoctor, without agents (this node only)");
   run_cmd->add_option("--launcher", run.launcher, "How agents start: local | ssh")->check(CLI::IsMember({"local", "ssh"}));
   run_cmd->add_option("--ssh-opts", run.ssh_opts, "Extra ssh arguments");

@@ -61,7 +61,8 @@ struct RunOptions {
   std::string log_dir = "dsdoctor-logs";
   double timeout_s = 60;          // a consistent collective in flight this long is a stall; DSDOCTOR_TIMEOUT for ranks
   double hang_after_s = 5;        // a rank away from a collective the others wait in this long is missing
-  std::string on_hang = "stop";   // stop: report, capture stacks, end the job · wait: report and keep watching
+  std::string on_hang;            // stop: report, capture stacks, end the job · wait: keep watching (default: stop, wait with --tui)
+  bool tui = false;               // live ncurses view; q stops the job
   std::string json_out;           // final report as JSON to FILE (- for stdout)
   bool quiet = false;             // do not stream rank output
   bool direct = false;            // start the ranks as our own children instead of through agents

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <deque>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -43,6 +44,8 @@
 #include "diagnosis/report.h"
 #include "probe/dsenv.h"
 #include "runtime/trace.h"
+#include "tui/model.h"
+#include "tui/view.h"
 
 namespace dsd::cli {
 namespace {
@@ -399,6 +402,16 @@ int RunJob(const RunOptions& o) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
 
+  std::unique_ptr<tui::View> view;
+  tui::Snapshot tui_snapshot;
+  if (o.tui) {
+    auto v = tui::View::Open();
+    if (!v.ok()) {
+      std::cerr << "dsdoctor run: " << v.status().message() << "\n";
+      return kExitUsage;
+    }
+    view = std::move(*v);
+  }
   std::unique_ptr<RankSource> source;
   if (o.direct) {
     auto d = std::make_unique<DirectSource>();
@@ -448,6 +461,17 @@ int RunJob(const RunOptions& o) {
   int64_t hang_ns = 0, stop_deadline_ns = 0;
   int job_code = 0;
   std::vector<diagnosis::RankState> at_hang;
+  // --tui: the screen replaces the streamed lines; a hang is shown, not acted on, until q.
+  const bool tui = view != nullptr;
+  const bool echo = !o.quiet && !tui;
+  const std::string on_hang = !o.on_hang.empty() ? o.on_hang : tui ? "wait" : "stop";
+  std::map<int, std::deque<std::string>> tails;
+  tui::ViewState view_state;
+  tui::Frame frame;
+  int64_t start_ns = runtime::TraceNowNs();
+  auto say = [&](const char* fmt, auto... args) {
+    if (!tui) std::printf(fmt, args...);
+  };
   auto feed_logs = [&](bool final) {
     for (int r = 0; r < world; ++r) {
       partial[r] += fresh[r];
@@ -455,7 +479,12 @@ int RunJob(const RunOptions& o) {
       size_t start = 0;
       for (size_t nl; (nl = partial[r].find('\n', start)) != std::string::npos; start = nl + 1) {
         std::string_view line(partial[r].data() + start, nl - start);
-        if (!o.quiet) std::printf("[%d] %.*s\n", r, static_cast<int>(line.size()), line.data());
+        if (echo) std::printf("[%d] %.*s\n", r, static_cast<int>(line.size()), line.data());
+        if (tui) {
+          auto& tail = tails[r];
+          tail.emplace_back(line);
+          if (tail.size() > 500) tail.pop_front();
+        }
         for (auto& e : classifiers[r].Feed(line)) job.events.push_back(std::move(e));
       }
       partial[r].erase(0, start);
@@ -465,11 +494,15 @@ int RunJob(const RunOptions& o) {
         for (auto& e : classifiers[r].Finish()) job.events.push_back(std::move(e));
       }
     }
-    if (!o.quiet) std::fflush(stdout);
+    if (echo) std::fflush(stdout);
   };
   int64_t stop_ns = 0;
   auto stop_all = [&](int sig) {
-    if (!stopped_by_us) stop_ns = runtime::TraceNowNs();
+    if (!stopped_by_us) {
+      stop_ns = runtime::TraceNowNs();
+      at_hang = job.ranks;  // the last states before our signal: what the final report describes
+      hang_ns = stop_ns;
+    }
     stopped_by_us = true;
     source->Signal(sig);
   };
@@ -483,7 +516,7 @@ int RunJob(const RunOptions& o) {
     bool any_running = false;
     for (auto& r : job.ranks) {
       if (before[r.rank] == diagnosis::RankStatus::kRunning && r.status == diagnosis::RankStatus::kExited) {
-        if (!o.quiet)
+        if (echo)
           std::printf("dsdoctor: rank %d %s\n", r.rank, r.signal ? ("signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")").c_str()
                                                                   : ("exit " + std::to_string(r.exit_code)).c_str());
       }
@@ -491,7 +524,7 @@ int RunJob(const RunOptions& o) {
     }
     if (!any_running) break;
     if (g_stop_signal && !stop_deadline_ns) {
-      std::printf("dsdoctor: %s: stopping every rank\n", strsignal(g_stop_signal.load()));
+      say("dsdoctor: %s: stopping every rank\n", strsignal(g_stop_signal.load()));
       stop_all(SIGTERM);
       stop_deadline_ns = now + 3'000'000'000LL;
     }
@@ -503,7 +536,7 @@ int RunJob(const RunOptions& o) {
       diagnosis::Diagnosis d = diagnosis::Diagnose(job);
       for (const auto& f : d.findings)
         if (announced.insert(FindingKey(f)).second)
-          std::printf("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
+          say("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
       std::fflush(stdout);
       if (d.hang && !hang_reported) {
         hang_reported = true;
@@ -525,23 +558,53 @@ int RunJob(const RunOptions& o) {
         for (const auto& [rep, members] : class_of)
           if (auto it = stacks.find(rep); it != stacks.end())
             for (int r : members) job.ranks[r].stack = it->second;
-        hang_ns = now;
+        // Samples that arrived while the stacks were taken (another node's agent may lag a tick).
+        source->Tick(runtime::TraceNowNs(), job.ranks, fresh);
+        feed_logs(false);
+        hang_ns = runtime::TraceNowNs();
+        job.now_ns = hang_ns;
         at_hang = job.ranks;
         // The stacks may say more (Python ranks inside different collectives).
         diagnosis::Diagnosis with_stacks = diagnosis::Diagnose(job);
         for (const auto& f : with_stacks.findings)
           if (announced.insert(FindingKey(f)).second)
-            std::printf("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
+            say("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
         WriteManifest(log_dir, job, with_stacks, o.command);
-        std::printf("dsdoctor: the job is hung%s\n", o.on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
-        if (o.on_hang == "stop") {
+        say("dsdoctor: the job is hung%s\n", on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
+        if (on_hang == "stop") {
           stop_all(SIGTERM);
           stop_deadline_ns = now + 3'000'000'000LL;
         }
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (!tui) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    // Draw, then wait for keys until the next tick.
+    if (!view_state.paused) {
+      uint64_t step = UINT64_MAX;
+      for (const auto& r : job.ranks)
+        if (r.has_trace) step = std::min<uint64_t>(step, r.step);
+      double rate = step != UINT64_MAX && now > start_ns ? step / ((now - start_ns) / 1e9) : 0;
+      tui_snapshot = tui::BuildSnapshot(job, diagnosis::Diagnose(job), {Join(o.command, " "), start_ns, rate, &tails});
+    }
+    int64_t tick_end = now + 200'000'000;
+    while (true) {
+      frame = tui::BuildFrame(tui_snapshot, tui::ComputeLayout(view->cols(), view->rows()), view_state);
+      view->Draw(frame);
+      int64_t left_ms = (tick_end - runtime::TraceNowNs()) / 1'000'000;
+      if (left_ms <= 0) break;
+      int key = view->ReadKey(static_cast<int>(left_ms));
+      if (key < 0) break;
+      int rows = static_cast<int>(tui::VisibleRows(tui_snapshot, view_state, frame.class_view).size());
+      if (tui::ApplyKey(view_state, key, rows, view->rows() / 2) && !stop_deadline_ns) {
+        stop_all(SIGTERM);  // q: the person is done with this job
+        stop_deadline_ns = runtime::TraceNowNs() + 3'000'000'000LL;
+      }
+    }
   }
+  view.reset();  // the terminal is ours again for the report
   // Final report: everything the logs said, through to their last line, and whole trace rings (a
   // completed mismatch, such as a different reduce op, may lie far back).
   source->Tick(runtime::TraceNowNs(), job.ranks, fresh);

@@ -140,6 +140,32 @@ std::vector<int> VisibleRows(const Snapshot& s, const ViewState& v, bool class_v
   return out;
 }
 
+bool ApplyKey(ViewState& v, int key, int row_count, int page) {
+  if (v.editing_filter) {
+    if (key == '\n' || key == '\r' || key == kKeyEnter) v.editing_filter = false;
+    else if (key == 27) v.editing_filter = false, v.filter.clear();
+    else if ((key == kKeyBackspace || key == 127 || key == 8) && !v.filter.empty()) v.filter.pop_back();
+    else if (key >= 0x20 && key < 0x7f) v.filter += static_cast<char>(key);
+    v.selected = 0;
+    return false;
+  }
+  int last = std::max(row_count - 1, 0);
+  switch (key) {
+    case 'q': case 'Q': return true;
+    case kKeyUp: case 'k': v.selected = std::max(0, v.selected - 1); break;
+    case kKeyDown: case 'j': v.selected = std::min(last, v.selected + 1); break;
+    case kKeyPageUp: v.selected = std::max(0, v.selected - std::max(page, 1)); break;
+    case kKeyPageDown: v.selected = std::min(last, v.selected + std::max(page, 1)); break;
+    case '\n': case '\r': case kKeyEnter: v.full_log = !v.full_log; break;
+    case 'p': v.paused = !v.paused; break;
+    case '?': case 'h': v.help = !v.help; break;
+    case '/': v.editing_filter = true; v.filter.clear(); break;
+    case 'c': v.filter.clear(); break;
+    default: break;
+  }
+  return false;
+}
+
 std::vector<std::string> Frame::Text() const {
   std::vector<std::string> lines(static_cast<size_t>(std::max(rows, 0)), std::string(static_cast<size_t>(std::max(cols, 0)), ' '));
   for (const auto& r : runs)
@@ -181,7 +207,7 @@ Frame BuildFrame(const Snapshot& s, const Layout& l, const ViewState& v) {
   int sel = rows.empty() ? -1 : std::clamp(v.selected, 0, static_cast<int>(rows.size()) - 1);
   if (!body_rank.empty()) {
     p.Put(body_rank, 0, 0,
-          Pad(f.class_view ? "ranks by state (" + std::to_string(s.classes.size()) + " classes)" : "rank node       state    call / phase            time",
+          Pad(f.class_view ? "ranks by state (" + std::to_string(s.classes.size()) + " classes)" : " rank node       state    call / phase            time",
               body_rank.width),
           Tone::kTitle);
     int visible = body_rank.height - 1;
@@ -194,12 +220,14 @@ Frame BuildFrame(const Snapshot& s, const Layout& l, const ViewState& v) {
       Tone tone;
       if (f.class_view) {
         const ClassRow& c = s.classes[idx];
-        text = Pad(std::to_string(c.ranks.size()), 5) + " " + Pad(diagnosis::FormatRanks(c.ranks), 12) + " " + c.description;
+        text = std::string(c.culprit ? "!" : " ") + Pad(std::to_string(c.ranks.size()), 5) + " " + Pad(diagnosis::FormatRanks(c.ranks), 12) + " " +
+               c.description;
         tone = c.culprit ? Tone::kError : Tone::kNormal;
       } else {
         const RankRow& r = s.rows[idx];
-        text = Pad(std::to_string(r.rank), 4) + " " + Pad(r.node, 10) + " " + Pad(r.state, 8) + " " + Pad(r.where, 23) + " " + Secs(r.in_state_s) +
-               (r.culprit ? "  <-" : "");
+        // '!' marks a rank a finding names (the culprit), first so that it survives narrow panes.
+        text = std::string(r.culprit ? "!" : " ") + Pad(std::to_string(r.rank), 4) + " " + Pad(r.node, 10) + " " + Pad(r.state, 8) + " " +
+               Pad(r.where, 23) + " " + Secs(r.in_state_s);
         tone = r.tone;
       }
       p.Put(body_rank, 1 + i, 0, Pad(text, body_rank.width), first + i == sel ? Tone::kSelected : tone);
@@ -238,7 +266,7 @@ Frame BuildFrame(const Snapshot& s, const Layout& l, const ViewState& v) {
   }
   // Help line.
   p.Put(l.help, 0, 0,
-        Pad(v.help ? "up/down/j/k move  PgUp/PgDn page  enter full log  / filter  p pause  c clear filter  q quit (stops the job)"
+        Pad(v.editing_filter ? "filter: " + v.filter + "_   (enter: keep, esc: clear)" : v.help ? "up/down/j/k move  PgUp/PgDn page  enter full log  / filter  p pause  c clear filter  q quit (stops the job)"
                    : "q quit  up/down move  enter log  / filter  p pause  ? help" + std::string(v.filter.empty() ? "" : "  filter: " + v.filter),
             l.help.width),
         Tone::kDim);

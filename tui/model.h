@@ -63,7 +63,13 @@ struct ViewState {
   bool paused = false;     // the screen keeps its snapshot
   bool full_log = false;   // the selected rank's log takes the whole body
   bool help = false;
+  bool editing_filter = false;  // typing after '/'
 };
+
+// Applies one key (ncurses codes; arrows as KEY_UP etc. passed in as the Key values below) to
+// the view. Returns true when the key asks to quit.
+enum Key : int { kKeyUp = 0x103, kKeyDown = 0x102, kKeyPageDown = 0x152, kKeyPageUp = 0x153, kKeyEnter = 0x157, kKeyBackspace = 0x107 };
+bool ApplyKey(ViewState& v, int key, int row_count, int page);
 
 struct Run {
   int x = 0, y = 0;

@@ -82,8 +82,8 @@ TEST(FrameTest, At80x24TheCulpritAndTheRemedyAreOnScreen) {
   EXPECT_FALSE(s.rows[1].culprit);
   Frame f = BuildFrame(s, ComputeLayout(80, 24), {});
   std::string text = All(f);
-  EXPECT_NE(text.find("0    node-0     wait     barrier#5 @save_checkp"), std::string::npos) << text;
-  EXPECT_NE(text.find("<-"), std::string::npos) << "the culprit is marked";
+  EXPECT_NE(text.find("!0    node-0     wait     barrier#5 @save_checkp"), std::string::npos) << "the culprit is marked: " << text;
+  EXPECT_NE(text.find(" 1    node-0     wait     all_reduce#5"), std::string::npos) << text;
   EXPECT_NE(text.find("fix: save_checkpoint is a collective"), std::string::npos) << text;
   EXPECT_NE(text.find("1m05s"), std::string::npos) << "elapsed";
   EXPECT_NE(text.find("log of rank 0"), std::string::npos);
@@ -108,8 +108,31 @@ TEST(FrameTest, LargeJobsShowEquivalenceClassesWithTheCulpritClass) {
   Frame f = BuildFrame(s, ComputeLayout(80, 24), {});
   ASSERT_TRUE(f.class_view);
   std::string text = All(f);
-  EXPECT_NE(text.find("4095  1-4095"), std::string::npos) << text;
-  EXPECT_NE(text.find("1     0 "), std::string::npos) << text;
+  EXPECT_NE(text.find(" 4095  1-4095"), std::string::npos) << text;
+  EXPECT_NE(text.find("!1     0 "), std::string::npos) << text;
+}
+
+TEST(KeyTest, KeysMoveFilterPauseAndQuit) {
+  ViewState v;
+  EXPECT_FALSE(ApplyKey(v, kKeyDown, 4, 2));
+  EXPECT_FALSE(ApplyKey(v, 'j', 4, 2));
+  EXPECT_EQ(v.selected, 2);
+  ApplyKey(v, kKeyPageDown, 4, 2);
+  EXPECT_EQ(v.selected, 3) << "clamped to the last row";
+  ApplyKey(v, kKeyUp, 4, 2);
+  EXPECT_EQ(v.selected, 2);
+  ApplyKey(v, 'p', 4, 2);
+  EXPECT_TRUE(v.paused);
+  ApplyKey(v, '/', 4, 2);
+  for (char c : std::string("node-1")) ApplyKey(v, c, 4, 2);
+  EXPECT_FALSE(ApplyKey(v, 'q', 4, 2)) << "q while typing a filter is text";
+  ApplyKey(v, kKeyBackspace, 4, 2);
+  ApplyKey(v, '\n', 4, 2);
+  EXPECT_EQ(v.filter, "node-1");
+  EXPECT_FALSE(v.editing_filter);
+  ApplyKey(v, '\n', 4, 2);
+  EXPECT_TRUE(v.full_log);
+  EXPECT_TRUE(ApplyKey(v, 'q', 4, 2));
 }
 
 TEST(FrameTest, TinyTerminalSaysSo) {
