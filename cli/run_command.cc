@@ -616,7 +616,8 @@ int RunJob(const RunOptions& o) {
   job.job_ended = true;
   // The job's code is the first failure's (torchrun's "first observed failure"). Nodes report
   // exits on their own ticks, so a rank killed by a signal within 0.5 s of the first exit counts
-  // as first: its peers failed because it vanished. Exits we caused by stopping do not count.
+  // as first: its peers failed because it vanished (SIGPIPE is such a peer: it wrote to the dead
+  // rank's connection). Exits we caused by stopping do not count.
   {
     const diagnosis::RankState* first = nullptr;
     for (const auto& r : job.ranks) {
@@ -625,7 +626,8 @@ int RunJob(const RunOptions& o) {
     }
     if (first) {
       for (const auto& r : job.ranks)
-        if (r.status == diagnosis::RankStatus::kExited && r.signal && !first->signal && r.exit_ns <= first->exit_ns + 500'000'000LL &&
+        if (r.status == diagnosis::RankStatus::kExited && r.signal && r.signal != SIGPIPE && (!first->signal || first->signal == SIGPIPE) &&
+            r.exit_ns <= first->exit_ns + 500'000'000LL &&
             (!stopped_by_us || r.exit_ns < stop_ns))
           first = &r;
       job_code = first->signal ? 128 + first->signal : first->exit_code;

@@ -332,6 +332,7 @@ std::string ExitRemedy(const RankState& r) {
     case 9: return "SIGKILL comes from outside the program: the kernel's OOM killer (look for 'Out of memory: Killed process' in dmesg on its node), the scheduler (time or memory limit) or a person. Check the node's memory and the job's limits.";
     case 11: case 7: return "A crash in native code: read the rank's log for the faulting frame, run it under gdb, and check for mismatched CUDA/NCCL/PyTorch builds across nodes.";
     case 6: return "abort(): an assertion failed or a C++ exception was not caught (the log lines just before it say which).";
+    case 13: return "SIGPIPE: the rank wrote to a connection its peer had closed; the peer that went first is the cause.";
     case 15: case 2: return "The rank was asked to stop (SIGTERM/SIGINT): by a person, the scheduler or a launcher that saw another rank fail.";
     default: break;
   }
@@ -363,13 +364,19 @@ void Exits(Ctx& c) {
   // Culprits: ranks that went without a communication error of their own (the others failed
   // because a peer vanished); if every one saw such an error, the first to exit.
   std::vector<const RankState*> culprits, consequences;
-  for (const RankState* r : all) (HasCommEvent(c.job, r->rank) && r->signal == 0 ? consequences : culprits).push_back(r);
+  // SIGPIPE means the rank wrote to a connection its peer had closed: a consequence too.
+  for (const RankState* r : all)
+    ((HasCommEvent(c.job, r->rank) && r->signal == 0) || r->signal == 13 ? consequences : culprits).push_back(r);
   if (culprits.empty()) {
     auto first = std::min_element(all.begin(), all.end(), [](auto* a, auto* b) { return a->exit_ns < b->exit_ns; });
     culprits.push_back(*first);
     consequences.erase(std::remove(consequences.begin(), consequences.end(), *first), consequences.end());
   }
-  std::sort(culprits.begin(), culprits.end(), [](auto* a, auto* b) { return a->exit_ns != b->exit_ns ? a->exit_ns < b->exit_ns : a->rank < b->rank; });
+  std::sort(culprits.begin(), culprits.end(), [](auto* a, auto* b) {
+    if (a->exit_ns != b->exit_ns) return a->exit_ns < b->exit_ns;
+    if ((a->signal != 0) != (b->signal != 0)) return a->signal != 0;  // same tick: the signal went first
+    return a->rank < b->rank;
+  });
   bool others_wait = std::any_of(c.job.ranks.begin(), c.job.ranks.end(), [](const RankState& r) { return Running(r) && r.in_flight; });
   std::vector<int> consequence_ranks;
   for (auto* r : consequences) consequence_ranks.push_back(r->rank);

@@ -211,6 +211,30 @@ TEST_P(EngineTest, WrongWorldSizeInInitIsNamedAtOnce) {
   EXPECT_TRUE(d.hang);
 }
 
+TEST_P(EngineTest, SigpipeOfAPeerIsAConsequenceOfTheKilledRank) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (auto& r : job.ranks) {
+    r.status = RankStatus::kExited;
+    r.exit_code = 1;
+    r.exit_ns = kNow - kSec;
+    LogEvent e;
+    e.rank = r.rank;
+    e.code = "COMM_ERROR";
+    e.summary = "connection closed by peer";
+    job.events.push_back(e);
+  }
+  job.ranks[0].exit_code = 0;
+  job.ranks[0].signal = 13;  // seen first: its agent sampled earlier
+  job.ranks[0].exit_ns = kNow - 2 * kSec;
+  job.ranks[n - 1].exit_code = 0;
+  job.ranks[n - 1].signal = 9;
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "RANK_EXITED");
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{n - 1}) << RenderRunText(job, d);
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, EngineTest, ::testing::Values(2, 4, 8, 64));
 
 TEST(EngineDeadlockTest, SendSendCycleIsADeadlock) {
