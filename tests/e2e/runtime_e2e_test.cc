@@ -269,7 +269,9 @@ TEST_F(RuntimeE2eTest, RankZeroOnlyCheckpointHangsUntilTheWatchdogAborts) {
   ASSERT_NE(t1.Last(), nullptr);
   EXPECT_EQ(t0.Last()->op, Op::kBarrier);
   EXPECT_EQ(t0.Last()->callsite, "save_checkpoint");
-  EXPECT_EQ(t0.phase, runtime::Phase::kSaveCheckpoint);
+  // Aborted in the barrier, the phase stays save_checkpoint; when the peer aborted first, rank 0's
+  // barrier fails, the example shuts down and the phase becomes finished.
+  EXPECT_EQ(t0.phase, ends[0] == "signal 6 (Aborted)" ? runtime::Phase::kSaveCheckpoint : runtime::Phase::kFinished) << ends[0];
   EXPECT_EQ(t1.Last()->op, Op::kAllReduce);
   EXPECT_EQ(t1.Last()->callsite, "engine.step");
   EXPECT_EQ(t0.Last()->seq, t1.Last()->seq);
