@@ -26,12 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string SelfExe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dsdoctor";
-}
-
 // What every rank would see: the coordinator's NCCL_*/GLOO_* variables (DeepSpeed exports these
 // from the launcher) and the merged .deepspeed_env.
 probe::EnvMap JobEnv() {

@@ -15,6 +15,12 @@
 
 namespace dsd::cli {
 
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dsdoctor";
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"dsdoctor: diagnose distributed deep-learning training (pre-flight checks, hang debugging)"};
   app.set_version_flag("--version", std::string("dsdoctor ") + DSDOCTOR_VERSION);

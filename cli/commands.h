@@ -82,6 +82,9 @@ struct AnalyzeOptions {
 };
 int RunAnalyze(const AnalyzeOptions& options);
 
+// This binary's path (/proc/self/exe), for launchers that start it again as an agent.
+std::string SelfExe();
+
 // Parses argv and dispatches; catches everything so no exception escapes main.
 int Main(int argc, char** argv);
 

@@ -267,12 +267,6 @@ class AgentSource final : public RankSource {
   size_t dead_ = 0;  // agents whose connection ended (they answer no more requests)
 };
 
-std::string SelfPath() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dsdoctor";
-}
-
 // What every rank inherits from the launch: .deepspeed_env, NCCL_*/GLOO_*/TORCH_* and the log level.
 std::map<std::string, std::string> JobEnvironment() {
   std::map<std::string, std::string> env;
@@ -348,11 +342,11 @@ int RunJob(const RunOptions& o) {
     token = *t;
     if (simulated || o.launcher == "local") {
       agent::LocalLauncherOptions lo;
-      lo.dsdoctor_binary = SelfPath();
+      lo.dsdoctor_binary = SelfExe();
       launcher = std::make_unique<agent::LocalLauncher>(lo);
     } else {
       agent::SshLauncherOptions so;
-      so.remote_dsdoctor = SelfPath();
+      so.remote_dsdoctor = SelfExe();
       so.ssh_args = SplitWhitespace(o.ssh_opts);
       launcher = std::make_unique<agent::SshLauncher>(so);
     }

@@ -219,6 +219,19 @@ TEST(RunE2eTest, ProgramThatCannotStartExits127AndIsReported) {
   EXPECT_NE(log->find("cannot execute /nonexistent/program"), std::string::npos);
 }
 
+// Pids of ranks [0, ranks) once each has taken `min_step` steps (read from their traces); fewer
+// when they do not get there within 10 s.
+std::vector<int> WaitForTraining(const std::string& dir, int ranks, uint64_t min_step) {
+  std::vector<int> pids;
+  for (int i = 0; i < 200 && static_cast<int>(pids.size()) < ranks; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pids.clear();
+    for (int r = 0; r < ranks; ++r)
+      if (auto t = runtime::ReadTrace(dir + "/rank-" + std::to_string(r) + ".trace"); t.ok() && t->step >= min_step) pids.push_back(t->pid);
+  }
+  return pids;
+}
+
 TEST(RunE2eTest, DeadCoordinatorLeavesNoOrphans) {
   std::string dir = FreshDir("orphans");
   SubprocessOptions so;
@@ -228,13 +241,7 @@ TEST(RunE2eTest, DeadCoordinatorLeavesNoOrphans) {
                                 Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
                                so);
   ASSERT_TRUE(run.ok());
-  std::vector<int> pids;
-  for (int i = 0; i < 200 && pids.size() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    pids.clear();
-    for (int r = 0; r < 2; ++r)
-      if (auto t = runtime::ReadTrace(dir + "/rank-" + std::to_string(r) + ".trace"); t.ok() && t->step >= 1) pids.push_back(t->pid);
-  }
+  std::vector<int> pids = WaitForTraining(dir, 2, 1);
   ASSERT_EQ(pids.size(), 2u);
   ::kill(run->pid(), SIGKILL);
   run->Wait(std::chrono::seconds(10));
@@ -261,13 +268,7 @@ TEST(RunE2eTest, InterruptStopsEveryRankAndReports) {
                                 Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
                                so);
   ASSERT_TRUE(run.ok());
-  std::vector<int> pids;
-  for (int i = 0; i < 200 && pids.size() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    pids.clear();
-    for (int r = 0; r < 2; ++r)
-      if (auto t = runtime::ReadTrace(dir + "/rank-" + std::to_string(r) + ".trace"); t.ok() && t->step >= 1) pids.push_back(t->pid);
-  }
+  std::vector<int> pids = WaitForTraining(dir, 2, 1);
   ASSERT_EQ(pids.size(), 2u);
   ::kill(run->pid(), SIGINT);  // Ctrl-C reaches the coordinator
   auto exit = run->Wait(std::chrono::seconds(30));
