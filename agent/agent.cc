@@ -88,22 +88,13 @@ Status Agent::Run() {
 void Agent::Serve(net::Fd conn, std::string peer) {
   auto log = log::Get("agent");
   wire::FrameDecoder decoder;
-  auto hello = net::RecvFrame(conn.get(), decoder, options_.auth_timeout);
-  if (!hello.ok() || (*hello).value("type", "") != "hello" || !(*hello)["token"].is_string() ||
-      !TokensEqual((*hello)["token"].get<std::string>(), options_.token)) {
-    if (!hello.ok() && hello.status().code() == StatusCode::kUnavailable && decoder.buffered() == 0) {
-      log->debug("connection from {} closed without a hello (a connectivity probe)", peer);
-      return;
-    }
-    std::string why = !hello.ok() ? hello.status().message() : "missing or wrong token";
-    log->warn("refused connection from {}: {}", peer, why);
-    (void)net::SendFrame(conn.get(), {{"type", "error"}, {"code", "unauthenticated"},
-                                      {"message", "authentication failed: " + why}});
+  bool probe = false;
+  if (Status st = AcceptHello(conn.get(), decoder, options_.token, options_.auth_timeout, options_.name, &probe); !st.ok()) {
+    if (probe) log->debug("connection from {} closed without a hello (a connectivity probe)", peer);
+    else log->warn("refused connection from {}: {}", peer, st.message());
     return;
   }
   log->debug("authenticated connection from {}", peer);
-  (void)net::SendFrame(conn.get(), {{"type", "welcome"}, {"name", options_.name}, {"pid", ::getpid()},
-                                    {"protocol", wire::kProtocolVersion}});
   while (!stop_) {
     auto req = net::RecvFrame(conn.get(), decoder, std::chrono::milliseconds(500));
     if (!req.ok()) {

@@ -70,4 +70,19 @@ bool TokensEqual(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+Status AcceptHello(int fd, wire::FrameDecoder& decoder, const std::string& token, Duration timeout, const std::string& name, bool* probe) {
+  *probe = false;
+  auto hello = net::RecvFrame(fd, decoder, timeout);
+  if (hello.ok() && hello->value("type", "") == "hello" && (*hello)["token"].is_string() && TokensEqual((*hello)["token"].get<std::string>(), token)) {
+    return net::SendFrame(fd, {{"type", "welcome"}, {"name", name}, {"pid", ::getpid()}, {"protocol", wire::kProtocolVersion}});
+  }
+  if (!hello.ok() && hello.status().code() == StatusCode::kUnavailable && decoder.buffered() == 0) {
+    *probe = true;
+    return hello.status();
+  }
+  std::string why = !hello.ok() ? hello.status().message() : "missing or wrong token";
+  (void)net::SendFrame(fd, {{"type", "error"}, {"code", "unauthenticated"}, {"message", "authentication failed: " + why}});
+  return PermissionDenied(why);
+}
+
 }  // namespace dsd::agent

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/net.h"
 #include "common/status.h"
 
 namespace dsd::agent {
@@ -23,5 +24,11 @@ Status WriteTokenFile(const std::string& path, const std::string& token);
 // Compares in time that depends only on the lengths, so a remote peer cannot learn the token
 // byte by byte from response times.
 bool TokensEqual(std::string_view a, std::string_view b);
+
+// The serving side of the hello/welcome exchange (docs/agent-protocol.md): waits up to `timeout`
+// for {"type":"hello","token"}, compares the token, and answers {"type":"welcome","name"} or an
+// "unauthenticated" error. On failure the Status says why; *probe is set when the peer closed
+// without sending a byte (a connectivity probe, not an attack worth a warning).
+Status AcceptHello(int fd, wire::FrameDecoder& decoder, const std::string& token, Duration timeout, const std::string& name, bool* probe);
 
 }  // namespace dsd::agent
