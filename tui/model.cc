@@ -81,6 +81,7 @@ Snapshot BuildSnapshot(const diagnosis::JobState& job, const diagnosis::Diagnosi
     if (f.severity == diagnosis::Severity::kError) culprits.insert(f.ranks.begin(), f.ranks.end());
   std::set<std::string> nodes;
   bool any_failed = false;
+  int pending = 0;
   s.step = UINT64_MAX;
   for (const auto& r : job.ranks) {
     nodes.insert(r.node);
@@ -109,6 +110,7 @@ Snapshot BuildSnapshot(const diagnosis::JobState& job, const diagnosis::Diagnosi
       row.tone = failed ? Tone::kError : Tone::kDim;
       row.where = r.last ? r.last->op + "#" + std::to_string(r.last->seq) : "";
     } else {
+      ++pending;
       row.state = "pending";
       row.tone = Tone::kDim;
     }
@@ -122,9 +124,25 @@ Snapshot BuildSnapshot(const diagnosis::JobState& job, const diagnosis::Diagnosi
     for (int r : c.ranks) cr.culprit |= culprits.count(r) > 0;
     s.classes.push_back(std::move(cr));
   }
-  s.overall = d.hang ? "HUNG" : s.running > 0 ? "running" : any_failed ? "failed" : "finished";
-  if (in.log_tail) s.log_tail = *in.log_tail;
+  // A job whose ranks have not started yet is starting, not finished.
+  s.overall = d.hang ? "HUNG" : s.running > 0 ? "running" : pending > 0 && !any_failed ? "starting" : any_failed ? "failed" : "finished";
   return s;
+}
+
+void LogTails::Append(int rank, std::string_view line) {
+  auto& tail = lines_[rank];
+  size_t& bytes = bytes_[rank];
+  tail.emplace_back(line.substr(0, kMaxBytes));
+  bytes += tail.back().size();
+  while (tail.size() > kMaxLines || (bytes > kMaxBytes && tail.size() > 1)) {
+    bytes -= tail.front().size();
+    tail.pop_front();
+  }
+}
+
+const std::deque<std::string>* LogTails::Find(int rank) const {
+  auto it = lines_.find(rank);
+  return it == lines_.end() ? nullptr : &it->second;
 }
 
 std::vector<int> VisibleRows(const Snapshot& s, const ViewState& v, bool class_view) {
@@ -141,6 +159,29 @@ std::vector<int> VisibleRows(const Snapshot& s, const ViewState& v, bool class_v
 }
 
 bool ApplyKey(ViewState& v, int key, int row_count, int page) {
+  if (v.editing_search) {
+    if (key == '\n' || key == '\r' || key == kKeyEnter) v.editing_search = false;
+    else if (key == 27) v.editing_search = false, v.search.clear();
+    else if ((key == kKeyBackspace || key == 127 || key == 8) && !v.search.empty()) v.search.pop_back();
+    else if (key >= 0x20 && key < 0x7f) v.search += static_cast<char>(key);
+    v.search_index = 0;
+    return false;
+  }
+  if (v.full_log) {  // keys move through the log, not the ranks
+    switch (key) {
+      case 'q': case 'Q': return true;
+      case kKeyUp: case 'k': ++v.log_scroll; v.search.clear(); return false;
+      case kKeyDown: case 'j': v.log_scroll = std::max(0, v.log_scroll - 1); v.search.clear(); return false;
+      case kKeyPageUp: v.log_scroll += std::max(page, 1); v.search.clear(); return false;
+      case kKeyPageDown: v.log_scroll = std::max(0, v.log_scroll - std::max(page, 1)); v.search.clear(); return false;
+      case kKeyEnd: case 'G': v.log_scroll = 0; v.search.clear(); return false;
+      case '/': v.editing_search = true; v.search.clear(); v.search_index = 0; return false;
+      case 'n': ++v.search_index; return false;
+      case 'N': v.search_index = std::max(0, v.search_index - 1); return false;
+      case 27: case '\n': case '\r': case kKeyEnter: v.full_log = false; v.search.clear(); v.log_scroll = 0; return false;
+      default: break;  // the rest (p, ?, o) as in the rank view
+    }
+  }
   if (v.editing_filter) {
     if (key == '\n' || key == '\r' || key == kKeyEnter) v.editing_filter = false;
     else if (key == 27) v.editing_filter = false, v.filter.clear();
@@ -151,7 +192,12 @@ bool ApplyKey(ViewState& v, int key, int row_count, int page) {
   }
   int last = std::max(row_count - 1, 0);
   switch (key) {
-    case 'q': case 'Q': return true;
+    case 'q': case 'Q':
+      if (v.help) {  // q leaves the help first
+        v.help = false;
+        return false;
+      }
+      return true;
     case kKeyUp: case 'k': v.selected = std::max(0, v.selected - 1); break;
     case kKeyDown: case 'j': v.selected = std::min(last, v.selected + 1); break;
     case kKeyPageUp: v.selected = std::max(0, v.selected - std::max(page, 1)); break;
@@ -161,6 +207,7 @@ bool ApplyKey(ViewState& v, int key, int row_count, int page) {
     case '?': case 'h': v.help = !v.help; break;
     case '/': v.editing_filter = true; v.filter.clear(); break;
     case 'c': v.filter.clear(); break;
+    case 'o': v.open_pager = true; break;
     default: break;
   }
   return false;
@@ -174,7 +221,7 @@ std::vector<std::string> Frame::Text() const {
   return lines;
 }
 
-Frame BuildFrame(const Snapshot& s, const Layout& l, const ViewState& v) {
+Frame BuildFrame(const Snapshot& s, const Layout& l, const ViewState& v, const LogTails* logs, const Chrome& chrome) {
   Frame f;
   f.cols = l.header.width;
   f.rows = l.too_small ? l.header.height : l.help.y + l.help.height;
@@ -186,16 +233,34 @@ Frame BuildFrame(const Snapshot& s, const Layout& l, const ViewState& v) {
   // Header: job, nodes, ranks, elapsed, step rate, overall state.
   char rate[48];
   std::snprintf(rate, sizeof rate, "%.2f steps/s", s.steps_per_s);
-  p.Put(l.header, 0, 0, Pad("dsdoctor run: " + s.job, l.header.width), Tone::kTitle);
+  p.Put(l.header, 0, 0, Pad(chrome.title + ": " + s.job, l.header.width), Tone::kTitle);
   // The overall state first: it is what matters most, and it survives a narrow terminal.
   Tone overall_tone = s.overall == "HUNG" || s.overall == "failed" ? Tone::kError : s.overall == "finished" ? Tone::kDim : Tone::kOk;
-  std::string state = s.overall + (v.paused ? " [paused]" : "");
+  // Before the first snapshot (a replay's header, a viewer that just attached) there is no state yet.
+  std::string state = (s.overall.empty() ? std::string("starting") : s.overall) + (v.paused ? " [paused]" : "") + (chrome.note.empty() ? "" : " [" + chrome.note + "]");
   p.Put(l.header, 1, 0, state, overall_tone);
   p.Put(l.header, 1, static_cast<int>(state.size()),
         "  " + std::to_string(s.nodes) + " nodes  " + std::to_string(s.ranks) + " ranks (" + std::to_string(s.running) + " running)  " +
             Secs(s.elapsed_s) + "  step " + std::to_string(s.step) + "  " + rate,
         Tone::kNormal);
 
+  if (v.help) {  // the keys take the whole body
+    Rect body{l.ranks.x, l.ranks.y, l.header.width, l.help.y - l.ranks.y};
+    std::vector<std::string> keys = {"keys",
+                                     "  up/down, j/k     move (in the full log: scroll)",
+                                     "  PgUp/PgDn        page",
+                                     "  enter            the selected rank's log over the whole screen (again: back)",
+                                     "  o                open the rank's log file in $PAGER (less +G)",
+                                     "  /                filter the ranks (in the full log: search; n/N older/newer match)",
+                                     "  c                clear the filter",
+                                     "  p                pause the screen",
+                                     "  ?                this help",
+                                     "  q                " + chrome.quit_hint};
+    if (!chrome.extra_keys.empty()) keys.push_back("  " + chrome.extra_keys);
+    for (size_t i = 0; i < keys.size(); ++i) p.Put(body, static_cast<int>(i), 0, keys[i], i == 0 ? Tone::kTitle : Tone::kNormal);
+    p.Put(l.help, 0, 0, Pad("? or q: back", l.help.width), Tone::kDim);
+    return f;
+  }
   Rect body_rank = l.ranks, body_log = l.log;
   if (v.full_log) {  // the selected rank's log takes the whole body
     body_log = {l.ranks.x, l.ranks.y, l.header.width, l.help.y - l.ranks.y};
@@ -232,7 +297,10 @@ Frame BuildFrame(const Snapshot& s, const Layout& l, const ViewState& v) {
       }
       p.Put(body_rank, 1 + i, 0, Pad(text, body_rank.width), first + i == sel ? Tone::kSelected : tone);
     }
-    if (rows.empty()) p.Put(body_rank, 1, 0, "(no rank matches the filter '" + v.filter + "')", Tone::kDim);
+    if (rows.empty()) {
+      std::string why = s.rows.empty() ? "(no rank has reported yet)" : "(no rank matches the filter '" + v.filter + "')";
+      p.Put(body_rank, 1, 0, why, Tone::kDim);
+    }
   }
   if (sel >= 0) f.selected_rank = f.class_view ? s.classes[rows[sel]].ranks.front() : rows[sel];
 
@@ -254,22 +322,42 @@ Frame BuildFrame(const Snapshot& s, const Layout& l, const ViewState& v) {
       }
     }
   }
-  // The selected rank's log tail.
+  // The selected rank's log tail; in the full view, scrolled and searched.
   if (!body_log.empty()) {
-    p.Put(body_log, 0, 0, Pad(f.selected_rank >= 0 ? "log of rank " + std::to_string(f.selected_rank) : "log", body_log.width), Tone::kTitle);
-    auto it = s.log_tail.find(f.selected_rank);
-    if (it != s.log_tail.end()) {
-      int room = body_log.height - 1;
-      int start = std::max(0, static_cast<int>(it->second.size()) - room);
-      for (int i = 0; start + i < static_cast<int>(it->second.size()) && i < room; ++i) p.Put(body_log, 1 + i, 0, it->second[start + i], Tone::kNormal);
+    const std::deque<std::string>* lines = logs ? logs->Find(f.selected_rank) : nullptr;
+    int n = lines ? static_cast<int>(lines->size()) : 0;
+    int room = body_log.height - 1;
+    int end = n;  // one past the last line shown
+    std::vector<int> matches;  // newest first
+    if (v.full_log) {
+      end = std::max(std::min(n, room), n - v.log_scroll);
+      if (!v.search.empty()) {
+        for (int i = n - 1; i >= 0; --i)
+          if ((*lines)[i].find(v.search) != std::string::npos) matches.push_back(i);
+        f.search_matches = static_cast<int>(matches.size());
+        if (!matches.empty()) {
+          int hit = matches[std::min<size_t>(v.search_index, matches.size() - 1)];
+          end = std::clamp(hit + room / 2 + 1, std::min(n, room), n);
+        }
+      }
+    }
+    int start = std::max(0, end - room);
+    std::string title = f.selected_rank >= 0 ? "log of rank " + std::to_string(f.selected_rank) : "log";
+    if (v.full_log && n > 0) title += "  lines " + std::to_string(start + 1) + "-" + std::to_string(end) + " of last " + std::to_string(n);
+    if (!v.search.empty()) title += "  '" + v.search + "': " + std::to_string(matches.size()) + " lines";
+    p.Put(body_log, 0, 0, Pad(title, body_log.width), Tone::kTitle);
+    for (int i = start; i < end; ++i) {
+      bool hit = !v.search.empty() && (*lines)[i].find(v.search) != std::string::npos;
+      p.Put(body_log, 1 + i - start, 0, (*lines)[i], hit ? Tone::kWaiting : Tone::kNormal);
     }
   }
   // Help line.
-  p.Put(l.help, 0, 0,
-        Pad(v.editing_filter ? "filter: " + v.filter + "_   (enter: keep, esc: clear)" : v.help ? "up/down/j/k move  PgUp/PgDn page  enter full log  / filter  p pause  c clear filter  q quit (stops the job)"
-                   : "q quit  up/down move  enter log  / filter  p pause  ? help" + std::string(v.filter.empty() ? "" : "  filter: " + v.filter),
-            l.help.width),
-        Tone::kDim);
+  std::string help;
+  if (v.editing_filter) help = "filter: " + v.filter + "_   (enter: keep, esc: clear)";
+  else if (v.editing_search) help = "search: " + v.search + "_   (enter: keep, esc: clear)";
+  else if (v.full_log) help = "q quit  up/down/PgUp/PgDn scroll  G end  / search  n/N older/newer match  enter back";
+  else help = "q quit  up/down move  enter log  o pager  / filter  p pause  ? help" + std::string(v.filter.empty() ? "" : "  filter: " + v.filter);
+  p.Put(l.help, 0, 0, Pad(help, l.help.width), Tone::kDim);
   return f;
 }
 

@@ -1,14 +1,18 @@
 #include "tui/view.h"
 
 #include <curses.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
 namespace dsd::tui {
 
 static_assert(kKeyUp == KEY_UP && kKeyDown == KEY_DOWN && kKeyPageDown == KEY_NPAGE && kKeyPageUp == KEY_PPAGE &&
-              kKeyEnter == KEY_ENTER && kKeyBackspace == KEY_BACKSPACE);
+              kKeyEnter == KEY_ENTER && kKeyBackspace == KEY_BACKSPACE && kKeyLeft == KEY_LEFT && kKeyRight == KEY_RIGHT &&
+              kKeyHome == KEY_HOME && kKeyEnd == KEY_END);
 
 Result<std::unique_ptr<View>> View::Open() {
   if (!::isatty(0) || !::isatty(1)) return InvalidArgument("--tui needs a terminal on stdin and stdout");
@@ -61,6 +65,64 @@ int View::ReadKey(int timeout_ms) {
   timeout(timeout_ms);
   int k = getch();
   return k == ERR ? -1 : k;
+}
+
+void View::Suspend() {
+  def_prog_mode();
+  endwin();
+}
+
+void View::Resume() {
+  reset_prog_mode();
+  clear();
+  refresh();
+}
+
+namespace {
+
+// Runs the pager on `path` with the terminal; waits for it.
+void RunPager(const std::string& path) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    const char* pager = std::getenv("PAGER");
+    std::string cmd = std::string(pager && *pager ? pager : "less +G") + " \"$1\"";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), "sh", path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  if (pid > 0) {
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+}  // namespace
+
+bool Interact(View& view, const Snapshot& s, const LogTails* logs, ViewState& vs, const Chrome& chrome,
+              std::chrono::steady_clock::time_point until, const std::string& log_dir, const std::function<bool(int)>& extra) {
+  while (true) {
+    Frame frame = BuildFrame(s, ComputeLayout(view.cols(), view.rows()), vs, logs, chrome);
+    view.Draw(frame);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    int key = view.ReadKey(static_cast<int>(left));
+    if (key < 0) return false;
+    if (!vs.editing_filter && !vs.editing_search && extra && extra(key)) continue;
+    int rows = static_cast<int>(VisibleRows(s, vs, frame.class_view).size());
+    if (ApplyKey(vs, key, rows, std::max(view.rows() / 2, 1))) return true;
+    if (vs.open_pager) {
+      vs.open_pager = false;
+      std::string path = log_dir + "/rank-" + std::to_string(frame.selected_rank) + ".log";
+      std::error_code ec;
+      if (frame.selected_rank >= 0 && !log_dir.empty() && std::filesystem::is_regular_file(path, ec)) {
+        view.Suspend();
+        RunPager(path);
+        view.Resume();
+      } else {
+        vs.full_log = true;  // the log is on another node: the tail we have
+      }
+    }
+  }
 }
 
 }  // namespace dsd::tui
