@@ -1,0 +1,218 @@
+#include "tui/live.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <fstream>
+
+#include "agent/token.h"
+#include "common/log.h"
+
+namespace dsd::tui {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxQueuedBytes = 32u << 20;
+
+std::string Line(const json& e) { return e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
+
+}  // namespace
+
+Result<std::unique_ptr<Publisher>> Publisher::Start(const Options& options) {
+  std::unique_ptr<Publisher> p(new Publisher());
+  p->options_ = options;
+  if (!options.record_path.empty()) {
+    p->record_ = std::fopen(options.record_path.c_str(), "we");
+    if (!p->record_) return ErrnoError("cannot create " + options.record_path, errno);
+  }
+  if (!options.serve.empty()) {
+    auto parsed = net::ParseEndpoint(options.serve);
+    if (!parsed.ok()) return InvalidArgument("--serve " + options.serve + ": " + parsed.status().message());
+    net::Endpoint want = *parsed;
+    int port = 0;
+    auto l = net::Listen(want.host, want.port, &port, 16);
+    if (!l.ok()) return l.status().WithContext("--serve " + options.serve);
+    p->listener_ = std::move(*l);
+    p->endpoint_ = {want.host, port};
+    Publisher* raw = p.get();
+    p->acceptor_ = std::thread([raw] { raw->AcceptLoop(); });
+  }
+  return p;
+}
+
+Publisher::~Publisher() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+    // Viewers get what was published last (the final tick and `end`) for up to a second; then
+    // the sockets are shut, which also frees a thread stuck sending to a viewer that stopped reading.
+    cv_.wait_for(lock, std::chrono::seconds(1), [&] {
+      for (const auto& v : viewers_)
+        if (v->fd.valid()) return false;
+      return true;
+    });
+    for (auto& v : viewers_)
+      if (v->fd.valid()) ::shutdown(v->fd.get(), SHUT_RDWR);
+  }
+  cv_.notify_all();
+  if (acceptor_.joinable()) acceptor_.join();
+  for (auto& t : viewer_threads_) t.join();
+  if (record_) std::fclose(record_);
+}
+
+size_t Publisher::viewers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& v : viewers_) n += v->fd.valid() && !v->dropped;
+  return n;
+}
+
+void Publisher::Publish(const std::vector<json>& events) {
+  if (record_) {
+    for (const auto& e : events) {
+      std::string line = Line(e);
+      std::fwrite(line.data(), 1, line.size(), record_);
+    }
+    std::fflush(record_);  // a killed run still leaves every tick so far on disk
+  }
+  if (!listener_.valid()) return;
+  std::vector<std::string> frames;
+  for (const auto& e : events)
+    if (auto f = wire::EncodeFrame(e); f.ok()) frames.push_back(std::move(*f));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& e : events)
+    if (Status st = state_.Apply(e); !st.ok()) log::Get("tui")->debug("event not applied to the keyframe state: {}", st.message());
+  for (auto& v : viewers_) {
+    if (v->dropped) continue;
+    for (const auto& f : frames) {
+      v->queue.push_back(f);
+      v->queued_bytes += f.size();
+    }
+    if (v->queued_bytes > kMaxQueuedBytes) {
+      log::Get("tui")->warn("a viewer fell {} MiB behind; dropping it", v->queued_bytes >> 20);
+      v->dropped = true;
+      ::shutdown(v->fd.get(), SHUT_RDWR);
+    }
+  }
+  cv_.notify_all();
+}
+
+void Publisher::AcceptLoop() {
+  while (!stop_) {
+    pollfd pfd{listener_.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 200) <= 0) continue;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int c = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
+    ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
+    auto v = std::make_shared<Viewer>();
+    v->fd = net::Fd(c);
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t live = 0;
+    for (const auto& o : viewers_) live += !o->dropped;
+    if (live >= options_.max_viewers) {
+      log::Get("tui")->warn("refusing viewer {}:{}: {} viewers already", host, serv, live);
+      continue;  // closes c
+    }
+    viewers_.push_back(v);
+    viewer_threads_.emplace_back([this, v, peer = std::string(host) + ":" + serv] { ServeViewer(v, peer); });
+  }
+}
+
+void Publisher::ServeViewer(std::shared_ptr<Viewer> v, std::string peer) {
+  auto log = log::Get("tui");
+  wire::FrameDecoder decoder;
+  bool probe = false;
+  if (Status st = agent::AcceptHello(v->fd.get(), decoder, options_.token, std::chrono::seconds(5), "coordinator", &probe); !st.ok()) {
+    if (!probe) log->warn("refused viewer {}: {}", peer, st.message());
+    std::lock_guard<std::mutex> lock(mu_);
+    v->dropped = true;
+    v->queue.clear();
+    v->fd.Reset();
+    cv_.notify_all();
+    return;
+  }
+  log->info("viewer {} attached", peer);
+  {
+    // The keyframe goes first, ahead of anything published after this moment.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::deque<std::string> first;
+    for (const auto& e : state_.Keyframe())
+      if (auto f = wire::EncodeFrame(e); f.ok()) first.push_back(std::move(*f));
+    v->queue.clear();
+    v->queued_bytes = 0;
+    for (auto& f : first) v->queued_bytes += f.size();
+    v->queue = std::move(first);
+  }
+  while (true) {
+    std::deque<std::string> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || v->dropped || !v->queue.empty(); });
+      if (v->dropped) break;
+      if (v->queue.empty() && stop_) break;
+      batch.swap(v->queue);
+      v->queued_bytes = 0;
+    }
+    bool ok = true;
+    for (const auto& f : batch)
+      if (!net::SendAll(v->fd.get(), f).ok()) {
+        ok = false;
+        break;
+      }
+    if (!ok) break;
+  }
+  log->info("viewer {} detached", peer);
+  std::lock_guard<std::mutex> lock(mu_);
+  v->dropped = true;
+  v->queue.clear();
+  v->fd.Reset();
+  cv_.notify_all();  // the destructor waits for viewers to finish
+}
+
+Result<LiveClient> LiveClient::Connect(const net::Endpoint& endpoint, const std::string& token, Duration timeout) {
+  auto c = net::Connect(endpoint.host, endpoint.port, timeout);
+  if (c.outcome != net::ConnectOutcome::kOk)
+    return Unavailable("coordinator at " + endpoint.ToString() + ": connect " + net::ConnectOutcomeName(c.outcome) + " (" + c.error + ")");
+  LiveClient client;
+  client.fd_ = std::move(c.fd);
+  DSD_RETURN_IF_ERROR(net::SendFrame(client.fd_.get(), {{"type", "hello"}, {"token", token}, {"role", "viewer"}}));
+  auto reply = net::RecvFrame(client.fd_.get(), client.decoder_, timeout);
+  if (!reply.ok()) return reply.status().WithContext("coordinator at " + endpoint.ToString());
+  if (reply->value("type", "") != "welcome")
+    return PermissionDenied("coordinator at " + endpoint.ToString() + " refused us: " + reply->value("message", reply->dump()));
+  return client;
+}
+
+Result<json> LiveClient::Next(Duration timeout) { return net::RecvFrame(fd_.get(), decoder_, timeout); }
+
+Result<std::vector<RecordedEvent>> ReadEventFile(const std::string& path, std::vector<std::string>* warnings) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError("cannot open " + path, errno);
+  std::vector<RecordedEvent> events;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    bool unterminated = in.eof();  // getline met the end before a newline
+    if (line.empty()) continue;
+    auto j = wire::ParseJsonBounded(line);
+    if (!j.ok() || !j->is_object()) {
+      if (unterminated) {  // cut short by a kill
+        warnings->push_back(path + ":" + std::to_string(lineno) + ": last line is incomplete (the run was killed while writing it); ignored");
+        break;
+      }
+      return InvalidArgument(path + ":" + std::to_string(lineno) + ": not a JSON object" + (j.ok() ? "" : " (" + j.status().message() + ")"));
+    }
+    events.push_back({lineno, std::move(*j)});
+  }
+  if (in.bad()) return ErrnoError("cannot read " + path, errno);
+  return events;
+}
+
+}  // namespace dsd::tui
