@@ -92,8 +92,20 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--launcher", run.launcher, "How agents start: local | ssh")->check(CLI::IsMember({"local", "ssh"}));
   run_cmd->add_option("--ssh-opts", run.ssh_opts, "Extra ssh arguments");
   run_cmd->add_option("--master_port", run.master_port, "MASTER_PORT for the ranks")->check(CLI::Range(1, 65535));
+  run_cmd->add_option("--serve", run.serve, "ADDR:PORT for `dsdoctor tui --attach` viewers (default 127.0.0.1:0, any free port; off: none)");
   run_cmd->add_flag("--no-color", no_color, "Plain output even on a terminal");
   run_cmd->add_option("command", run.command, "The program and its arguments (after --)")->required();
+
+  TuiOptions tui;
+  auto* tui_cmd = app.add_subcommand("tui", "Live view of a running job (--attach) or of a recorded one (--replay)");
+  auto* attach_opt = tui_cmd->add_option("--attach", tui.attach, "HOST:PORT of a running `dsdoctor run` (see its viewer.addr), or its log dir");
+  tui_cmd->add_option("--token-file", tui.token_file, "The run's viewer.token (default: in the log dir given to --attach)");
+  auto* replay_opt = tui_cmd->add_option("--replay", tui.replay, "A run's events.jsonl, or its log dir");
+  attach_opt->excludes(replay_opt);
+  tui_cmd->add_flag("--dump", tui.dump, "Print one frame as text (no terminal needed): the end of a replay, or the attached job now");
+  tui_cmd->add_option("--at", tui.at, "--replay: the moment to start at (or to dump), seconds since the job started")->check(CLI::NonNegativeNumber);
+  tui_cmd->add_option("--speed", tui.speed, "--replay: playback speed (keys < and > change it)")->check(CLI::Range(0.01, 1000.0));
+  tui_cmd->add_option("--size", tui.size, "--dump: COLSxROWS (default 100x30)");
 
   AnalyzeOptions analyze;
   auto* analyze_cmd = app.add_subcommand("analyze", "Post-mortem diagnosis of a run's log dir (logs, traces, exits)");
@@ -129,6 +141,13 @@ int Main(int argc, char** argv) {
       return RunJob(run);
     }
     if (*analyze_cmd) return RunAnalyze(analyze);
+    if (*tui_cmd) {
+      if (tui.attach.empty() == tui.replay.empty()) {
+        std::cerr << "dsdoctor tui: give --attach HOST:PORT|DIR or --replay FILE|DIR\n";
+        return kExitUsage;
+      }
+      return RunTui(tui);
+    }
     if (*report_cmd) {
       report.color = !no_color && ::isatty(1) && !std::getenv("NO_COLOR");
       return RunReport(report);

@@ -69,10 +69,22 @@ struct RunOptions {
   std::string launcher;           // local | ssh (default: local for --local, ssh for a hostfile)
   std::string ssh_opts;
   int master_port = 0;            // 0: a free port (simulated nodes) or 29500
+  std::string serve = "127.0.0.1:0";  // where `dsdoctor tui --attach` connects ("off": nowhere)
   bool color = false;
   std::vector<std::string> command;
 };
 int RunJob(const RunOptions& options);
+
+struct TuiOptions {
+  std::string attach;             // HOST:PORT of a running `dsdoctor run`, or its log dir
+  std::string token_file;         // the run's viewer.token (default: beside viewer.addr when --attach is a dir)
+  std::string replay;             // an events.jsonl, or the log dir holding one
+  bool dump = false;              // print one frame as text instead of opening the terminal
+  double at = -1;                 // replay: the moment to show (seconds since the start; <0: the end)
+  double speed = 1;               // replay: playback speed
+  std::string size = "100x30";    // --dump: COLSxROWS
+};
+int RunTui(const TuiOptions& options);
 
 struct AnalyzeOptions {
   std::string dir;

@@ -44,7 +44,9 @@
 #include "diagnosis/report.h"
 #include "probe/dsenv.h"
 #include "runtime/trace.h"
+#include "tui/live.h"
 #include "tui/model.h"
+#include "tui/stream.h"
 #include "tui/view.h"
 
 namespace dsd::cli {
@@ -80,6 +82,14 @@ int EmitReport(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, co
   }
   std::cout.flush();
   return kExitOk;
+}
+
+// Steps per second of the slowest traced rank since the start (0 before any trace).
+double StepRate(const diagnosis::JobState& job, int64_t now, int64_t start_ns) {
+  uint64_t step = UINT64_MAX;
+  for (const auto& r : job.ranks)
+    if (r.has_trace) step = std::min<uint64_t>(step, r.step);
+  return step != UINT64_MAX && now > start_ns ? step / ((now - start_ns) / 1e9) : 0;
 }
 
 int FreeLoopbackPort() {
@@ -329,6 +339,33 @@ int RunJob(const RunOptions& o) {
   std::string log_dir = std::filesystem::absolute(o.log_dir).string();
   std::string cwd = std::filesystem::current_path().string();
 
+  // The live view's event stream: recorded in events.jsonl (dsdoctor tui --replay) and served to
+  // viewers (dsdoctor tui --attach) with a token of their own: a viewer only watches, so it must
+  // not hold the agents' token, which runs commands.
+  std::unique_ptr<tui::Publisher> publisher;
+  {
+    auto viewer_token = agent::GenerateToken();
+    if (!viewer_token.ok()) {
+      std::cerr << "dsdoctor run: " << viewer_token.status().message() << "\n";
+      return kExitInternal;
+    }
+    tui::Publisher::Options po{log_dir + "/events.jsonl", o.serve == "off" ? "" : o.serve, *viewer_token};
+    auto p = tui::Publisher::Start(po);
+    if (!p.ok()) {
+      std::cerr << "dsdoctor run: " << p.status().message() << "\n";
+      return p.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitInternal;
+    }
+    publisher = std::move(*p);
+    if (publisher->endpoint().port > 0) {
+      Status st = agent::WriteTokenFile(log_dir + "/viewer.token", *viewer_token);
+      if (st.ok()) st = WriteFileAtomic(log_dir + "/viewer.addr", publisher->endpoint().ToString() + "\n");
+      if (!st.ok()) {
+        std::cerr << "dsdoctor run: " << st.message() << "\n";
+        return kExitInternal;
+      }
+    }
+  }
+
   // Agents first (their addresses give MASTER_ADDR), unless --direct.
   std::unique_ptr<agent::Launcher> launcher;
   std::vector<agent::AgentHandle> handles;
@@ -433,8 +470,10 @@ int RunJob(const RunOptions& o) {
     source = std::move(a);
   }
   log->info("started {} ranks on {} nodes, logs in {}", world, nnodes, log_dir);
-  if (!o.quiet)
+  if (!o.quiet && !o.tui) {
     std::printf("dsdoctor: %d ranks on %d nodes%s, logs and traces in %s\n", world, nnodes, o.direct ? " (direct)" : " (agents)", log_dir.c_str());
+    if (publisher->endpoint().port > 0) std::printf("dsdoctor: live view: dsdoctor tui --attach %s\n", o.log_dir.c_str());
+  }
 
   diagnosis::JobState job;
   job.world_size = world;
@@ -459,10 +498,29 @@ int RunJob(const RunOptions& o) {
   const bool tui = view != nullptr;
   const bool echo = !o.quiet && !tui;
   const std::string on_hang = !o.on_hang.empty() ? o.on_hang : tui ? "wait" : "stop";
-  std::map<int, std::deque<std::string>> tails;
+  tui::LogTails tails, paused_tails;
   tui::ViewState view_state;
-  tui::Frame frame;
+  tui::StreamEncoder encoder;
+  const std::string job_text = Join(o.command, " ");
   int64_t start_ns = runtime::TraceNowNs();
+  auto elapsed = [&](int64_t ns) { return ns > start_ns ? (ns - start_ns) / 1e9 : 0.0; };
+  std::vector<nlohmann::json> events;  // this tick's, for the publisher
+  events.push_back(tui::HeaderEvent(job_text, world,
+                                    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count()));
+  std::vector<std::vector<std::string>> new_lines(world);
+  auto take_line = [&](int r, std::string_view line) {
+    tails.Append(r, line);
+    if (new_lines[r].size() < tui::kMaxLogLinesPerEvent) new_lines[r].emplace_back(line);
+    else if (new_lines[r].size() == tui::kMaxLogLinesPerEvent) new_lines[r].push_back("[dsdoctor: more lines in this tick are in rank-" + std::to_string(r) + ".log only]");
+  };
+  auto flush_lines = [&](double t) {
+    for (int r = 0; r < world; ++r)
+      if (!new_lines[r].empty()) {
+        events.push_back(tui::LogEvent(t, r, new_lines[r]));
+        new_lines[r].clear();
+      }
+  };
+  diagnosis::Diagnosis current;  // what the live view shows
   auto say = [&](const char* fmt, auto... args) {
     if (!tui) std::printf(fmt, args...);
   };
@@ -474,17 +532,15 @@ int RunJob(const RunOptions& o) {
       for (size_t nl; (nl = partial[r].find('\n', start)) != std::string::npos; start = nl + 1) {
         std::string_view line(partial[r].data() + start, nl - start);
         if (echo) std::printf("[%d] %.*s\n", r, static_cast<int>(line.size()), line.data());
-        if (tui) {
-          auto& tail = tails[r];
-          tail.emplace_back(line);
-          if (tail.size() > 500) tail.pop_front();
-        }
+        take_line(r, line);
         for (auto& e : classifiers[r].Feed(line)) job.events.push_back(std::move(e));
       }
       partial[r].erase(0, start);
       if (final) {
-        if (!partial[r].empty())
+        if (!partial[r].empty()) {
+          take_line(r, partial[r]);
           for (auto& e : classifiers[r].Feed(partial[r])) job.events.push_back(std::move(e));
+        }
         for (auto& e : classifiers[r].Finish()) job.events.push_back(std::move(e));
       }
     }
@@ -526,8 +582,10 @@ int RunJob(const RunOptions& o) {
       stop_all(SIGKILL);
       stop_deadline_ns = now + 3'000'000'000LL;
     }
+    if (stopped_by_us) current = diagnosis::Diagnose(job);  // ranks leaving
     if (!stopped_by_us) {
       diagnosis::Diagnosis d = diagnosis::Diagnose(job);
+      current = d;
       for (const auto& f : d.findings)
         if (announced.insert(FindingKey(f)).second)
           say("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
@@ -564,6 +622,7 @@ int RunJob(const RunOptions& o) {
           if (announced.insert(FindingKey(f)).second)
             say("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
         WriteManifest(log_dir, job, with_stacks, o.command);
+        current = with_stacks;
         say("dsdoctor: the job is hung%s\n", on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
         if (on_hang == "stop") {
           stop_all(SIGTERM);
@@ -571,32 +630,25 @@ int RunJob(const RunOptions& o) {
         }
       }
     }
+    // The live view: this tick's log lines, then the snapshot; to viewers, the recording, the screen.
+    tui::Snapshot snap = tui::BuildSnapshot(job, current, {job_text, start_ns, StepRate(job, now, start_ns)});
+    flush_lines(snap.elapsed_s);
+    events.push_back(encoder.Tick(snap));
+    publisher->Publish(events);
+    events.clear();
     if (!tui) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
-    // Draw, then wait for keys until the next tick.
-    if (!view_state.paused) {
-      uint64_t step = UINT64_MAX;
-      for (const auto& r : job.ranks)
-        if (r.has_trace) step = std::min<uint64_t>(step, r.step);
-      double rate = step != UINT64_MAX && now > start_ns ? step / ((now - start_ns) / 1e9) : 0;
-      tui_snapshot = tui::BuildSnapshot(job, diagnosis::Diagnose(job), {Join(o.command, " "), start_ns, rate, &tails});
+    // Draw, then wait for keys until the next tick. Paused: the screen keeps its snapshot and logs.
+    bool was_paused = view_state.paused;
+    if (!was_paused) tui_snapshot = std::move(snap);
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    if (tui::Interact(*view, tui_snapshot, was_paused ? &paused_tails : &tails, view_state, {}, until, log_dir) && !stop_deadline_ns) {
+      stop_all(SIGTERM);  // q: the person is done with this job
+      stop_deadline_ns = runtime::TraceNowNs() + 3'000'000'000LL;
     }
-    int64_t tick_end = now + 200'000'000;
-    while (true) {
-      frame = tui::BuildFrame(tui_snapshot, tui::ComputeLayout(view->cols(), view->rows()), view_state);
-      view->Draw(frame);
-      int64_t left_ms = (tick_end - runtime::TraceNowNs()) / 1'000'000;
-      if (left_ms <= 0) break;
-      int key = view->ReadKey(static_cast<int>(left_ms));
-      if (key < 0) break;
-      int rows = static_cast<int>(tui::VisibleRows(tui_snapshot, view_state, frame.class_view).size());
-      if (tui::ApplyKey(view_state, key, rows, view->rows() / 2) && !stop_deadline_ns) {
-        stop_all(SIGTERM);  // q: the person is done with this job
-        stop_deadline_ns = runtime::TraceNowNs() + 3'000'000'000LL;
-      }
-    }
+    if (view_state.paused && !was_paused) paused_tails = tails;
   }
   view.reset();  // the terminal is ours again for the report
   // Final report: everything the logs said, through to their last line, and whole trace rings (a
@@ -636,13 +688,22 @@ int RunJob(const RunOptions& o) {
   }
   diagnosis::Diagnosis final_d = diagnosis::Diagnose(job);
   WriteManifest(log_dir, job, final_d, o.command);
+  const int code = g_stop_signal ? 128 + g_stop_signal : final_d.hang || hang_reported ? (job_code ? job_code : kExitProblems) : job_code;
+  {
+    // The recording ends with what the report says (rank times as the report has them).
+    tui::Snapshot snap = tui::BuildSnapshot(job, final_d, {job_text, start_ns, StepRate(job, job.now_ns, start_ns)});
+    snap.elapsed_s = elapsed(runtime::TraceNowNs());
+    flush_lines(snap.elapsed_s);
+    events.push_back(encoder.Tick(snap));
+    events.push_back(tui::EndEvent(snap.elapsed_s, code));
+    publisher->Publish(events);
+    publisher.reset();
+  }
   source.reset();
   if (launcher) launcher->Stop();
   int rc = EmitReport(job, final_d, o.json_out, o.color);
   if (rc != kExitOk) return rc;
-  if (g_stop_signal) return 128 + g_stop_signal;
-  if (final_d.hang || hang_reported) return job_code ? job_code : kExitProblems;
-  return job_code;
+  return code;
 }
 
 int RunAnalyze(const AnalyzeOptions& o) {

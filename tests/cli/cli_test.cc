@@ -112,5 +112,39 @@ TEST(CliTest, DeepSpeedEnvProblemsAreReportedWithFileAndLine) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CliTest, TuiNeedsAttachOrReplayAndNamesBadRecordings) {
+  auto none = Dsdoctor({"tui"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--attach"), std::string::npos) << none.err;
+  EXPECT_EQ(Dsdoctor({"tui", "--attach", "127.0.0.1:1", "--replay", "x"}).exit_code, 2) << "one or the other";
+
+  std::string dir = ::testing::TempDir() + "/dsd_cli_tui";
+  std::filesystem::create_directories(dir);
+  auto missing = Dsdoctor({"tui", "--replay", dir + "/nope.jsonl", "--dump"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("nope.jsonl"), std::string::npos) << missing.err;
+
+  std::string file = dir + "/events.jsonl";
+  FILE* f = std::fopen(file.c_str(), "w");
+  std::fputs("{\"type\":\"header\",\"version\":1,\"t\":0,\"job\":\"train\",\"ranks\":2,\"start_unix_ms\":0}\n"
+             "{\"type\":\"tick\",\"t\":1,\"overall\":\"running\",\"nodes\":1,\"ranks\":2,\"running\":2,\"step\":1,\"steps_per_s\":1,\"rows\":[{\"rank\":7}]}\n",
+             f);
+  std::fclose(f);
+  auto bad = Dsdoctor({"tui", "--replay", dir, "--dump"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("events.jsonl:2: "), std::string::npos) << bad.err;
+
+  auto no_token = Dsdoctor({"tui", "--attach", "127.0.0.1:9"});
+  EXPECT_EQ(no_token.exit_code, 2);
+  EXPECT_NE(no_token.err.find("--token-file"), std::string::npos) << no_token.err;
+  auto bad_serve = Dsdoctor({"run", "--local", "1", "--log-dir", dir + "/logs", "--serve", "nowhere", "--", "true"});
+  EXPECT_EQ(bad_serve.exit_code, 2);
+  EXPECT_NE(bad_serve.err.find("--serve nowhere"), std::string::npos) << bad_serve.err;
+  auto bad_size = Dsdoctor({"tui", "--replay", dir, "--dump", "--size", "wide"});
+  EXPECT_EQ(bad_size.exit_code, 2);
+  EXPECT_NE(bad_size.err.find("--size wide"), std::string::npos) << bad_size.err;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace dsd
