@@ -694,7 +694,7 @@ int RunJob(const RunOptions& o) {
     tui::Snapshot snap = tui::BuildSnapshot(job, final_d, {job_text, start_ns, StepRate(job, job.now_ns, start_ns)});
     snap.elapsed_s = elapsed(runtime::TraceNowNs());
     flush_lines(snap.elapsed_s);
-    events.push_back(encoder.Tick(snap));
+    events.push_back(encoder.Tick(snap, /*last=*/true));
     events.push_back(tui::EndEvent(snap.elapsed_s, code));
     publisher->Publish(events);
     publisher.reset();

@@ -17,11 +17,13 @@ Tone ParseTone(const std::string& s) {
   return Tone::kNormal;
 }
 
-// A row as sent: `since` (when its state began, in seconds since the start) instead of the time
-// in state, so a row whose state goes on is not sent again every tick.
-json RowJson(const RankRow& r, double elapsed) {
+// When a row's state began, in seconds since the start (-1: no time shown). Sent instead of the
+// time in state, so a row whose state goes on is not sent again every tick.
+double Since(const RankRow& r, double elapsed) { return r.in_state_s > 0 ? std::round((elapsed - r.in_state_s) * 1000) / 1000 : -1; }
+
+json RowJson(const RankRow& r, double since) {
   json j = {{"rank", r.rank}, {"node", r.node}, {"tone", ToneName(r.tone)}, {"state", r.state}, {"where", r.where}};
-  if (r.in_state_s > 0) j["since"] = std::round((elapsed - r.in_state_s) * 1000) / 1000;
+  if (since >= 0) j["since"] = since;
   if (r.culprit) j["culprit"] = true;
   return j;
 }
@@ -63,28 +65,40 @@ json LogEvent(double t, int rank, const std::vector<std::string>& lines) {
 
 json EndEvent(double t, int code) { return {{"type", "end"}, {"t", t}, {"code", code}}; }
 
-json StreamEncoder::Tick(const Snapshot& s) {
+json StreamEncoder::Tick(const Snapshot& s, bool last) {
   json j = {{"type", "tick"},       {"t", s.elapsed_s},        {"overall", s.overall}, {"nodes", s.nodes}, {"ranks", s.ranks},
             {"running", s.running}, {"step", s.step},          {"steps_per_s", s.steps_per_s}};
   json rows = json::array();
   if (first_) rows_.clear();
   rows_.resize(s.rows.size());
   for (size_t i = 0; i < s.rows.size(); ++i) {
-    json row = RowJson(s.rows[i], s.elapsed_s);
+    const RankRow& row = s.rows[i];
+    double since = Since(row, s.elapsed_s);
+    SentRow& last = rows_[i];
     // `since` moves by rounding only while the state goes on: a change under 50 ms is not news.
-    json& last = rows_[i];
-    bool same = !last.is_null() && last["state"] == row["state"] && last["where"] == row["where"] && last["tone"] == row["tone"] &&
-                last["node"] == row["node"] && last.value("culprit", false) == row.value("culprit", false) &&
-                last.contains("since") == row.contains("since") &&
-                (!row.contains("since") || std::abs(last["since"].get<double>() - row["since"].get<double>()) < 0.05);
+    bool same = !first_ && last.sent && last.row.rank == row.rank && last.row.state == row.state && last.row.where == row.where &&
+                last.row.tone == row.tone && last.row.node == row.node && last.row.culprit == row.culprit &&
+                (last.since < 0) == (since < 0) && (since < 0 || std::abs(last.since - since) < 0.05);
     if (same) continue;
-    rows.push_back(row);
-    last = std::move(row);
+    rows.push_back(RowJson(row, since));
+    last = {row, since, true};
   }
   j["rows"] = std::move(rows);
-  std::string classes = Dump(ClassesJson(s.classes)), findings = Dump(FindingsJson(s.findings));
+  std::string classes = Dump(ClassesJson(s.classes));
   if (first_ || classes != classes_) j["classes"] = json::parse(classes), classes_ = std::move(classes);
-  if (first_ || findings != findings_) j["findings"] = json::parse(findings), findings_ = std::move(findings);
+  // A hang's evidence counts its seconds ("for 5.8 s"), so findings change every tick. New or
+  // changed findings go out at once; evidence that only moved goes out every few seconds, which
+  // keeps a long hang's recording small.
+  json findings = FindingsJson(s.findings), keys = findings;
+  for (auto& f : keys) f.erase("evidence");
+  std::string dumped = Dump(findings), dumped_keys = Dump(keys);
+  bool changed = dumped_keys != finding_keys_ || (dumped != findings_ && (last || s.elapsed_s - findings_t_ >= kEvidenceRefreshS));
+  if (first_ || changed) {
+    j["findings"] = std::move(findings);
+    findings_ = std::move(dumped);
+    finding_keys_ = std::move(dumped_keys);
+    findings_t_ = s.elapsed_s;
+  }
   first_ = false;
   return j;
 }

@@ -29,15 +29,26 @@ nlohmann::json HeaderEvent(const std::string& job, int ranks, int64_t start_unix
 nlohmann::json LogEvent(double t, int rank, const std::vector<std::string>& lines);
 nlohmann::json EndEvent(double t, int code);
 
+// Findings whose only change is their evidence's elapsed time are sent again after this long.
+inline constexpr double kEvidenceRefreshS = 5;
+
 class StreamEncoder {
  public:
   // The tick event that brings a viewer from the previous Tick's snapshot to `s` (all of it on
-  // the first call).
-  nlohmann::json Tick(const Snapshot& s);
+  // the first call). `last`: the run's final tick, which sends every change (no refresh delay).
+  nlohmann::json Tick(const Snapshot& s, bool last = false);
 
  private:
-  std::vector<nlohmann::json> rows_;  // by rank, as last sent
-  std::string classes_, findings_;    // as last sent (dumped)
+  // A row as last sent: compared field by field, so a quiet tick builds no JSON for its rows.
+  struct SentRow {
+    RankRow row;
+    double since = -1;  // -1: no time shown
+    bool sent = false;
+  };
+  std::vector<SentRow> rows_;       // by index in Snapshot::rows
+  std::string classes_, findings_;  // as last sent (dumped)
+  std::string finding_keys_;        // the last sent findings without their evidence (dumped)
+  double findings_t_ = 0;           // when they were last sent
   bool first_ = true;
 };
 

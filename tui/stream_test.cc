@@ -103,6 +103,34 @@ TEST(StreamTest, DecodedTicksRebuildTheSnapshotsAndOnlyChangesAreSent) {
   EXPECT_EQ(dec.snapshot().findings[0].code, "COLLECTIVE_MISMATCH");
 }
 
+TEST(StreamTest, EvidenceThatOnlyCountsSecondsIsResentEveryFewSecondsAndOnTheLastTick) {
+  StreamEncoder enc;
+  StreamDecoder dec;
+  ASSERT_TRUE(dec.Apply(HeaderEvent("train", 4, 0)).ok());
+  constexpr int64_t kHung = kStart + 12'000'000'000;
+  ASSERT_TRUE(dec.Apply(enc.Tick(Snap(4, true, kHung))).ok());
+  // 1 s on: "for 9.0 s" instead of "for 8.0 s" is no news yet.
+  Snapshot one_on = Snap(4, true, kHung + 1'000'000'000);
+  ASSERT_NE(one_on.findings, dec.snapshot().findings) << "the evidence counts seconds";
+  auto tick = enc.Tick(one_on);
+  EXPECT_FALSE(tick.contains("findings")) << tick.dump();
+  EXPECT_TRUE(tick["rows"].empty()) << tick.dump();
+  // After kEvidenceRefreshS the evidence goes out again.
+  Snapshot later = Snap(4, true, kHung + static_cast<int64_t>(kEvidenceRefreshS * 1e9));
+  tick = enc.Tick(later);
+  ASSERT_TRUE(tick.contains("findings"));
+  ASSERT_TRUE(dec.Apply(tick).ok());
+  EXPECT_EQ(dec.snapshot().findings, later.findings);
+  // The run's last tick sends it at once: a replay ends on the final report's evidence.
+  Snapshot last = Snap(4, true, kHung + static_cast<int64_t>(kEvidenceRefreshS * 1e9) + 500'000'000);
+  EXPECT_FALSE(enc.Tick(last).contains("findings"));
+  Snapshot final_state = Snap(4, true, kHung + static_cast<int64_t>(kEvidenceRefreshS * 1e9) + 1'000'000'000);
+  tick = enc.Tick(final_state, /*last=*/true);
+  ASSERT_TRUE(tick.contains("findings"));
+  ASSERT_TRUE(dec.Apply(tick).ok());
+  EXPECT_EQ(dec.snapshot().findings, final_state.findings);
+}
+
 TEST(StreamTest, KeyframeBringsANewViewerToTheSameStateWithLogs) {
   StreamEncoder enc;
   StreamDecoder live;
