@@ -117,7 +117,12 @@ Snapshot BuildSnapshot(const diagnosis::JobState& job, const diagnosis::Diagnosi
     if (row.culprit) row.tone = Tone::kError;
     s.rows.push_back(std::move(row));
   }
-  if (s.step == UINT64_MAX) s.step = 0;
+  // Once no rank runs, the step reached is the furthest any traced rank got.
+  if (s.step == UINT64_MAX) {
+    s.step = 0;
+    for (const auto& r : job.ranks)
+      if (r.has_trace) s.step = std::max<uint64_t>(s.step, r.step);
+  }
   s.nodes = static_cast<int>(nodes.size());
   for (const auto& c : d.classes) {
     ClassRow cr{c.description, c.ranks, false};

@@ -145,8 +145,9 @@ TEST(SnapshotTest, OverallStateIsStartingUntilARankRunsAndFinishedOrFailedAfter)
   EXPECT_EQ(BuildSnapshot(job, none, {}).overall, "starting");
   job.ranks[0].status = diagnosis::RankStatus::kRunning;
   EXPECT_EQ(BuildSnapshot(job, none, {}).overall, "running");
-  for (auto& r : job.ranks) r.status = diagnosis::RankStatus::kExited;
+  for (auto& r : job.ranks) r.status = diagnosis::RankStatus::kExited, r.has_trace = true, r.step = 7 + r.rank;
   EXPECT_EQ(BuildSnapshot(job, none, {}).overall, "finished");
+  EXPECT_EQ(BuildSnapshot(job, none, {}).step, 8u) << "the furthest step once none runs";
   job.ranks[1].exit_code = 3;
   EXPECT_EQ(BuildSnapshot(job, none, {}).overall, "failed");
   // A frame before any snapshot (a replay's header alone) says so instead of showing an empty table.
