@@ -4,6 +4,7 @@
 
 #include "diagnosis/engine.h"
 #include "tui/model.h"
+#include "tui/stream.h"
 
 namespace dsd::tui {
 namespace {
@@ -37,16 +38,56 @@ void BM_BuildFrame(benchmark::State& state) {
   int n = static_cast<int>(state.range(0));
   auto job = Hang(n);
   auto d = diagnosis::Diagnose(job);
-  std::map<int, std::deque<std::string>> tails;
-  for (int r = 0; r < n; ++r) tails[r] = {"step 4 loss 0.25", "step 5 loss 0.24"};
+  LogTails tails;
+  for (int r = 0; r < n; ++r) {
+    tails.Append(r, "step 4 loss 0.25");
+    tails.Append(r, "step 5 loss 0.24");
+  }
   Layout layout = ComputeLayout(static_cast<int>(state.range(1)), static_cast<int>(state.range(2)));
   for (auto _ : state) {
-    Snapshot s = BuildSnapshot(job, d, {"train", kNow - 10'000'000'000, 1.0, &tails});
-    benchmark::DoNotOptimize(BuildFrame(s, layout, {}));
+    Snapshot s = BuildSnapshot(job, d, {"train", kNow - 10'000'000'000, 1.0});
+    benchmark::DoNotOptimize(BuildFrame(s, layout, {}, &tails));
   }
   state.counters["ranks"] = n;
 }
 BENCHMARK(BM_BuildFrame)->Args({4, 80, 24})->Args({4096, 80, 24})->Args({4096, 250, 70})->Unit(benchmark::kMillisecond);
+
+// The event stream of the same job: a tick to send while nothing but time changes (what a
+// coordinator pays every 200 ms), and a full tick applied by a viewer (its keyframe).
+void BM_EncodeQuietTick(benchmark::State& state) {
+  int n = static_cast<int>(state.range(0));
+  auto job = Hang(n);
+  auto d = diagnosis::Diagnose(job);
+  Snapshot s = BuildSnapshot(job, d, {"train", kNow - 10'000'000'000, 1.0});
+  StreamEncoder enc;
+  (void)enc.Tick(s);
+  size_t bytes = 0;
+  for (auto _ : state) {
+    s.elapsed_s += 0.2;
+    for (auto& r : s.rows) r.in_state_s += 0.2;
+    auto e = enc.Tick(s);
+    bytes = e.dump().size();
+    benchmark::DoNotOptimize(e);
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_EncodeQuietTick)->Arg(4096)->Unit(benchmark::kMillisecond);
+
+void BM_DecodeFullTick(benchmark::State& state) {
+  int n = static_cast<int>(state.range(0));
+  auto job = Hang(n);
+  auto d = diagnosis::Diagnose(job);
+  StreamEncoder enc;
+  auto tick = enc.Tick(BuildSnapshot(job, d, {"train", kNow - 10'000'000'000, 1.0}));
+  auto header = HeaderEvent("train", n, 0);
+  for (auto _ : state) {
+    StreamDecoder dec;
+    (void)dec.Apply(header);
+    benchmark::DoNotOptimize(dec.Apply(tick));
+  }
+  state.counters["bytes"] = static_cast<double>(tick.dump().size());
+}
+BENCHMARK(BM_DecodeFullTick)->Arg(4096)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace dsd::tui
