@@ -187,6 +187,16 @@ class AttachedStream {
   std::string closed_;
 };
 
+// When the run that used `log_dir` has ended (its recording's last event is `end`), the hint that
+// says so and how to look at it instead; empty otherwise.
+std::string EndedRunHint(const std::string& log_dir) {
+  std::vector<std::string> warnings;
+  auto events = tui::ReadEventFile((fs::path(log_dir) / "events.jsonl").string(), &warnings);
+  if (!events.ok() || events->empty() || events->back().event.value("type", "") != "end") return "";
+  return "the run in " + log_dir + " has ended (code " + std::to_string(events->back().event.value("code", 0)) + "); replay it: dsdoctor tui --replay " +
+         log_dir;
+}
+
 int Attach(const TuiOptions& o) {
   std::string address = o.attach, token_file = o.token_file, log_dir;
   std::error_code ec;
@@ -194,6 +204,11 @@ int Attach(const TuiOptions& o) {
     log_dir = o.attach;
     auto addr = ReadFile((fs::path(o.attach) / "viewer.addr").string());
     if (!addr.ok()) {
+      std::string hint = EndedRunHint(log_dir);
+      if (!hint.empty()) {
+        std::cerr << "dsdoctor tui: " << hint << "\n";
+        return kExitProblems;
+      }
       std::cerr << "dsdoctor tui: " << addr.status().message() << " (is a dsdoctor run using this log dir, without --serve off?)\n";
       return kExitUsage;
     }
@@ -216,7 +231,8 @@ int Attach(const TuiOptions& o) {
   }
   auto client = tui::LiveClient::Connect(*endpoint, *token, std::chrono::seconds(5));
   if (!client.ok()) {
-    std::cerr << "dsdoctor tui: " << client.status().message() << "\n";
+    std::string hint = log_dir.empty() ? "" : EndedRunHint(log_dir);
+    std::cerr << "dsdoctor tui: " << client.status().message() << (hint.empty() ? "" : ": " + hint) << "\n";
     return kExitProblems;
   }
   tui::StreamDecoder dec;

@@ -140,6 +140,12 @@ TEST(CliTest, TuiNeedsAttachOrReplayAndNamesBadRecordings) {
   auto bad_serve = Dsdoctor({"run", "--local", "1", "--log-dir", dir + "/logs", "--serve", "nowhere", "--", "true"});
   EXPECT_EQ(bad_serve.exit_code, 2);
   EXPECT_NE(bad_serve.err.find("--serve nowhere"), std::string::npos) << bad_serve.err;
+  // Attaching to a run that has ended says so and how to replay it, instead of a bare "connect refused".
+  auto done = Dsdoctor({"run", "--local", "1", "--quiet", "--log-dir", dir + "/done", "--", "true"});
+  ASSERT_EQ(done.exit_code, 0) << done.err;
+  auto late = Dsdoctor({"tui", "--attach", dir + "/done", "--dump"});
+  EXPECT_EQ(late.exit_code, 1);
+  EXPECT_NE(late.err.find("has ended (code 0); replay it: dsdoctor tui --replay " + dir + "/done"), std::string::npos) << late.err;
   auto bad_size = Dsdoctor({"tui", "--replay", dir, "--dump", "--size", "wide"});
   EXPECT_EQ(bad_size.exit_code, 2);
   EXPECT_NE(bad_size.err.find("--size wide"), std::string::npos) << bad_size.err;
