@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "diagnosis/engine.h"
+#include "diagnosis/testing.h"
 #include "tui/model.h"
 #include "tui/stream.h"
 
@@ -11,28 +12,7 @@ namespace {
 
 constexpr int64_t kNow = 1'000'000'000'000;
 
-diagnosis::JobState Hang(int n) {
-  diagnosis::JobState job;
-  job.world_size = n;
-  job.now_ns = kNow;
-  for (int r = 0; r < n; ++r) {
-    diagnosis::RankState s;
-    s.rank = r;
-    s.node = "node-" + std::to_string(r / 8);
-    s.status = diagnosis::RankStatus::kRunning;
-    s.has_trace = true;
-    diagnosis::OpRecord o;
-    o.op = r == 0 ? "barrier" : "all_reduce";
-    o.seq = 5;
-    o.callsite = r == 0 ? "save_checkpoint" : "engine.step";
-    o.state = "started";
-    o.started_ns = kNow - 2'000'000'000;
-    s.in_flight = o;
-    s.recent = {o};
-    job.ranks.push_back(s);
-  }
-  return job;
-}
+diagnosis::JobState Hang(int n) { return diagnosis::testing::CheckpointHangJob(n, kNow, kNow - 2'000'000'000, 8); }
 
 void BM_BuildFrame(benchmark::State& state) {
   int n = static_cast<int>(state.range(0));

@@ -3,38 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "diagnosis/engine.h"
+#include "diagnosis/testing.h"
 
 namespace dsd::tui {
 namespace {
 
 constexpr int64_t kNow = 1'000'000'000'000;
 
-// The rank-0-only save_checkpoint hang of `n` ranks, diagnosed by the real engine.
-diagnosis::JobState CheckpointHang(int n) {
-  diagnosis::JobState job;
-  job.world_size = n;
-  job.now_ns = kNow;
-  for (int r = 0; r < n; ++r) {
-    diagnosis::RankState s;
-    s.rank = r;
-    s.node = "node-" + std::to_string(r / 2);
-    s.status = diagnosis::RankStatus::kRunning;
-    s.has_trace = true;
-    diagnosis::OpRecord o;
-    o.op = r == 0 ? "barrier" : "all_reduce";
-    o.seq = 5;
-    o.callsite = r == 0 ? "save_checkpoint" : "engine.step";
-    o.dtype = r == 0 ? "" : "float32";
-    o.count = r == 0 ? 0 : 5508;
-    o.state = "started";
-    o.started_ns = kNow - 2'000'000'000;
-    s.in_flight = o;
-    s.last = o;
-    s.recent = {o};
-    job.ranks.push_back(s);
-  }
-  return job;
-}
+// The rank-0-only save_checkpoint hang of `n` ranks, waiting for 2 s.
+diagnosis::JobState CheckpointHang(int n) { return diagnosis::testing::CheckpointHangJob(n, kNow, kNow - 2'000'000'000); }
 
 std::string All(const Frame& f) {
   std::string s;

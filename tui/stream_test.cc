@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "diagnosis/engine.h"
+#include "diagnosis/testing.h"
 
 namespace dsd::tui {
 namespace {
@@ -11,32 +12,12 @@ constexpr int64_t kStart = 1'000'000'000'000;
 
 // `n` ranks computing at step 3 after 4 s; rank 0 then enters save_checkpoint's barrier alone.
 diagnosis::JobState Job(int n, bool hung) {
-  diagnosis::JobState job;
-  job.world_size = n;
-  job.now_ns = kStart + (hung ? 12'000'000'000 : 4'000'000'000);
-  for (int r = 0; r < n; ++r) {
-    diagnosis::RankState s;
-    s.rank = r;
-    s.node = "node-" + std::to_string(r / 2);
-    s.status = diagnosis::RankStatus::kRunning;
-    s.has_trace = true;
+  auto job = diagnosis::testing::CheckpointHangJob(n, kStart + (hung ? 12'000'000'000 : 4'000'000'000), kStart + 4'000'000'000);
+  for (auto& s : job.ranks) {
     s.step = 3;
     s.phase = "forward";
     s.phase_ns = kStart + 3'000'000'000;
-    if (hung) {
-      diagnosis::OpRecord o;
-      o.op = r == 0 ? "barrier" : "all_reduce";
-      o.seq = 5;
-      o.callsite = r == 0 ? "save_checkpoint" : "engine.step";
-      o.dtype = r == 0 ? "" : "float32";
-      o.count = r == 0 ? 0 : 5508;
-      o.state = "started";
-      o.started_ns = kStart + 4'000'000'000;
-      s.in_flight = o;
-      s.last = o;
-      s.recent = {o};
-    }
-    job.ranks.push_back(s);
+    if (!hung) s.in_flight.reset(), s.last.reset(), s.recent.clear();
   }
   return job;
 }
