@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "collectors/python_tracer.h"
 #include "collectors/rank_monitor.h"
 #include "collectors/stack.h"
 #include "common/file.h"
@@ -45,11 +46,18 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
     (void)net::SendFrame(fd, {{"type", "error"}, {"code", "bad_request"}, {"message", std::string("run: ") + e.what()}});
     return;
   }
+  // Python ranks get the collective tracer unless the coordinator said no (run --no-trace).
+  std::optional<collectors::PythonTracer> tracer;
+  if (request.value("trace_python", true)) {
+    tracer = collectors::FindPythonTracer();
+    if (!tracer) log->warn("run: the Python collective tracer is not installed beside this binary; Python ranks run untraced");
+  }
   json started = json::array();
   size_t i = 0;
   for (const auto& r : request["ranks"]) {
     auto rank_env = env;
     for (const auto& [k, v] : r.value("env", std::map<std::string, std::string>{})) rank_env[k] = v;
+    if (tracer) collectors::AddPythonTracer(*tracer, &rank_env);
     Status st = ranks[i].Start(argv, rank_env, cwd);
     if (!st.ok()) {
       for (auto& m : ranks) m.Signal(SIGKILL);

@@ -88,6 +88,7 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--json", run.json_out, "Write the final report as JSON to FILE (- for stdout)");
   run_cmd->add_flag("--quiet", run.quiet, "Do not stream the ranks' output");
   run_cmd->add_flag("--tui", run.tui, "Live terminal view (ranks, findings, logs); q stops the job");
+  run_cmd->add_flag("--no-trace", run.no_trace, "Do not inject the collective tracer into Python ranks (docs/run.md)");
   run_cmd->add_flag("--direct", run.direct, "Start the ranks as children of dsdoctor, without agents (this node only)");
   run_cmd->add_option("--launcher", run.launcher, "How agents start: local | ssh")->check(CLI::IsMember({"local", "ssh"}));
   run_cmd->add_option("--ssh-opts", run.ssh_opts, "Extra ssh arguments");

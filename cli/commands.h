@@ -66,6 +66,7 @@ struct RunOptions {
   std::string json_out;           // final report as JSON to FILE (- for stdout)
   bool quiet = false;             // do not stream rank output
   bool direct = false;            // start the ranks as our own children instead of through agents
+  bool no_trace = false;          // do not inject the Python collective tracer (python/dsdoctor_tracer.py)
   std::string launcher;           // local | ssh (default: local for --local, ssh for a hostfile)
   std::string ssh_opts;
   int master_port = 0;            // 0: a free port (simulated nodes) or 29500

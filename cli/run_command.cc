@@ -33,6 +33,7 @@
 #include "collectors/log_classifier.h"
 #include "collectors/rank_monitor.h"
 #include "collectors/proc_stat.h"
+#include "collectors/python_tracer.h"
 #include "collectors/run_dir.h"
 #include "collectors/stack.h"
 #include "common/file.h"
@@ -57,12 +58,22 @@ void OnSignal(int sig) { g_stop_signal = sig; }
 
 std::string FindingKey(const diagnosis::Finding& f) { return f.code + ":" + diagnosis::FormatRanks(f.ranks); }
 
+// Whether dsdoctor ended the ranks (docs/run.md, run.json "stopped_by_dsdoctor"): `analyze` then
+// describes them as they were before our signal and never blames the signal on them.
+struct Stop {
+  bool stopped = false;
+  std::string reason;  // "hang" | "interrupt" (Ctrl-C, SIGTERM to dsdoctor) | "viewer" (q in the TUI)
+  int64_t at_ns = 0;
+};
+
 void WriteManifest(const std::string& dir, const diagnosis::JobState& job, const diagnosis::Diagnosis& d,
-                   const std::vector<std::string>& command) {
+                   const std::vector<std::string>& command, const Stop& stop = {}) {
   nlohmann::json j = diagnosis::RunJson(job, d);
   j["command"] = command;
   j["stall_after_s"] = job.stall_after_s;
   j["hang_after_s"] = job.hang_after_s;
+  j["now_ns"] = job.now_ns;
+  if (stop.stopped) j["stopped_by_dsdoctor"] = {{"reason", stop.reason}, {"at_ns", stop.at_ns}};
   auto st = WriteFileAtomic(dir + "/run.json", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (!st.ok()) log::Get("run")->warn("cannot write {}/run.json: {}", dir, st.message());
 }
@@ -125,13 +136,17 @@ struct RankLaunch {
 class DirectSource final : public RankSource {
  public:
   Status Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-               const std::string& log_dir, const std::string& cwd) {
+               const std::string& log_dir, const std::string& cwd, bool trace_python) {
     python_ = argv[0].find("python") != std::string::npos;
+    std::optional<collectors::PythonTracer> tracer;
+    if (trace_python && !(tracer = collectors::FindPythonTracer()))
+      log::Get("run")->warn("the Python collective tracer is not installed beside this binary; Python ranks run untraced");
     for (const auto& l : launches) {
       std::string base = log_dir + "/rank-" + std::to_string(l.rank);
       monitors_.emplace_back(l.rank, l.local_rank, l.node, base + ".log", base + ".trace");
       auto e = env;
       for (const auto& [k, v] : l.env) e[k] = v;
+      if (tracer) collectors::AddPythonTracer(*tracer, &e);
       DSD_RETURN_IF_ERROR(monitors_.back().Start(argv, e, cwd));
     }
     return Status::Ok();
@@ -173,7 +188,7 @@ class AgentSource final : public RankSource {
   }
   Status Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
                const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::string& log_dir,
-               const std::string& cwd) {
+               const std::string& cwd, bool trace_python) {
     for (size_t i = 0; i < clients.size(); ++i) {
       auto a = std::make_unique<Agent>(std::move(clients[i]));
       nlohmann::json ranks = nlohmann::json::array();
@@ -181,7 +196,7 @@ class AgentSource final : public RankSource {
         ranks.push_back({{"rank", l.rank}, {"local_rank", l.local_rank}, {"env", l.env}});
         a->ranks.push_back(l.rank);
       }
-      nlohmann::json req = {{"type", "run"}, {"argv", argv}, {"env", env}, {"log_dir", log_dir}, {"cwd", cwd}, {"ranks", ranks}, {"sample_ms", 200}};
+      nlohmann::json req = {{"type", "run"}, {"argv", argv}, {"env", env}, {"log_dir", log_dir}, {"cwd", cwd}, {"ranks", ranks}, {"sample_ms", 200}, {"trace_python", trace_python}};
       DSD_RETURN_IF_ERROR(net::SendFrame(a->client.fd(), req));
       auto reply = net::RecvFrame(a->client.fd(), a->client.decoder(), std::chrono::seconds(30));
       if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());
@@ -252,7 +267,8 @@ class AgentSource final : public RankSource {
         for (const auto& j : (*msg)["ranks"]) {
           auto st = diagnosis::RankStateFromJson(j);
           if (!st.ok()) continue;
-          st->last_output_ns = j.value("last_output_ns", int64_t{0});
+          // When the agent read this state (its clock): ages are measured to it, never to ours.
+          if (!st->sample_ns) st->sample_ns = msg->value("now_ns", int64_t{0});
           if (j.contains("log")) pending_log_[st->rank] += j["log"].get<std::string>();
           latest_[st->rank] = std::move(*st);
         }
@@ -291,6 +307,41 @@ std::map<std::string, std::string> JobEnvironment() {
   }
   for (const auto& [k, v] : probe::MergeDsEnv(probe::FindDsEnvFiles())) env[k] = v;
   return env;
+}
+
+// What would change if a rank moved: its newest trace records (the call, its state) and whether
+// its process tree's CPU time grew (the flatness reference resets when it does).
+std::vector<std::string> ProgressKeys(const diagnosis::JobState& job) {
+  std::vector<std::string> keys;
+  for (const auto& r : job.ranks) {
+    std::string k = diagnosis::RankStatusName(r.status);
+    if (r.last) k += "|" + std::to_string(r.last->comm) + ":" + r.last->op + "#" + std::to_string(r.last->seq) + ":" + r.last->state;
+    if (r.in_flight) k += "|" + r.in_flight->op + "#" + std::to_string(r.in_flight->seq);
+    k += "|" + std::to_string(r.step) + "|" + std::to_string(r.recent.size());
+    // CPU counts for ranks outside a blocking call (a rank spinning inside a collective's transport
+    // has not moved); quarter-seconds, so a blocked process's helper-thread ticks do not count.
+    if (r.proc.valid && !(r.in_flight && r.in_flight->blocking())) k += "|cpu" + std::to_string(static_cast<int64_t>(r.proc.tree_cpu_s * 4));
+    keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+std::vector<int> Moved(const std::vector<std::string>& before, const std::vector<std::string>& after) {
+  std::vector<int> moved;
+  for (size_t r = 0; r < before.size() && r < after.size(); ++r)
+    if (before[r] != after[r]) moved.push_back(static_cast<int>(r));
+  return moved;
+}
+
+// Python ranks without py-spy get native stacks only: say once what is missing and how to get it.
+template <typename Say>
+void WarnOnceWithoutPySpy(const std::map<int, std::string>& stacks, const diagnosis::JobState& job, const std::vector<std::string>& command,
+                          Say say, bool* said) {
+  if (*said || command.empty() || Join(command, " ").find("python") == std::string::npos) return;
+  if (collectors::PySpyAvailable()) return;
+  *said = true;
+  say("dsdoctor: py-spy is not installed, so Python ranks show native stacks only (no Python frames): "
+      "`pip install py-spy`, or set DSDOCTOR_PY_SPY to its path\n");
 }
 
 }  // namespace
@@ -446,7 +497,7 @@ int RunJob(const RunOptions& o) {
   std::unique_ptr<RankSource> source;
   if (o.direct) {
     auto d = std::make_unique<DirectSource>();
-    if (Status st = d->Start(all, o.command, env, log_dir, cwd); !st.ok()) {
+    if (Status st = d->Start(all, o.command, env, log_dir, cwd, !o.no_trace); !st.ok()) {
       std::cerr << "dsdoctor run: cannot start the ranks: " << st.message() << "\n";
       d->Signal(SIGKILL);
       return kExitInternal;
@@ -463,7 +514,7 @@ int RunJob(const RunOptions& o) {
       clients.push_back(std::move(*c));
     }
     auto a = std::make_unique<AgentSource>();
-    if (Status st = a->Start(std::move(clients), per_node, o.command, env, log_dir, cwd); !st.ok()) {
+    if (Status st = a->Start(std::move(clients), per_node, o.command, env, log_dir, cwd, !o.no_trace); !st.ok()) {
       std::cerr << "dsdoctor run: " << st.message() << "\n";
       return kExitProblems;
     }
@@ -490,7 +541,10 @@ int RunJob(const RunOptions& o) {
   for (int r = 0; r < world; ++r) classifiers.emplace_back(r);
   std::vector<std::string> partial(world), fresh(world);
   std::set<std::string> announced;
-  bool hang_reported = false, stopped_by_us = false;
+  bool hang_reported = false, stopped_by_us = false, suspect_said = false, said_no_py_spy = false;
+  int64_t next_stacks_ns = 0;
+  std::vector<std::string> stack_keys;  // ProgressKeys when the stacks were taken
+  diagnosis::Diagnosis hang_diagnosis;  // what proved the hang we acted on
   int64_t hang_ns = 0, stop_deadline_ns = 0;
   int job_code = 0;
   std::vector<diagnosis::RankState> at_hang;
@@ -590,8 +644,9 @@ int RunJob(const RunOptions& o) {
         if (announced.insert(FindingKey(f)).second)
           say("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
       std::fflush(stdout);
-      if (d.hang && !hang_reported) {
-        hang_reported = true;
+      // Stacks are taken on a proven hang (for the report) and on a suspicion (they may prove it,
+      // or show the rank is busy elsewhere); a suspicion never stops the job by itself.
+      if ((d.hang || d.suspect) && !hang_reported && now >= next_stacks_ns) {
         // One stack per class of hung ranks (a few attaches, not one per rank).
         // Untraced ranks look alike from outside, so each gets its own stack (up to 64); traced
         // ranks are told apart by their calls, so one stack per class (up to 8) is enough.
@@ -606,28 +661,50 @@ int RunJob(const RunOptions& o) {
             class_of[r] = own ? std::vector<int>{r} : cl.ranks;
           }
         }
+        std::vector<std::string> before_stacks = ProgressKeys(job);
         auto stacks = source->Stacks(reps);
         for (const auto& [rep, members] : class_of)
           if (auto it = stacks.find(rep); it != stacks.end())
             for (int r : members) job.ranks[r].stack = it->second;
+        WarnOnceWithoutPySpy(stacks, job, o.command, say, &said_no_py_spy);
         // Samples that arrived while the stacks were taken (another node's agent may lag a tick).
         source->Tick(runtime::TraceNowNs(), job.ranks, fresh);
         feed_logs(false);
-        hang_ns = runtime::TraceNowNs();
-        job.now_ns = hang_ns;
-        at_hang = job.ranks;
-        // The stacks may say more (Python ranks inside different collectives).
+        // Before acting, check that nothing moved while we looked: a new or finished call, CPU
+        // growth anywhere in a rank's process tree. A rank that moved is not hung.
+        std::vector<int> moved = Moved(before_stacks, ProgressKeys(job));
+        for (int r : moved) job.ranks[r].stack.clear();
+        int64_t t = runtime::TraceNowNs();
+        job.now_ns = t;
+        // The stacks may say more (Python ranks inside different collectives, a blocked rank's frame).
         diagnosis::Diagnosis with_stacks = diagnosis::Diagnose(job);
         for (const auto& f : with_stacks.findings)
           if (announced.insert(FindingKey(f)).second)
             say("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
-        WriteManifest(log_dir, job, with_stacks, o.command);
         current = with_stacks;
-        say("dsdoctor: the job is hung%s\n", on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
-        if (on_hang == "stop") {
-          stop_all(SIGTERM);
-          stop_deadline_ns = now + 3'000'000'000LL;
+        stack_keys = ProgressKeys(job);
+        if (with_stacks.hang && moved.empty()) {
+          hang_reported = true;
+          hang_ns = t;
+          at_hang = job.ranks;
+          hang_diagnosis = with_stacks;
+          WriteManifest(log_dir, job, with_stacks, o.command);
+          say("dsdoctor: the job is hung%s\n", on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
+          if (on_hang == "stop") {
+            stop_all(SIGTERM);
+            stop_deadline_ns = now + 3'000'000'000LL;
+          }
+        } else {
+          if (!moved.empty()) log->info("{} moved while their stacks were taken: not hung; watching on", diagnosis::FormatRanks(moved));
+          else if (!suspect_said) say("dsdoctor: a rank may be stuck (a suspicion, not proof: the job goes on)\n");
+          suspect_said = true;
+          // Look again in a while, sooner when something moved.
+          next_stacks_ns = runtime::TraceNowNs() + (moved.empty() ? 15'000'000'000LL : 3'000'000'000LL);
         }
+      }
+      // Stacks describe a rank only while it stays where it was.
+      if (!stack_keys.empty()) {
+        for (int r : Moved(stack_keys, ProgressKeys(job))) job.ranks[r].stack.clear();
       }
     }
     // The live view: this tick's log lines, then the snapshot; to viewers, the recording, the screen.
@@ -687,7 +764,20 @@ int RunJob(const RunOptions& o) {
     job.job_ended = false;
   }
   diagnosis::Diagnosis final_d = diagnosis::Diagnose(job);
-  WriteManifest(log_dir, job, final_d, o.command);
+  if (hang_reported) {
+    // The report says what the live output said: the proven findings we acted on stay, even if
+    // the final look (stacks gone, logs of the ranks' ends) would rank them differently.
+    std::set<std::string> have;
+    for (const auto& f : final_d.findings) have.insert(FindingKey(f));
+    for (const auto& f : hang_diagnosis.findings)
+      if (!have.count(FindingKey(f)) && f.proof != diagnosis::proof::kHeuristic) final_d.findings.push_back(f);
+    final_d.hang = true;
+    std::stable_sort(final_d.findings.begin(), final_d.findings.end(),
+                     [](const diagnosis::Finding& a, const diagnosis::Finding& b) { return a.severity > b.severity; });
+  }
+  Stop stop;
+  if (stopped_by_us) stop = {true, g_stop_signal ? "interrupt" : hang_reported ? "hang" : "viewer", stop_ns};
+  WriteManifest(log_dir, job, final_d, o.command, stop);
   const int code = g_stop_signal ? 128 + g_stop_signal : final_d.hang || hang_reported ? (job_code ? job_code : kExitProblems) : job_code;
   {
     // The recording ends with what the report says (rank times as the report has them).

@@ -1,5 +1,10 @@
 #include "collectors/proc_stat.h"
 
+#include <dirent.h>
+
+#include <cstdlib>
+#include <vector>
+
 #include "common/file.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -55,6 +60,35 @@ const char* DescribeProcState(char state) {
     case 'I': return "idle";
   }
   return "unknown";
+}
+
+uint64_t ProcessTreeCpuTicks(pid_t pid, size_t max_processes) {
+  uint64_t total = 0;
+  std::vector<pid_t> todo{pid};
+  size_t seen = 0;
+  while (!todo.empty() && seen < max_processes) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    ++seen;
+    auto st = ReadProcStat(p);
+    if (!st.ok()) continue;
+    total += st->cpu_ticks();
+    std::string task_dir = "/proc/" + std::to_string(p) + "/task";
+    DIR* d = ::opendir(task_dir.c_str());
+    if (!d) continue;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      auto children = ReadFile(task_dir + "/" + e->d_name + "/children", 1 << 16);
+      if (!children.ok()) continue;
+      for (const auto& c : SplitWhitespace(*children)) {
+        char* end = nullptr;
+        long v = std::strtol(c.c_str(), &end, 10);
+        if (end && *end == '\0' && v > 0) todo.push_back(static_cast<pid_t>(v));
+      }
+    }
+    ::closedir(d);
+  }
+  return total;
 }
 
 }  // namespace dsd::collectors

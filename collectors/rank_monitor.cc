@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "collectors/proc_stat.h"
 #include "collectors/run_dir.h"
 #include "common/file.h"
@@ -65,11 +67,16 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
     if (!new_log->empty()) state_.last_output_ns = now_ns;
   }
   if (auto t = runtime::ReadTrace(trace_path_); t.ok()) ApplyTrace(*t, &state_, recent);
+  state_.sample_ns = now_ns;
   if (state_.status != diagnosis::RankStatus::kRunning) return exited_now;
   auto ps = ReadProcStat(state_.pid);
   if (!ps.ok()) return exited_now;
   double dt = last_sample_ns_ ? (now_ns - last_sample_ns_) / 1e9 : 0;
-  uint64_t ticks = ps->cpu_ticks();
+  // The whole process tree: a rank whose DataLoader workers or compiler children work is busy.
+  uint64_t ticks = std::max<uint64_t>(ps->cpu_ticks(), ProcessTreeCpuTicks(state_.pid));
+  // A child that ended takes its ticks out of the sum: re-anchor rather than count negative time.
+  if (ticks < last_cpu_ticks_) last_cpu_ticks_ = ticks;
+  if (ticks < ref_ticks_) ref_ticks_ = ticks;
   double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
   auto& p = state_.proc;
   p.valid = true;
@@ -82,6 +89,7 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
   double since = (now_ns - ref_ns_) / 1e9;
   if ((ticks - ref_ticks_) / hz > 0.05 * since + 0.03) ref_ns_ = now_ns, ref_ticks_ = ticks;
   p.flat_for_s = (now_ns - ref_ns_) / 1e9;
+  p.tree_cpu_s = ticks / hz;
   last_cpu_ticks_ = ticks;
   last_sample_ns_ = now_ns;
   return exited_now;

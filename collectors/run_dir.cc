@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "collectors/log_classifier.h"
+#include "collectors/stack.h"
 #include "common/file.h"
 #include "common/strings.h"
 
@@ -24,6 +25,7 @@ diagnosis::OpRecord ToOpRecord(const runtime::TraceRecord& r) {
   o.peer = r.peer;
   o.callsite = r.callsite;
   o.state = runtime::RecordStateName(r.state);
+  o.async = r.async;
   o.started_ns = r.started_ns ? r.started_ns : r.enqueued_ns;
   o.ended_ns = r.ended_ns;
   return o;
@@ -51,11 +53,14 @@ void ApplyTrace(const runtime::TraceSnapshot& t, diagnosis::RankState* rank, siz
 Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options, std::vector<std::string>* warnings) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return NotFound("analyze: cannot open log dir '" + dir + "'");
-  static const std::regex kName(R"(^rank-(\d+)\.(log|trace|exit)$)");
+  static const std::regex kName(R"(^rank-(\d{1,7})\.(log|trace|exit|stack)$)");
   std::map<int, std::map<std::string, std::string>> files;  // rank → kind → path
   while (dirent* e = ::readdir(d)) {
     std::cmatch m;
-    if (std::regex_match(e->d_name, m, kName)) files[std::stoi(m[1].str())][m[2].str()] = dir + "/" + e->d_name;
+    if (!std::regex_match(e->d_name, m, kName)) continue;
+    int rank = std::stoi(m[1].str());  // at most 7 digits: cannot overflow
+    if (rank < kMaxRanks) files[rank][m[2].str()] = dir + "/" + e->d_name;
+    else if (warnings) warnings->push_back(dir + "/" + e->d_name + ": rank above " + std::to_string(kMaxRanks) + ", ignored");
   }
   ::closedir(d);
   diagnosis::JobState job;
@@ -63,10 +68,17 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   job.hang_after_s = options.hang_after_s;
   // The manifest, when the coordinator wrote one, says who ran where and how each rank ended.
   std::map<int, diagnosis::RankState> from_manifest;
+  bool stopped_by_us = false;  // dsdoctor ended the ranks: their .exit files hold our signal, not their fate
+  int64_t manifest_now_ns = 0;
   if (auto manifest = ReadFile(dir + "/run.json"); manifest.ok()) {
     nlohmann::json j = nlohmann::json::parse(*manifest, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument(dir + "/run.json: not valid JSON");
+    if (!j.contains("world_size") || !j["world_size"].is_number_integer() || j["world_size"].get<int64_t>() < 0 ||
+        j["world_size"].get<int64_t>() > kMaxRanks)
+      return InvalidArgument(dir + "/run.json: field 'world_size' must be an integer from 0 to " + std::to_string(kMaxRanks));
     job.world_size = j.value("world_size", 0);
+    stopped_by_us = j.contains("stopped_by_dsdoctor") && j["stopped_by_dsdoctor"].is_object();
+    if (j.contains("now_ns") && j["now_ns"].is_number_integer()) manifest_now_ns = j["now_ns"].get<int64_t>();
     if (j.contains("ranks") && j["ranks"].is_array()) {
       for (const auto& r : j["ranks"]) {
         auto rs = diagnosis::RankStateFromJson(r);
@@ -97,7 +109,9 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
         warnings->push_back(t.status().message());
       }
     }
-    if (f.count("exit")) {
+    // A rank the manifest saw running when dsdoctor stopped the job: its exit is our doing.
+    bool ours = stopped_by_us && from_manifest.count(r) && from_manifest[r].status == diagnosis::RankStatus::kRunning;
+    if (f.count("exit") && !ours) {
       auto text = ReadFile(f["exit"]);
       int code = -1;
       try {
@@ -117,6 +131,10 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       // Post-mortem without an exit record: the rank ran; how it ended is unknown.
       rs.status = rs.finished ? diagnosis::RankStatus::kExited : diagnosis::RankStatus::kRunning;
     }
+    if (f.count("stack") && rs.stack.empty()) {
+      // "# tool" then the tool's output (written when the run captured it).
+      if (auto text = ReadFile(f["stack"], 4u << 20); text.ok()) rs.stack = ReduceStack(*text, kStackFrames);
+    }
     if (f.count("log")) {
       auto log = ReadFile(f["log"], 256u << 20);
       if (log.ok()) {
@@ -129,9 +147,9 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     }
   }
   job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(), [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
-  job.now_ns = latest_ns;
+  job.now_ns = stopped_by_us && manifest_now_ns ? manifest_now_ns : latest_ns;
   for (auto& r : job.ranks) {
-    job.now_ns = std::max(job.now_ns, r.exit_ns);
+    if (!(stopped_by_us && manifest_now_ns)) job.now_ns = std::max(job.now_ns, r.exit_ns);
     if (r.status == diagnosis::RankStatus::kExited && !r.exit_ns) r.exit_ns = r.heartbeat_ns;
   }
   return job;

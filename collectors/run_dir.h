@@ -3,7 +3,10 @@
 //   <dir>/rank-<r>.trace   its trace ring (bundled runtime only; docs/trace.md)
 //   <dir>/rank-<r>.exit    its exit status as a shell reports it ("0", "1", "139" = 128+SIGSEGV),
 //                          written by examples/run_local.sh; or
-//   <dir>/run.json         the coordinator's manifest (ranks, nodes, exits, thresholds)
+//   <dir>/rank-<r>.stack   the stack `dsdoctor run` captured when the rank hung ("# tool" first)
+//   <dir>/run.json         the coordinator's manifest (ranks, nodes, exits, thresholds; when
+//                          "stopped_by_dsdoctor" is set, the .exit of a rank it saw running is our
+//                          signal, so the rank is described as it was before it)
 // Also the conversion of a trace snapshot into the engine's RankState, shared with the agent.
 // Free functions; thread-safe.
 #pragma once
@@ -18,6 +21,8 @@ namespace dsd::collectors {
 
 // Newest records passed to the engine per rank (mismatch and straggler rules look this far back).
 inline constexpr size_t kRecentRecords = 64;
+// Ranks a log dir may claim (run.json's world_size, rank-<r> file names).
+inline constexpr int kMaxRanks = 1 << 20;
 
 // Fills the trace fields of `rank` from a snapshot.
 void ApplyTrace(const runtime::TraceSnapshot& trace, diagnosis::RankState* rank, size_t recent = kRecentRecords);

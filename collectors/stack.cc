@@ -41,7 +41,9 @@ std::string ReduceStack(const std::string& text, size_t frames) {
   std::vector<std::string> out;
   int threads = 0;
   bool py = false;
+  bool reached_user_code = false;
   while (std::getline(in, line)) {
+    if (line.size() > 4096) continue;  // no tool prints such a frame; never feed one to std::regex
     if (StartsWith(line, "TID ") || StartsWith(line, "Thread ")) {
       if (++threads > 1) break;  // the first thread is the main thread
       py = line.find("(active") != std::string::npos || line.find("(idle") != std::string::npos || line.find("\"MainThread\"") != std::string::npos;
@@ -63,10 +65,22 @@ std::string ReduceStack(const std::string& text, size_t frames) {
       std::string where = m[2].str();
       size_t slash = where.rfind('/');
       out.push_back(m[1].str() + " (" + (slash == std::string::npos ? where : where.substr(slash + 1)) + ")");
+      // The program's own frame says most (train.py:92 under engine.save_checkpoint): keep going
+      // through torch/DeepSpeed/library frames until it is in, up to kMaxStackFrames.
+      reached_user_code = where.find("/torch/") == std::string::npos && where.find("/deepspeed/") == std::string::npos &&
+                          where.find("-packages/") == std::string::npos && where.find("/lib/python") == std::string::npos &&
+                          where.find("<frozen") == std::string::npos;
+      if (out.size() >= frames && (reached_user_code || out.size() >= kMaxStackFrames)) break;
+      continue;
     }
     if (out.size() >= frames) break;
   }
   return Join(out, " < ");
+}
+
+bool PySpyAvailable() {
+  const char* py_spy = std::getenv("DSDOCTOR_PY_SPY");
+  return (py_spy && *py_spy && ::access(py_spy, X_OK) == 0) || OnPath("py-spy");
 }
 
 Result<StackCapture> CaptureStack(pid_t pid, bool python, Duration timeout) {

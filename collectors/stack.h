@@ -21,11 +21,18 @@ struct StackCapture {
   std::string signature;  // "gloo::transport::tcp::UnboundBuffer::waitRecv < c10d::… < …" (main thread)
 };
 
+// Whether Python stacks can be taken: DSDOCTOR_PY_SPY names an executable, or py-spy is on PATH.
+bool PySpyAvailable();
+
 // Errors: no tool installed, the tool failed (ptrace not permitted: /proc/sys/kernel/yama/ptrace_scope).
 Result<StackCapture> CaptureStack(pid_t pid, bool python, Duration timeout = std::chrono::seconds(10));
 
 // The first thread's frames from eu-stack, gdb or py-spy output, innermost first, without
-// addresses, arguments and C library wait wrappers; at most `frames` of them joined by " < ".
-std::string ReduceStack(const std::string& text, size_t frames = 4);
+// addresses, arguments and C library wait wrappers, joined by " < ": `frames` of them, and for
+// Python stacks more, up to kMaxStackFrames, until the program's own first frame (outside torch,
+// DeepSpeed, site-packages and the standard library) is in.
+inline constexpr size_t kStackFrames = 4;
+inline constexpr size_t kMaxStackFrames = 16;
+std::string ReduceStack(const std::string& text, size_t frames = kStackFrames);
 
 }  // namespace dsd::collectors

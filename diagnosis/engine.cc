@@ -20,6 +20,11 @@ double AgeS(int64_t now_ns, int64_t since_ns) {
   return since_ns > 0 && now_ns > since_ns ? static_cast<double>(now_ns - since_ns) / 1e9 : 0.0;
 }
 
+// The moment a rank's state was read: ages of its calls count to then, not to the coordinator's
+// now, so a sample that arrived late (a lagging node, a coordinator that was paused) never makes a
+// rank look stuck for longer than it was seen stuck.
+int64_t SeenAt(const JobState& job, const RankState& r) { return r.sample_ns > 0 ? std::min(r.sample_ns, job.now_ns) : job.now_ns; }
+
 std::string Seconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, s < 10 ? "%.1f s" : "%.0f s", s);
@@ -82,10 +87,12 @@ std::string WhereIs(const JobState& job, const RankState& r) {
   if (!r.has_trace) {
     s = "no trace (it never reached init_distributed, or the program does not use the bundled runtime)";
   } else if (r.in_flight) {
-    s = "in " + r.in_flight->Describe() + " for " + Seconds(AgeS(job.now_ns, r.in_flight->started_ns));
+    double age = AgeS(SeenAt(job, r), r.in_flight->started_ns);
+    s = r.in_flight->async ? "not blocked in a call; its asynchronous " + r.in_flight->Describe() + " unfinished for " + Seconds(age)
+                           : "in " + r.in_flight->Describe() + " for " + Seconds(age);
   } else {
     s = "outside any collective";
-    if (!r.phase.empty()) s += ", phase " + r.phase + (r.phase_ns ? " for " + Seconds(AgeS(job.now_ns, r.phase_ns)) : "");
+    if (!r.phase.empty()) s += ", phase " + r.phase + (r.phase_ns ? " for " + Seconds(AgeS(SeenAt(job, r), r.phase_ns)) : "");
     if (r.last) s += ", last call " + r.last->Describe() + " (" + r.last->state + ")";
   }
   std::string proc = ProcWords(r.proc);
@@ -103,10 +110,17 @@ struct Ctx {
   std::set<int> explained;  // ranks already named as a culprit by a stronger rule
   std::set<std::pair<uint32_t, uint64_t>> mismatched;
   std::set<int> traceback_mismatch;  // ranks whose traceback shows them in a mismatched collective  // (comm, seq) of collectives found to differ
+  // `hang`: the finding says the job cannot go on. Only a proven one makes Diagnosis::hang (what
+  // `--on-hang stop` acts on); a heuristic one is a warning that marks the job suspect.
   void Add(Finding f, bool hang) {
     f.nodes = NodesOf(job, f.ranks);
+    if (f.proof == proof::kHeuristic) {
+      if (f.severity == Severity::kError) f.severity = Severity::kWarning;
+      out.suspect = out.suspect || hang;
+    } else {
+      out.hang = out.hang || hang;
+    }
     out.findings.push_back(std::move(f));
-    out.hang = out.hang || hang;
   }
   bool HasCode(const char* code) const {
     return std::any_of(out.findings.begin(), out.findings.end(), [&](const Finding& f) { return f.code == code; });
@@ -141,6 +155,19 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
            "() (each rank writes its own shard and they agree before `latest` moves). Remove the "
            "`if rank == 0:` guard around it; the engine already decides which rank writes what.";
   }
+  bool some_ddp = false, all_ddp = true, root_differs = false;
+  for (const OpRecord* s : sides) {
+    bool ddp = s->callsite.find("ddp.bucket") != std::string::npos;
+    some_ddp |= ddp;
+    all_ddp &= ddp;
+    root_differs |= s->rooted() && sides[0]->rooted() && s->peer != sides[0]->peer;
+  }
+  if (some_ddp && !all_ddp) {
+    return "Some ranks are in DDP's gradient all-reduce (backward of another step) while the others already left the "
+           "training loop or do something else: the ranks ran different numbers of iterations (uneven inputs). Give every "
+           "rank the same number of batches (DistributedSampler(drop_last=True), or pad the shards), or run the loop "
+           "inside DDP's join() context manager (torch.distributed.algorithms.Join) so finished ranks shadow the others.";
+  }
   if (op_differs) {
     return "The ranks reached different code: every rank must issue the same collectives in the same order. Look for "
            "a rank-dependent branch, an early return or a caught exception between the callsites named above.";
@@ -149,6 +176,10 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
     return "The same collective with a different element count or dtype: tensor shapes or precision differ between "
            "ranks (data-dependent shapes, a different config or model on some ranks, fp16 enabled on only some). Make "
            "them identical on every rank, or pad to a common size.";
+  }
+  if (root_differs) {
+    return "The ranks name different root ranks (src/dst) for the same call: it pairs the wrong data or waits for a root "
+           "that is not sending. Compute the root the same way on every rank (a global rank, not a local one).";
   }
   if (reduce_differs) {
     return "The ranks reduce with different operations: the collective completes but every result is silently wrong. "
@@ -242,6 +273,7 @@ void TraceMismatch(Ctx& c) {
         f.summary = "collective #" + std::to_string(entries[i].seq) + (entries[i].comm ? " of group " + std::to_string(entries[i].comm) : "") +
                     " differs between ranks: " + Join(parts, "; ") + (in_flight ? "" : " (it completed: results are wrong)");
         f.remedy = MismatchRemedy(sides);
+        f.proof = proof::kTrace;
         for (int r : f.ranks) c.explained.insert(r);
         c.Add(std::move(f), in_flight);
       }
@@ -307,6 +339,7 @@ void TracebackMismatch(Ctx& c) {
   f.summary = std::string(live ? "ranks wait inside different collectives: " : "ranks failed inside different collectives: ") + Join(parts, "; ");
   f.remedy = "Every rank must call the same collectives in the same order: the call sites above are reached by some "
              "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
+  f.proof = live ? proof::kStacks : proof::kLog;
   for (int r : f.ranks) c.explained.insert(r);
   for (auto& [name, evs] : by_call)
     for (const Ev& e : evs) c.traceback_mismatch.insert(e.rank);
@@ -337,7 +370,11 @@ std::string ExitRemedy(const RankState& r) {
     default: break;
   }
   if (r.signal) return "The rank was killed by a signal: see its log and its node's kernel log.";
-  if (r.exit_code == 0) return "The rank ended while the others still expected it in collectives: every rank must run the same number of steps and collectives.";
+  if (r.exit_code == 0)
+    return "The rank left while the others still expect it in collectives: it ran fewer iterations (uneven inputs: its "
+           "data shard was shorter) or returned early. Give every rank the same number of batches "
+           "(DistributedSampler(drop_last=True), or pad), or run the loop inside DDP's join() context manager "
+           "(torch.distributed.algorithms.Join) so a finished rank shadows the others' collectives.";
   return "The program failed on this rank: its log shows the error (the traceback or last error line).";
 }
 
@@ -403,6 +440,7 @@ void Exits(Ctx& c) {
       f.evidence.push_back(RankWord(waiting) + " still wait for it");
     }
     f.remedy = ExitRemedy(*r);
+    f.proof = proof::kExit;
     c.explained.insert(r->rank);
     c.Add(std::move(f), others_wait);
   }
@@ -416,6 +454,7 @@ struct Group {
   const OpRecord* call;
   std::vector<int> ranks;
   int64_t last_arrival_ns = 0;  // the newest started_ns: how long the whole group has waited
+  int64_t seen_ns = 0;          // the oldest moment one of its ranks was seen waiting
 };
 
 std::vector<Group> WaitGroups(const JobState& job) {
@@ -428,6 +467,8 @@ std::vector<Group> WaitGroups(const JobState& job) {
     if (!g.call) g.call = &*r.in_flight;
     g.ranks.push_back(r.rank);
     g.last_arrival_ns = std::max(g.last_arrival_ns, r.in_flight->started_ns);
+    int64_t seen = SeenAt(job, r);
+    g.seen_ns = g.seen_ns ? std::min(g.seen_ns, seen) : seen;
   }
   std::vector<Group> out;
   for (auto& [k, g] : groups) out.push_back(std::move(g));
@@ -435,21 +476,46 @@ std::vector<Group> WaitGroups(const JobState& job) {
   return out;
 }
 
+// A rank is in a communicator's group when it is the world's (0) or its records name the group:
+// members of a subgroup made with new_group are known from what they called on it.
+bool MemberOf(const RankState& r, uint32_t comm) {
+  if (comm == 0) return true;
+  if (r.in_flight && r.in_flight->comm == comm) return true;
+  return std::any_of(r.recent.begin(), r.recent.end(), [&](const OpRecord& o) { return o.comm == comm && o.collective(); });
+}
+
+// The rank already made its seq-th call on this communicator (the same call, or a different one
+// that the mismatch rule reports): it is not missing from that call.
+bool Reached(const RankState& r, uint32_t comm, uint64_t seq) {
+  if (r.in_flight && r.in_flight->collective() && r.in_flight->comm == comm && r.in_flight->seq >= seq) return true;
+  for (const OpRecord& o : r.recent)
+    if (o.collective() && o.comm == comm && o.seq >= seq && o.op != "rendezvous") return true;
+  return false;
+}
+
+// Whether the rank's whole process tree is blocked: no CPU growth (above noise) for `for_s`.
+bool Blocked(const RankState& r, double for_s) {
+  return r.proc.valid && r.proc.state != 'R' && r.proc.cpu_fraction < 0.05 && r.proc.flat_for_s >= for_s;
+}
+
 void Deadlocks(Ctx& c) {
-  // Wait-for edges from ranks blocked in send/recv to their peer, unless the peer is doing the
-  // matching call with them. Every rank has at most one outgoing edge, so cycles are found by
-  // following pointers.
+  // Wait-for edges from ranks blocked in send/recv to their peer, unless the peer has the
+  // matching call in flight (synchronous or not: an isend the peer issued earlier matches a recv).
+  // Every rank has at most one outgoing edge, so cycles are found by following pointers.
   const int n = static_cast<int>(c.job.ranks.size());
   std::vector<int> next(n, -1);
+  auto has_matching = [&](const RankState& p, const OpRecord& mine, int me) {
+    auto matches = [&](const OpRecord& o) { return o.in_flight() && !o.collective() && o.peer == me && o.op != mine.op; };
+    if (p.in_flight && matches(*p.in_flight)) return true;
+    return std::any_of(p.recent.begin(), p.recent.end(), matches);
+  };
   for (const RankState& r : c.job.ranks) {
-    if (!Running(r) || !r.in_flight || r.in_flight->collective()) continue;
-    if (AgeS(c.job.now_ns, r.in_flight->started_ns) < kProofSettleS) continue;
+    if (!Running(r) || !r.in_flight || r.in_flight->collective() || !r.in_flight->blocking()) continue;
+    if (AgeS(SeenAt(c.job, r), r.in_flight->started_ns) < kProofSettleS) continue;
     int peer = r.in_flight->peer;
     if (peer < 0 || peer >= n) continue;
     const RankState& p = c.job.ranks[peer];
-    bool matched = Running(p) && p.in_flight && !p.in_flight->collective() && p.in_flight->peer == r.rank &&
-                   p.in_flight->op != r.in_flight->op;
-    if (!matched) next[r.rank] = peer;
+    if (!(Running(p) && has_matching(p, *r.in_flight, r.rank))) next[r.rank] = peer;
   }
   std::vector<int> color(n, 0);  // 0 new, 1 on the current path, 2 done
   for (int start = 0; start < n; ++start) {
@@ -463,58 +529,108 @@ void Deadlocks(Ctx& c) {
     }
     if (v >= 0 && color[v] == 1) {
       std::vector<int> cycle(std::find(path.begin(), path.end(), v), path.end());
-      Finding f;
-      f.code = codes::kP2pDeadlock;
-      f.ranks = cycle;
-      std::sort(f.ranks.begin(), f.ranks.end());
-      std::vector<std::string> chain;
+      // Every rank of the cycle must be seen blocked in its call after the others started theirs.
+      bool settled = true;
       for (int r : cycle) {
-        chain.push_back(std::to_string(r));
-        f.evidence.push_back("rank " + std::to_string(r) + ": " + WhereIs(c.job, c.job.ranks[r]));
+        const RankState& rs = c.job.ranks[r];
+        const RankState& ps = c.job.ranks[next[r]];
+        if (SeenAt(c.job, rs) < ps.in_flight->started_ns) settled = false;
       }
-      chain.push_back(std::to_string(cycle.front()));
-      f.summary = "point-to-point deadlock: ranks " + Join(chain, " → ") + " each wait for the next";
-      f.remedy = "Each rank waits on a peer that is waiting too (both send first, or both receive first). Order the calls so "
-                 "one side receives first (even ranks send, odd ranks receive), or use isend/irecv (batch_isend_irecv).";
-      for (int r : cycle) c.explained.insert(r);
-      c.Add(std::move(f), true);
+      if (settled) {
+        Finding f;
+        f.code = codes::kP2pDeadlock;
+        f.ranks = cycle;
+        std::sort(f.ranks.begin(), f.ranks.end());
+        std::vector<std::string> chain;
+        for (int r : cycle) {
+          chain.push_back(std::to_string(r));
+          f.evidence.push_back("rank " + std::to_string(r) + ": " + WhereIs(c.job, c.job.ranks[r]));
+        }
+        chain.push_back(std::to_string(cycle.front()));
+        f.summary = "point-to-point deadlock: ranks " + Join(chain, " → ") + " each wait for the next";
+        bool all_recv = true, all_send = true;
+        for (int r : cycle) {
+          all_recv &= c.job.ranks[r].in_flight->op == "recv";
+          all_send &= c.job.ranks[r].in_flight->op == "send";
+        }
+        f.remedy = std::string(all_recv ? "Every rank of the cycle receives first, so no one sends. "
+                               : all_send ? "Every rank of the cycle sends first with a blocking send (large messages do not fit the "
+                                            "transport's buffer), so no one receives. "
+                                          : "Each rank waits on a peer that waits on another. ") +
+                   "Order the calls so one side receives first (even ranks send, odd ranks receive), or post both with "
+                   "isend/irecv (torch.distributed.batch_isend_irecv) and wait on them together.";
+        f.proof = proof::kTrace;
+        for (int r : cycle) c.explained.insert(r);
+        c.Add(std::move(f), true);
+      }
     }
     for (int p : path) color[p] = 2;
   }
 }
 
+// Whether a rank's own blocking call needs one of the group's waiting ranks to finish: a
+// collective on a communicator one of them belongs to, or a send/recv with one of them.
+bool WaitsOnGroup(const JobState& job, const OpRecord& call, const Group& g) {
+  for (int w : g.ranks) {
+    if (call.collective() ? MemberOf(job.ranks[w], call.comm) : call.peer == w) return true;
+  }
+  return false;
+}
+
 void Missing(Ctx& c, const std::vector<Group>& groups) {
   std::set<int> reported;
   for (const Group& g : groups) {
-    double waited = AgeS(c.job.now_ns, g.last_arrival_ns);
-    std::vector<int> missing, skipped;
+    // Missing ranks by how sure we are where they are.
+    std::vector<int> proven, suspected;
+    std::vector<std::string> evidence;
+    double waited_max = 0;
+    bool blocked_elsewhere = false;
     for (const RankState& r : c.job.ranks) {
       if (std::binary_search(g.ranks.begin(), g.ranks.end(), r.rank) || r.status == RankStatus::kExited) continue;
-      if (c.explained.count(r.rank) || reported.count(r.rank)) continue;
-      bool past = r.in_flight && r.in_flight->collective() && r.in_flight->comm == g.comm && r.in_flight->seq > g.seq;
-      if (!past && r.last && r.last->collective() && r.last->comm == g.comm && r.last->seq > g.seq) past = true;
-      if (past && waited >= kProofSettleS) skipped.push_back(r.rank);
-      else if (waited >= c.job.hang_after_s) missing.push_back(r.rank);
+      if (c.explained.count(r.rank) || reported.count(r.rank) || !MemberOf(r, g.comm)) continue;
+      if (Reached(r, g.comm, g.seq)) continue;  // it made that call (a stale sample, or it differs: the mismatch rule)
+      // How long the group has waited while this rank was seen elsewhere: measured to the older of
+      // the two sightings.
+      double waited = AgeS(std::min(g.seen_ns, SeenAt(c.job, r)), g.last_arrival_ns);
+      if (waited < c.job.hang_after_s) continue;
+      waited_max = std::max(waited_max, waited);
+      // Proof needs a cycle: the rank blocked in a call of its own that needs some of the waiting
+      // ranks. A rank outside any collective, even blocked with flat CPU and a stack that says
+      // where (an evaluation waiting on the GPU, a slow read), may still come: a suspicion.
+      bool cycle = r.in_flight && r.in_flight->blocking() && AgeS(SeenAt(c.job, r), r.in_flight->started_ns) >= c.job.hang_after_s &&
+                   WaitsOnGroup(c.job, *r.in_flight, g);
+      (cycle ? proven : suspected).push_back(r.rank);
+      if (!cycle && Blocked(r, c.job.hang_after_s)) blocked_elsewhere = true;
+      std::string node = r.node.empty() ? "" : " (" + r.node + ")";
+      evidence.push_back("rank " + std::to_string(r.rank) + node + ": " + WhereIs(c.job, r));
     }
-    std::vector<int> all = skipped;
-    all.insert(all.end(), missing.begin(), missing.end());
+    std::vector<int> all = proven;
+    all.insert(all.end(), suspected.begin(), suspected.end());
     if (all.empty()) continue;
     std::sort(all.begin(), all.end());
+    for (int r : all) reported.insert(r);
     Finding f;
     f.code = codes::kRankMissing;
     f.ranks = all;
-    f.summary = RankWord(all) + " never joined " + g.call->Describe() + " that " + RankWord(g.ranks) + " have waited in for " + Seconds(waited);
-    if (!skipped.empty()) f.summary += " (" + RankWord(skipped) + " already went past it: the call was skipped)";
-    for (int r : all) {
-      f.evidence.push_back("rank " + std::to_string(r) + (c.job.ranks[r].node.empty() ? "" : " (" + c.job.ranks[r].node + ")") + ": " + WhereIs(c.job, c.job.ranks[r]));
-      reported.insert(r);
-      c.explained.insert(r);
+    f.evidence = evidence;
+    f.summary = RankWord(all) + " never joined " + g.call->Describe() + " that " + RankWord(g.ranks) + " have waited in for " +
+                Seconds(waited_max);
+    if (!proven.empty()) {
+      f.proof = proof::kTrace;
+      f.summary += " (blocked in another call of their own that needs the waiting ranks: a deadlock)";
+      f.remedy = "The waiting ranks cannot finish " + g.call->op + " until every rank calls it, and the missing rank is blocked in a "
+                 "different call (above) that needs them: the ranks issue collectives in different orders or on different groups. "
+                 "Every rank must make the same collective calls in the same order.";
+      for (int r : proven) c.explained.insert(r);
+    } else {
+      f.proof = proof::kHeuristic;
+      f.summary += blocked_elsewhere ? " (blocked outside any collective: its stack says where)" : " (it is still computing)";
+      f.remedy = "If that rank does extra work on purpose (evaluation, logging or checkpoint I/O on rank 0), the others simply wait "
+                 "and this resolves itself; if it never ends, the missing rank's stack (above, or py-spy dump --pid) says where it "
+                 "is stuck: a data loader whose workers died or hang, a lock, I/O, input(). dsdoctor does not stop a job for this; "
+                 "torch's process-group timeout will. Every rank must make the same collective calls in the same order.";
     }
-    f.remedy = "The waiting ranks cannot finish " + g.call->op + " until every rank calls it. " +
-               (skipped.empty() ? std::string("The missing rank is stuck elsewhere (its state and stack above say where: a loop, I/O, a lock, a different collective)")
-                                : std::string("The missing rank skipped the call: a rank-dependent branch or an early return around it")) +
-               ". Every rank must make the same collective calls in the same order.";
-    c.Add(std::move(f), true);
+    c.Add(f, true);
   }
 }
 
@@ -527,7 +643,7 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
   if (running == 0) return;
   if (groups.size() == 1 && static_cast<int>(groups[0].ranks.size()) == running && static_cast<int>(c.job.ranks.size()) == running) {
     const Group& g = groups[0];
-    double waited = AgeS(c.job.now_ns, g.last_arrival_ns);
+    double waited = AgeS(g.seen_ns, g.last_arrival_ns);
     if (waited < c.job.stall_after_s) return;
     Finding f;
     f.code = codes::kCollectiveStall;
@@ -546,29 +662,60 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
     f.remedy = "A collective every rank entered is stuck in the transport: a firewall dropping the NCCL/Gloo ports between "
                "some nodes, the wrong NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, or a dead link. Run `dsdoctor check` on these "
                "nodes and rerun with NCCL_DEBUG=INFO.";
+    f.proof = proof::kTrace;
     c.Add(std::move(f), true);
     return;
   }
-  // Untraced programs: every rank blocked with flat CPU and silent for hang_after_s.
-  if (traced > 0 || static_cast<int>(c.job.ranks.size()) != running) return;
+  // Untraced programs (run --no-trace, or not Python): every rank blocked, with flat CPU in its
+  // whole process tree and no output (a rank that never printed counts as silent), for hang_after_s.
+  if (traced > 0 || static_cast<int>(c.job.ranks.size()) != running || c.HasCode(codes::kCollectiveMismatch)) return;
   std::vector<int> ranks;
   double min_flat = 1e18;
   for (const RankState& r : c.job.ranks) {
-    bool blocked = r.proc.valid && (r.proc.state == 'S' || r.proc.state == 'D') && r.proc.cpu_fraction < 0.05 &&
-                   r.proc.flat_for_s >= c.job.hang_after_s && AgeS(c.job.now_ns, r.last_output_ns) >= c.job.hang_after_s;
-    if (!blocked) return;
+    bool silent = r.last_output_ns == 0 || AgeS(SeenAt(c.job, r), r.last_output_ns) >= c.job.hang_after_s;
+    if (!Blocked(r, c.job.hang_after_s) || !silent) return;
     ranks.push_back(r.rank);
     min_flat = std::min(min_flat, r.proc.flat_for_s);
   }
+  // Their stacks, when captured, say where each waits.
+  std::map<std::string, std::vector<int>> in_collective;  // torch.distributed function → ranks
+  std::vector<int> elsewhere, unknown;
+  for (const RankState& r : c.job.ranks) {
+    std::string collective, location;
+    if (r.stack.empty()) unknown.push_back(r.rank);
+    else if (StackCollective(r.stack, &collective, &location)) in_collective[collective].push_back(r.rank);
+    else elsewhere.push_back(r.rank);
+  }
   Finding f;
+  if (unknown.empty() && !in_collective.empty() && !elsewhere.empty()) {
+    f.code = codes::kRankMissing;
+    f.ranks = elsewhere;
+    std::vector<std::string> waiting;
+    for (auto& [name, rs] : in_collective) waiting.push_back(RankWord(rs) + " in " + name + "()");
+    f.summary = RankWord(elsewhere) + " blocked outside any collective while " + Join(waiting, ", ") + " wait for " +
+                (elsewhere.size() == 1 ? "it" : "them") + " (all blocked for " + Seconds(min_flat) + ")";
+    for (int r : elsewhere) f.evidence.push_back("rank " + std::to_string(r) + ": " + WhereIs(c.job, c.job.ranks[r]));
+    for (auto& [name, rs] : in_collective) f.evidence.push_back(RankWord(rs) + ": stack: " + c.job.ranks[rs[0]].stack);
+    f.remedy = "The waiting ranks cannot finish until the missing rank joins, and it waits where its stack says (a data loader "
+               "whose workers died or hang, a lock, I/O, input(), or a legitimately long step on one rank). Fix what it waits "
+               "for; every rank must make the same collective calls in the same order.";
+    // Blocked outside a collective may still end (a GPU-bound evaluation waits with flat CPU too).
+    f.proof = proof::kHeuristic;
+    for (int r : elsewhere) c.explained.insert(r);
+    c.Add(std::move(f), true);
+    return;
+  }
   f.code = codes::kCollectiveStall;
   f.ranks = ranks;
+  bool same_call = unknown.empty() && elsewhere.empty() && in_collective.size() == 1;
   f.summary = "all " + std::to_string(running) + " ranks are blocked: no CPU use and no output for " + Seconds(min_flat) +
-              " (no dsdoctor trace: where they wait comes from their stacks)";
+              (same_call ? " inside " + in_collective.begin()->first + "()" : std::string(" (no dsdoctor trace: where they wait comes from their stacks)"));
   for (const RankClass& cl : ClassifyRanks(c.job)) f.evidence.push_back(RankWord(cl.ranks) + ": " + cl.description);
   f.remedy = "Every rank is waiting and none computes: a collective some rank did not call (compare the stacks above), a "
              "deadlock, or a stuck transport. Set a short process-group timeout (init_process_group(timeout=…)) so the "
              "ranks fail with a traceback, and compare where each one waits.";
+  // Stacks in one collective for the stall threshold prove it; anything less is a suspicion.
+  f.proof = same_call && min_flat >= c.job.stall_after_s ? proof::kStacks : proof::kHeuristic;
   c.Add(std::move(f), true);
 }
 
@@ -581,7 +728,7 @@ void Rendezvous(Ctx& c) {
   for (const RankState& r : c.job.ranks) {
     if (!Running(r) || !r.in_flight || r.in_flight->op != "rendezvous") continue;
     waiting.push_back(r.rank);
-    waited = std::min(waited, AgeS(c.job.now_ns, r.in_flight->started_ns));
+    waited = std::min(waited, AgeS(SeenAt(c.job, r), r.in_flight->started_ns));
     if (r.in_flight->peer > 0) by_size[r.in_flight->peer].push_back(r.rank);
   }
   if (waiting.empty()) return;
@@ -593,11 +740,15 @@ void Rendezvous(Ctx& c) {
     std::vector<std::string> sizes;
     for (auto& [size, ranks] : by_size) sizes.push_back(RankWord(ranks) + " expect " + std::to_string(size));
     f.ranks = wrong;
-    f.summary = "init_distributed waits for ranks that were never launched: the job started " + std::to_string(c.job.world_size) +
-                " ranks but " + Join(sizes, ", ") + " (waiting " + Seconds(waited) + ")";
+    f.summary = "world-size disagreement: the job started " + std::to_string(c.job.world_size) + " ranks but " + Join(sizes, ", ") +
+                ", so init waits for ranks that were never launched (waiting " + Seconds(waited) + ")";
     f.evidence.push_back("the launcher set WORLD_SIZE=" + std::to_string(c.job.world_size));
-    f.remedy = "The program asks for a world size the launch does not have (a hard-coded world_size, or a hostfile with "
-               "fewer slots). Take the world size from the launcher (WORLD_SIZE / env://) or launch that many ranks.";
+    for (int r : wrong)
+      if (c.job.ranks[r].in_flight && !c.job.ranks[r].in_flight->callsite.empty())
+        f.evidence.push_back("rank " + std::to_string(r) + ": init at " + c.job.ranks[r].in_flight->callsite);
+    f.remedy = "The program asks for a world size the launch does not have (a hard-coded world_size= in init_process_group, "
+               "or a hostfile with fewer slots). Take the world size from the launcher (WORLD_SIZE / env://) or launch that many ranks.";
+    f.proof = proof::kTrace;
   } else if (waited >= c.job.hang_after_s && waiting.size() < c.job.ranks.size()) {
     for (const RankState& r : c.job.ranks)
       if (!std::binary_search(waiting.begin(), waiting.end(), r.rank) && !r.has_trace && r.status != RankStatus::kExited) {
@@ -607,6 +758,9 @@ void Rendezvous(Ctx& c) {
     if (f.ranks.empty()) return;
     f.summary = RankWord(f.ranks) + " never reached init_distributed that " + RankWord(waiting) + " have waited in for " + Seconds(waited);
     f.remedy = "The missing ranks are still starting (imports, data loading) or stuck before init_distributed: their stacks say where.";
+    bool blocked_with_stack = true;
+    for (int r : f.ranks) blocked_with_stack &= !c.job.ranks[r].stack.empty() && Blocked(c.job.ranks[r], c.job.hang_after_s);
+    f.proof = blocked_with_stack ? proof::kStacks : proof::kHeuristic;
   } else {
     return;
   }
@@ -659,6 +813,7 @@ void Stragglers(Ctx& c) {
     f.evidence.push_back("rank " + std::to_string(rank) + ": " + WhereIs(c.job, c.job.ranks[rank]));
     f.remedy = "Every other rank waits for this one at each collective, so the job runs at its speed: check its node "
                "(CPU/GPU throttling, other processes, a slower GPU or link, data loading on that rank).";
+    f.proof = proof::kTrace;
     c.Add(std::move(f), false);
   }
 }
@@ -682,6 +837,7 @@ void Watchdogs(Ctx& c) {
   for (int r : ranks) aborted += c.job.ranks[r].signal == 6;
   if (aborted) f.summary += " (" + std::to_string(aborted) + " ended by its abort policy)";
   f.remedy = "See the finding that explains why the call could not finish; raise DSDOCTOR_TIMEOUT only if the call is legitimately slow.";
+  f.proof = proof::kTrace;
   c.Add(std::move(f), false);
 }
 
@@ -720,6 +876,7 @@ void Events(Ctx& c) {
     }
     f.evidence = std::move(b.evidence);
     f.remedy = b.first->remedy;
+    f.proof = proof::kLog;
     c.Add(std::move(f), false);
   }
 }

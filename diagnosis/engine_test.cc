@@ -156,20 +156,138 @@ TEST_P(EngineTest, SkippedBarrierIsRankMissingAtOnce) {
   EXPECT_TRUE(d.hang);
 }
 
-TEST_P(EngineTest, RankStuckInComputeIsMissingOnlyAfterHangAfter) {
+TEST_P(EngineTest, RankBusyComputingIsOnlyASuspicionThatNeverStopsTheJob) {
   int n = GetParam();
   JobState job = Job(n);
   for (int r = 1; r < n; ++r) Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 2.0, true));
   job.ranks[0].phase = "forward";
   job.ranks[0].proc = {true, 'R', "0", 1.0, 0};
   EXPECT_EQ(Find(Diagnose(job), "RANK_MISSING"), nullptr) << "2 s is below hang_after_s: it may be a straggler";
-  for (int r = 1; r < n; ++r) job.ranks[r].in_flight->started_ns = kNow - 6 * kSec;
+  // A long evaluation on rank 0 while the others wait: legitimate until proven otherwise.
+  for (int r = 1; r < n; ++r) job.ranks[r].in_flight->started_ns = kNow - 30 * kSec;
   Diagnosis d = Diagnose(job);
   const Finding* f = Find(d, "RANK_MISSING");
   ASSERT_NE(f, nullptr) << RenderRunText(job, d);
   EXPECT_EQ(f->ranks, std::vector<int>{0});
+  EXPECT_EQ(f->proof, "heuristic");
+  EXPECT_EQ(f->severity, Severity::kWarning);
   EXPECT_NE(f->evidence[0].find("phase forward"), std::string::npos) << f->evidence[0];
   EXPECT_NE(f->evidence[0].find("spinning"), std::string::npos) << f->evidence[0];
+  EXPECT_FALSE(d.hang) << "a busy rank is not proof of a hang";
+  EXPECT_TRUE(d.suspect);
+}
+
+TEST_P(EngineTest, RankBlockedOutsideCollectivesIsNamedWithItsStackButNeverProven) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (int r = 1; r < n; ++r) Block(job.ranks[r], Call("all_reduce", 5, "train.py:40 (ddp.bucket)", 8.0, true));
+  job.ranks[0].proc = {true, 'S', "futex_wait_queue", 0.0, 7.5};
+  job.ranks[0].stack = "get (queue.py:180) < _next_data (dataloader.py:1316) < main (train.py:38)";
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "RANK_MISSING");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{0});
+  EXPECT_NE(f->evidence[0].find("dataloader.py"), std::string::npos) << f->evidence[0];
+  EXPECT_NE(f->summary.find("ddp.bucket"), std::string::npos) << f->summary;
+  EXPECT_NE(f->summary.find("its stack says where"), std::string::npos) << f->summary;
+  // A GPU-bound evaluation blocks with flat CPU too: where it waits is named, the job is not stopped.
+  EXPECT_EQ(f->proof, "heuristic");
+  EXPECT_EQ(f->severity, Severity::kWarning);
+  EXPECT_FALSE(d.hang);
+  EXPECT_TRUE(d.suspect);
+}
+
+TEST_P(EngineTest, RankBlockedInAnotherCallOnTheWaitingRanksIsProvenByTraces) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (int r = 1; r < n; ++r) Block(job.ranks[r], Call("all_reduce", 5, "train.py:50", 7.0, true));
+  OpRecord recv = Call("recv", 1, "train.py:61", 7.0, true);
+  recv.peer = 1;
+  Block(job.ranks[0], recv);
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "RANK_MISSING");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{0});
+  EXPECT_EQ(f->proof, "trace");
+  EXPECT_NE(f->summary.find("blocked in another call"), std::string::npos) << f->summary;
+  EXPECT_TRUE(d.hang);
+}
+
+TEST_P(EngineTest, AStaleSampleOfARankThatAlreadyFinishedTheCallIsNotMissing) {
+  int n = GetParam();
+  JobState job = Job(n);
+  // Node 1's ranks were last seen inside all_reduce#5 (an old sample); rank 0 finished #5 and
+  // moved on: it did not skip the call, the others' sample is just late.
+  for (int r = 1; r < n; ++r) {
+    Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 9.0, true));
+    job.ranks[r].sample_ns = kNow - 8 * kSec;
+  }
+  job.ranks[0].recent.push_back(Call("all_reduce", 5, "engine.step", 9.0, false));
+  job.ranks[0].recent.push_back(Call("all_reduce", 6, "engine.step", 0.2, false));
+  Diagnosis d = Diagnose(job);
+  EXPECT_TRUE(d.findings.empty()) << RenderRunText(job, d);
+  EXPECT_FALSE(d.hang);
+}
+
+TEST_P(EngineTest, AgesCountToWhenARankWasSeenNotToTheCoordinatorsClock) {
+  int n = GetParam();
+  JobState job = Job(n);
+  // The coordinator was paused for 20 s: its clock moved on, the samples it holds did not.
+  for (int r = 0; r < n; ++r) {
+    Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 21.0, true));
+    job.ranks[r].sample_ns = kNow - 20 * kSec;
+  }
+  job.stall_after_s = 10;
+  EXPECT_EQ(Find(Diagnose(job), "COLLECTIVE_STALL"), nullptr) << "seen waiting 1 s, not 21 s";
+  for (int r = 0; r < n; ++r) job.ranks[r].sample_ns = kNow;
+  EXPECT_NE(Find(Diagnose(job), "COLLECTIVE_STALL"), nullptr);
+}
+
+TEST_P(EngineTest, RanksOutsideASubgroupAreNotMissingFromIt) {
+  int n = GetParam();
+  JobState job = Job(n);
+  OpRecord sub = Call("all_reduce", 3, "train.py:70", 20.0, true);
+  sub.comm = 77;
+  Block(job.ranks[0], sub);
+  if (n > 1) Block(job.ranks[1], sub);
+  for (int r = 2; r < n; ++r) job.ranks[r].proc = {true, 'R', "0", 1.0, 0};  // computing, never used group 77
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(Find(d, "RANK_MISSING"), nullptr) << RenderRunText(job, d);
+}
+
+TEST_P(EngineTest, UnevenInputsMismatchPointsAtJoin) {
+  int n = GetParam();
+  JobState job = Job(n);
+  // Rank 0 ran out of data and went to the final barrier; the others are in the next step's
+  // gradient all-reduce.
+  Block(job.ranks[0], Call("barrier", 5, "train.py:90", 1.0, true));
+  for (int r = 1; r < n; ++r) {
+    OpRecord b = Call("all_reduce", 5, "train.py:41 (ddp.bucket)", 1.0, true);
+    b.async = true;
+    Block(job.ranks[r], b);
+  }
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "COLLECTIVE_MISMATCH");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_NE(f->remedy.find("join()"), std::string::npos) << f->remedy;
+  EXPECT_EQ(f->proof, "trace");
+}
+
+TEST_P(EngineTest, RankThatExitedZeroWhileOthersWaitIsAnEarlyLoopExit) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (int r = 1; r < n; ++r) Block(job.ranks[r], Call("all_reduce", 5, "train.py:41 (ddp.bucket)", 2.0, true));
+  job.ranks[0].status = RankStatus::kExited;
+  job.ranks[0].exit_code = 0;
+  job.ranks[0].exit_ns = kNow - kSec;
+  job.ranks[0].last = job.ranks[0].recent.back();
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "RANK_EXITED");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{0});
+  EXPECT_EQ(f->proof, "exit");
+  EXPECT_NE(f->remedy.find("uneven inputs"), std::string::npos) << f->remedy;
+  EXPECT_NE(f->remedy.find("join()"), std::string::npos) << f->remedy;
   EXPECT_TRUE(d.hang);
 }
 
@@ -208,6 +326,8 @@ TEST_P(EngineTest, WrongWorldSizeInInitIsNamedAtOnce) {
   EXPECT_EQ(d.findings[0].code, "RANK_MISSING") << RenderRunText(job, d);
   EXPECT_NE(d.findings[0].summary.find("started " + std::to_string(n) + " ranks"), std::string::npos) << d.findings[0].summary;
   EXPECT_NE(d.findings[0].summary.find("expect " + std::to_string(n + 1)), std::string::npos);
+  EXPECT_NE(d.findings[0].summary.find("world-size disagreement"), std::string::npos);
+  EXPECT_EQ(d.findings[0].proof, "trace");
   EXPECT_TRUE(d.hang);
 }
 
@@ -330,6 +450,62 @@ TEST(EngineClassesTest, ThousandRanksReadAsAFewClasses) {
   EXPECT_EQ(classes[0].ranks.size(), 999u);
   EXPECT_EQ(classes[1].ranks, std::vector<int>{7});
   EXPECT_EQ(FormatRanks(classes[0].ranks), "0-6,8-999");
+}
+
+TEST(EngineDeadlockTest, AnIsendThePeerPostedEarlierMatchesARecv) {
+  JobState job = Job(2);
+  for (int r = 0; r < 2; ++r) {
+    OpRecord isend = Call("send", 1, "pipe.py:20", 3.0, true);
+    isend.peer = 1 - r;
+    isend.async = true;
+    job.ranks[r].recent.push_back(isend);
+    OpRecord recv = Call("recv", 1, "pipe.py:21", 3.0, true);
+    recv.peer = 1 - r;
+    Block(job.ranks[r], recv);
+  }
+  EXPECT_EQ(Find(Diagnose(job), "P2P_DEADLOCK"), nullptr) << "each recv has the peer's isend";
+  for (int r = 0; r < 2; ++r) job.ranks[r].recent.erase(job.ranks[r].recent.end() - 2);  // no isends: both only receive
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "P2P_DEADLOCK");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, (std::vector<int>{0, 1}));
+  EXPECT_NE(f->remedy.find("receives first"), std::string::npos) << f->remedy;
+  EXPECT_EQ(Find(d, "COLLECTIVE_MISMATCH"), nullptr) << "send/recv records are not collectives";
+}
+
+TEST(EngineUntracedTest, AllBlockedWithoutStacksIsASuspicionAndNeverPrintedCountsAsSilent) {
+  JobState job = Job(4);
+  for (auto& r : job.ranks) {
+    r.has_trace = false;
+    r.recent.clear();
+    r.phase.clear();
+    r.proc = {true, 'S', "futex_wait_queue", 0.0, 6.0};
+    r.last_output_ns = 0;  // never printed: no output age, silent
+  }
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "COLLECTIVE_STALL");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->proof, "heuristic");
+  EXPECT_FALSE(d.hang);
+  EXPECT_TRUE(d.suspect);
+  // Stacks: ranks 1-3 in a barrier, rank 0 in its data loader.
+  for (int r = 1; r < 4; ++r) job.ranks[r].stack = "barrier (distributed_c10d.py:3152) < main (train.py:16)";
+  job.ranks[0].stack = "get (queue.py:180) < _next_data (dataloader.py:1316) < main (train.py:12)";
+  d = Diagnose(job);
+  f = Find(d, "RANK_MISSING");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{0});
+  EXPECT_EQ(f->proof, "heuristic");
+  EXPECT_NE(f->summary.find("ranks 1-3 in barrier()"), std::string::npos) << f->summary;
+  EXPECT_FALSE(d.hang);
+  // Every rank in the same collective past the stall threshold: the stacks prove a stall.
+  job.ranks[0].stack = job.ranks[1].stack;
+  for (auto& r : job.ranks) r.proc.flat_for_s = 40;
+  d = Diagnose(job);
+  f = Find(d, "COLLECTIVE_STALL");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->proof, "stacks");
+  EXPECT_TRUE(d.hang);
 }
 
 TEST(EngineJsonTest, RankStateRoundTrips) {

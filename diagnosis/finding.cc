@@ -35,8 +35,10 @@ bool IsKnownCode(const std::string& code) {
 }
 
 nlohmann::json ToJson(const Finding& f) {
-  return {{"code", f.code},   {"severity", SeverityName(f.severity)}, {"summary", f.summary}, {"nodes", f.nodes},
-          {"ranks", f.ranks}, {"evidence", f.evidence},               {"remedy", f.remedy}};
+  nlohmann::json j = {{"code", f.code},   {"severity", SeverityName(f.severity)}, {"summary", f.summary}, {"nodes", f.nodes},
+                      {"ranks", f.ranks}, {"evidence", f.evidence},               {"remedy", f.remedy}};
+  if (!f.proof.empty()) j["proof"] = f.proof;
+  return j;
 }
 
 Result<Finding> FindingFromJson(const nlohmann::json& j) {
@@ -57,6 +59,7 @@ Result<Finding> FindingFromJson(const nlohmann::json& j) {
     f.nodes = j.value("nodes", std::vector<std::string>{});
     f.ranks = j.value("ranks", std::vector<int>{});
     f.evidence = j.value("evidence", std::vector<std::string>{});
+    f.proof = j.value("proof", std::string());
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("finding: nodes/ranks/evidence: ") + e.what());
   }

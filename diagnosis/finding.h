@@ -48,6 +48,17 @@ inline constexpr const char* kLogError = "LOG_ERROR";
 
 bool IsKnownCode(const std::string& code);
 
+// What a `run` finding rests on (docs/run.md, "Proof"): `dsdoctor run --on-hang stop` ends a job
+// only on a hang proven by traces, stacks, exits or logs; a heuristic one (timing and CPU alone) is
+// a warning and never stops anything.
+namespace proof {
+inline constexpr const char* kTrace = "trace";          // the ranks' own trace records
+inline constexpr const char* kStacks = "stacks";        // captured stacks (and /proc) of blocked ranks
+inline constexpr const char* kExit = "exit";            // a rank's exit status
+inline constexpr const char* kLog = "log";              // lines the ranks printed
+inline constexpr const char* kHeuristic = "heuristic";  // quiet output, flat CPU, elapsed time
+}  // namespace proof
+
 struct Finding {
   std::string code;
   Severity severity = Severity::kError;
@@ -56,6 +67,7 @@ struct Finding {
   std::vector<int> ranks;
   std::vector<std::string> evidence;
   std::string remedy;
+  std::string proof;  // proof::k* for `run` findings; "" for `check`
 
   bool operator==(const Finding&) const = default;
 };

@@ -6,9 +6,15 @@
 
 namespace dsd::diagnosis {
 
+bool OpRecord::rooted() const {
+  return op == "broadcast" || op == "reduce" || op == "gather" || op == "scatter" || op == "broadcast_object_list" ||
+         op == "gather_object" || op == "scatter_object_list";
+}
+
 std::string OpRecord::Describe() const {
   std::string s = op + "#" + std::to_string(seq);
-  if (!collective() || op == "broadcast") s += (op == "send" ? " to " : op == "recv" ? " from " : " root ") + std::to_string(peer);
+  if (op == "recv" && peer < 0) s += " from any rank";
+  else if (!collective() || rooted()) s += (op == "send" ? " to " : op == "recv" ? " from " : " root ") + std::to_string(peer);
   if (!dtype.empty()) s += " " + dtype + " x" + std::to_string(count);
   if (bytes) s += " (" + FormatBytes(static_cast<double>(bytes)) + ")";
   if (!reduce.empty()) s += " " + reduce;
@@ -101,9 +107,11 @@ class Fields {
 }  // namespace
 
 nlohmann::json ToJson(const OpRecord& r) {
-  return {{"op", r.op},         {"seq", r.seq},       {"comm", r.comm},         {"dtype", r.dtype},
-          {"reduce", r.reduce}, {"count", r.count},   {"bytes", r.bytes},       {"peer", r.peer},
-          {"callsite", r.callsite}, {"state", r.state}, {"started_ns", r.started_ns}, {"ended_ns", r.ended_ns}};
+  nlohmann::json j = {{"op", r.op},         {"seq", r.seq},       {"comm", r.comm},         {"dtype", r.dtype},
+                      {"reduce", r.reduce}, {"count", r.count},   {"bytes", r.bytes},       {"peer", r.peer},
+                      {"callsite", r.callsite}, {"state", r.state}, {"started_ns", r.started_ns}, {"ended_ns", r.ended_ns}};
+  if (r.async) j["async"] = true;
+  return j;
 }
 
 Result<OpRecord> OpRecordFromJson(const nlohmann::json& j) {
@@ -122,6 +130,7 @@ Result<OpRecord> OpRecordFromJson(const nlohmann::json& j) {
   f.Get("state", &r.state);
   f.Get("started_ns", &r.started_ns);
   f.Get("ended_ns", &r.ended_ns);
+  f.Get("async", &r.async);
   DSD_RETURN_IF_ERROR(f.status());
   if (r.op.empty()) return InvalidArgument("op record: field 'op' is missing");
   return r;
@@ -187,9 +196,11 @@ nlohmann::json ToJson(const RankState& r) {
   if (!r.last_error.empty()) j["last_error"] = r.last_error;
   if (r.proc.valid) {
     j["proc"] = {{"state", std::string(1, r.proc.state)}, {"wchan", r.proc.wchan},
-                 {"cpu_fraction", r.proc.cpu_fraction}, {"flat_for_s", r.proc.flat_for_s}};
+                 {"cpu_fraction", r.proc.cpu_fraction}, {"flat_for_s", r.proc.flat_for_s}, {"tree_cpu_s", r.proc.tree_cpu_s}};
   }
   if (!r.stack.empty()) j["stack"] = r.stack;
+  if (r.last_output_ns) j["last_output_ns"] = r.last_output_ns;
+  if (r.sample_ns) j["sample_ns"] = r.sample_ns;
   return j;
 }
 
@@ -214,6 +225,8 @@ Result<RankState> RankStateFromJson(const nlohmann::json& j) {
   f.Get("exit_ns", &r.exit_ns);
   f.Get("last_error", &r.last_error);
   f.Get("stack", &r.stack);
+  f.Get("last_output_ns", &r.last_output_ns);
+  f.Get("sample_ns", &r.sample_ns);
   DSD_RETURN_IF_ERROR(f.status());
   if (status == "running") r.status = RankStatus::kRunning;
   else if (status == "exited") r.status = RankStatus::kExited;
@@ -234,13 +247,16 @@ Result<RankState> RankStateFromJson(const nlohmann::json& j) {
     }
   }
   if (j.contains("proc") && j["proc"].is_object()) {
-    const auto& p = j["proc"];
+    Fields p(j["proc"], "rank " + std::to_string(r.rank) + " proc");
     r.proc.valid = true;
-    std::string st = p.value("state", std::string("?"));
+    std::string st = "?";
+    p.Get("state", &st);
     r.proc.state = st.empty() ? '?' : st[0];
-    r.proc.wchan = p.value("wchan", std::string());
-    r.proc.cpu_fraction = p.value("cpu_fraction", 0.0);
-    r.proc.flat_for_s = p.value("flat_for_s", 0.0);
+    p.Get("wchan", &r.proc.wchan);
+    p.Get("cpu_fraction", &r.proc.cpu_fraction);
+    p.Get("flat_for_s", &r.proc.flat_for_s);
+    p.Get("tree_cpu_s", &r.proc.tree_cpu_s);
+    DSD_RETURN_IF_ERROR(p.status());
   }
   return r;
 }

@@ -29,13 +29,18 @@ struct OpRecord {
   int peer = -1;         // root (broadcast) or peer (send/recv)
   std::string callsite;
   std::string state;     // "started" | "completed" | "failed" | "enqueued"
+  bool async = false;    // returned to the program at once: in flight says unfinished, not that the rank waits
   int64_t started_ns = 0, ended_ns = 0;
 
   bool collective() const { return op != "send" && op != "recv"; }
   bool in_flight() const { return state == "started" || state == "enqueued"; }
+  // In flight in a call that blocks the rank (a synchronous one).
+  bool blocking() const { return in_flight() && !async; }
+  // Collectives with a root (broadcast, reduce, gather, scatter and their object forms): `peer`.
+  bool rooted() const;
   // Same call on every rank: op, dtype, count, reduce op, root.
   bool SameCall(const OpRecord& o) const {
-    return op == o.op && dtype == o.dtype && count == o.count && reduce == o.reduce && (op != "broadcast" || peer == o.peer);
+    return op == o.op && dtype == o.dtype && count == o.count && reduce == o.reduce && (!rooted() || peer == o.peer);
   }
   // "all_reduce#5 float32 x1024 (4 KiB) sum @engine.step"
   std::string Describe() const;
@@ -51,6 +56,9 @@ struct ProcSample {
   std::string wchan;
   double cpu_fraction = 0;   // CPU seconds per wall second over the last interval (all threads)
   double flat_for_s = 0;     // how long CPU time has not grown (0 while it grows)
+  // CPU seconds used so far by the rank's whole process tree (DataLoader workers, compiler
+  // children): flatness above is measured on it, and the coordinator compares it before stopping.
+  double tree_cpu_s = 0;
 };
 
 // One line (or block) of a rank's log that means something (collectors/log_classifier).
@@ -94,7 +102,11 @@ struct RankState {
   std::string last_error;
   ProcSample proc;
   std::string stack;  // a captured stack, already reduced to its frames (collectors/stack)
-  int64_t last_output_ns = 0;  // when the rank last wrote to its log
+  int64_t last_output_ns = 0;  // when the rank last wrote to its log (0: it never wrote)
+  // When this state was read (the reader's clock: the agent's for a remote node); 0 means
+  // JobState::now_ns. Ages of this rank's calls are measured to this moment, so a late sample
+  // never makes a rank look stuck longer than it was seen to be.
+  int64_t sample_ns = 0;
 };
 
 struct JobState {
@@ -118,7 +130,8 @@ struct RankClass {
 struct Diagnosis {
   std::vector<Finding> findings;  // most important first
   std::vector<RankClass> classes; // largest first
-  bool hang = false;              // a finding says the job cannot make progress
+  bool hang = false;              // a proven finding says the job cannot make progress
+  bool suspect = false;           // only heuristics say so (warnings; worth a look at the stacks)
 };
 
 // torch.distributed functions that are collectives (barrier, all_reduce, …): in a traceback or a

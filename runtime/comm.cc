@@ -117,7 +117,7 @@ void ReduceTyped(T* acc, const T* in, size_t n, ReduceOp op) {
     case ReduceOp::kMin:
       for (size_t i = 0; i < n; ++i) acc[i] = std::min(acc[i], in[i]);
       break;
-    case ReduceOp::kNone:
+    default:  // the runtime sends only sum/max/min; the others are the Python tracer's
       break;
   }
 }
@@ -139,7 +139,7 @@ void ReduceInto(void* acc, const void* in, size_t count, DType dtype, ReduceOp o
     case DType::kInt32: ReduceTyped(static_cast<int32_t*>(acc), static_cast<const int32_t*>(in), count, op); break;
     case DType::kInt64: ReduceTyped(static_cast<int64_t*>(acc), static_cast<const int64_t*>(in), count, op); break;
     case DType::kUint8: ReduceTyped(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(in), count, op); break;
-    case DType::kNone: break;
+    default: break;  // the runtime never sends the Python tracer's types
   }
 }
 

@@ -26,7 +26,7 @@ void WithElement(DType t, F&& f) {
     case DType::kInt32: f(static_cast<int32_t*>(nullptr)); break;
     case DType::kInt64: f(static_cast<int64_t*>(nullptr)); break;
     case DType::kUint8: f(static_cast<uint8_t*>(nullptr)); break;
-    case DType::kNone: break;
+    default: break;  // the runtime never sends the Python tracer's types
   }
 }
 

@@ -18,7 +18,7 @@ MPI_Datatype MpiType(DType t) {
     case DType::kInt32: return MPI_INT32_T;
     case DType::kInt64: return MPI_INT64_T;
     case DType::kUint8: return MPI_UINT8_T;
-    case DType::kNone: break;
+    default: break;  // the runtime never sends the Python tracer's types
   }
   return MPI_BYTE;
 }

@@ -73,11 +73,11 @@ std::string DescribeRecord(const TraceRecord& r) {
   if (r.dtype != DType::kNone) s += std::string(" ") + DTypeName(r.dtype) + " x" + std::to_string(r.count);
   if (r.bytes) s += " (" + FormatBytes(static_cast<double>(r.bytes)) + ")";
   if (r.reduce != ReduceOp::kNone) s += std::string(" ") + ReduceOpName(r.reduce);
-  if (r.op == Op::kBroadcast) s += " root " + std::to_string(r.peer);
+  if (HasRoot(r.op)) s += " root " + std::to_string(r.peer);
   if (r.op == Op::kSend) s += " to " + std::to_string(r.peer);
   if (r.op == Op::kRecv) s += " from " + std::to_string(r.peer);
   if (!r.callsite.empty()) s += " @" + r.callsite;
-  s += std::string(" [") + RecordStateName(r.state) + "]";
+  s += std::string(" [") + RecordStateName(r.state) + (r.async ? ", async" : "") + "]";
   return s;
 }
 
@@ -156,6 +156,7 @@ uint64_t TraceWriter::Begin(const OpInfo& info) {
   r->dtype = static_cast<uint8_t>(info.dtype);
   r->reduce = static_cast<uint8_t>(info.reduce);
   r->state = static_cast<uint8_t>(RecordState::kStarted);
+  r->flags = info.async ? kRecordFlagAsync : 0;
   CopyText(r->callsite, info.callsite);
   A(r->version).store(v + 2, std::memory_order_release);
   A(header_->next_index).store(index + 1, std::memory_order_release);
@@ -165,13 +166,17 @@ uint64_t TraceWriter::Begin(const OpInfo& info) {
 
 void TraceWriter::End(uint64_t index, RecordState state) {
   TraceRecordRaw* r = Slot(index);
+  // An asynchronous call (the Python tracer's) may end after `capacity` newer records lapped its
+  // slot: the slot then belongs to another record, which must stay as it is.
+  if (index >= next_ || index + capacity_ < next_ || r->index != index) return;
   uint64_t v = A(r->version).load(std::memory_order_relaxed);
   A(r->version).store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   r->ended_ns = TraceNowNs();
   r->state = static_cast<uint8_t>(state);
   A(r->version).store(v + 2, std::memory_order_release);
-  in_flight_plus1_.store(0, std::memory_order_release);
+  uint64_t mine = index + 1;
+  in_flight_plus1_.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
 }
 
 void TraceWriter::Complete(uint64_t index) { End(index, RecordState::kCompleted); }
@@ -244,6 +249,7 @@ bool ReadRecordConsistent(const TraceRecordRaw& raw, TraceRecord* out) {
   out->dtype = static_cast<DType>(copy.dtype);
   out->reduce = static_cast<ReduceOp>(copy.reduce);
   out->state = static_cast<RecordState>(copy.state);
+  out->async = copy.flags & kRecordFlagAsync;
   copy.callsite[kCallsiteBytes - 1] = '\0';
   out->callsite = TextOf(copy.callsite);
   return true;

@@ -35,6 +35,10 @@ inline constexpr uint32_t kDefaultTraceCapacity = 4096;
 enum class RecordState : uint8_t { kEmpty = 0, kEnqueued = 1, kStarted = 2, kCompleted = 3, kFailed = 4 };
 const char* RecordStateName(RecordState s);
 
+// Record flag bits.
+inline constexpr uint32_t kRecordFlagAsync = 1u << 0;  // the call returned at once (async_op, isend, DDP bucket): in flight
+                                                       // means not finished yet, not that the rank waits in it
+
 // Header flag bits.
 inline constexpr uint32_t kTraceFlagFinished = 1u << 0;       // the engine shut down cleanly
 inline constexpr uint32_t kTraceFlagWatchdogFired = 1u << 1;  // see watchdog_index / watchdog_ns
@@ -52,7 +56,7 @@ struct TraceRecordRaw {
   uint32_t comm_id;  // process group id (0 = world)
   int32_t peer;      // root (broadcast), peer (send/recv), world size (rendezvous); -1 otherwise
   uint8_t op, dtype, reduce, state;
-  uint32_t reserved;
+  uint32_t flags;  // kRecordFlag* (was `reserved`, always 0 before the Python tracer)
   char callsite[kCallsiteBytes];  // NUL-terminated, truncated
 };
 static_assert(sizeof(TraceRecordRaw) <= kTraceRecordBytes);
@@ -96,6 +100,7 @@ struct OpInfo {
   int peer = -1;
   uint32_t comm_id = 0;
   std::string_view callsite;
+  bool async = false;  // kRecordFlagAsync
 };
 
 // One record as a reader sees it.
@@ -108,6 +113,7 @@ struct TraceRecord {
   DType dtype = DType::kNone;
   ReduceOp reduce = ReduceOp::kNone;
   RecordState state = RecordState::kEmpty;
+  bool async = false;
   std::string callsite;
 };
 
@@ -125,10 +131,13 @@ class TraceWriter {
   TraceWriter& operator=(const TraceWriter&) = delete;
 
   const std::string& path() const { return path_; }
+  // Records begun so far (the writer thread's view).
+  uint64_t next_index() const { return next_; }
   uint32_t capacity() const { return capacity_; }
 
   // Records a call as started (the runtime's backends block, so enqueued == started) and returns
-  // its index for Complete/Fail.
+  // its index for Complete/Fail. Several calls may be in flight (asynchronous ones, from the Python
+  // tracer); Complete/Fail of a record that a newer lap of the ring overwrote does nothing.
   uint64_t Begin(const OpInfo& info);
   void Complete(uint64_t index);
   // Marks the record failed and stores `error` as the trace's last error.

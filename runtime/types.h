@@ -10,8 +10,35 @@
 
 namespace dsd::runtime {
 
-enum class DType : uint8_t { kNone = 0, kFloat32 = 1, kFloat16 = 2, kInt32 = 3, kInt64 = 4, kUint8 = 5 };
-enum class ReduceOp : uint8_t { kNone = 0, kSum = 1, kMax = 2, kMin = 3 };
+// 6.. are written by the Python tracer (PyTorch's element types); the runtime's backends use 1-5.
+enum class DType : uint8_t {
+  kNone = 0,
+  kFloat32 = 1,
+  kFloat16 = 2,
+  kInt32 = 3,
+  kInt64 = 4,
+  kUint8 = 5,
+  kBFloat16 = 6,
+  kFloat64 = 7,
+  kInt8 = 8,
+  kBool = 9,
+  kInt16 = 10,
+  kComplex64 = 11,
+  kComplex128 = 12,
+  kOther = 13,  // a type this format has no name for (float8, quantized, ...)
+};
+enum class ReduceOp : uint8_t {
+  kNone = 0,
+  kSum = 1,
+  kMax = 2,
+  kMin = 3,
+  kProduct = 4,  // 4.. are written by the Python tracer (torch.distributed.ReduceOp)
+  kAvg = 5,
+  kBand = 6,
+  kBor = 7,
+  kBxor = 8,
+  kPremulSum = 9,
+};
 enum class Op : uint8_t {
   kNone = 0,
   kBarrier = 1,
@@ -21,6 +48,17 @@ enum class Op : uint8_t {
   kSend = 5,
   kRecv = 6,
   kRendezvous = 7,  // init_distributed: waiting for every rank to join
+  // 8.. are written by the Python tracer (torch.distributed's other collectives).
+  kReduce = 8,
+  kReduceScatter = 9,
+  kAllToAll = 10,
+  kGather = 11,
+  kScatter = 12,
+  kAllGatherObject = 13,
+  kBroadcastObjectList = 14,
+  kGatherObject = 15,
+  kScatterObjectList = 16,
+  kLast = kScatterObjectList,
 };
 enum class Phase : uint32_t {
   kStartup = 0,
@@ -45,5 +83,10 @@ std::optional<Op> ParseOpName(std::string_view name);
 // True for collectives: every rank of the group calls them in the same order, and they share one
 // sequence number per group. Send/recv count per peer instead.
 inline bool IsCollective(Op o) { return o != Op::kSend && o != Op::kRecv && o != Op::kNone; }
+// Collectives with a root rank (recorded in the trace's `peer`): every rank must name the same one.
+inline bool HasRoot(Op o) {
+  return o == Op::kBroadcast || o == Op::kReduce || o == Op::kGather || o == Op::kScatter || o == Op::kBroadcastObjectList ||
+         o == Op::kGatherObject || o == Op::kScatterObjectList;
+}
 
 }  // namespace dsd::runtime

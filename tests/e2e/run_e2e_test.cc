@@ -359,7 +359,9 @@ TEST(RunE2eTest, PytorchRankSkippingABarrierIsDiagnosedFromLogsAndProcessState) 
     if (std::getenv("DSDOCTOR_REQUIRE_TORCH")) FAIL() << "python3-torch is required (scripts/setup.sh installs it)";
     GTEST_SKIP() << "python3-torch is not installed";
   }
-  auto r = RunJob("torch", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2", "--on-hang", "wait"}, {{"STEP_TIMEOUT", "10"}});
+  // --no-trace: the path for programs dsdoctor cannot trace (logs, /proc and stacks only).
+  auto r = RunJob("torch", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2", "--on-hang", "wait", "--no-trace"},
+                  {{"STEP_TIMEOUT", "10"}});
   EXPECT_EQ(r.exit_code, 1) << r.out;
   // Live: every rank blocked with flat CPU, before torch's own timeout ended them.
   EXPECT_NE(r.out.find("COLLECTIVE_STALL: all 4 ranks are blocked"), std::string::npos) << r.out;
@@ -381,7 +383,8 @@ TEST(RunE2eTest, PytorchHangIsPinpointedLiveFromPythonStacks) {
   }
   // Torch's own timeout is far away (60 s): the finding must come from the live stacks.
   auto t0 = std::chrono::steady_clock::now();
-  auto r = RunJob("torchlive", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2"}, {{"STEP_TIMEOUT", "60"}, {"DSDOCTOR_PY_SPY", PY_SPY}});
+  auto r = RunJob("torchlive", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2", "--no-trace"},
+                  {{"STEP_TIMEOUT", "60"}, {"DSDOCTOR_PY_SPY", PY_SPY}});
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_LT(took, 50) << "stopped on the hang, long before torch's timeout";

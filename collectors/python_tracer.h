@@ -1,0 +1,26 @@
+// Where the Python collective tracer lives (python/dsdoctor_tracer.py and libdsdoctor_pytrace.so,
+// installed in lib/dsdoctor/ beside the dsdoctor binary's bin/) and how a rank's environment
+// turns it on: its folder first on PYTHONPATH (its sitecustomize chains to any other) and the
+// library's path in DSDOCTOR_TRACER_LIB. Programs that are not Python ignore both.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace dsd::collectors {
+
+struct PythonTracer {
+  std::string python_dir;  // holds sitecustomize.py and dsdoctor_tracer.py
+  std::string library;     // libdsdoctor_pytrace.so
+};
+
+// The tracer installed with the running binary (found from /proc/self/exe); nullopt when its
+// files are missing.
+std::optional<PythonTracer> FindPythonTracer();
+
+// Adds the tracer to a rank's environment: PYTHONPATH = python_dir + the PYTHONPATH the rank would
+// have had (env's, else ours), DSDOCTOR_TRACER_LIB = library.
+void AddPythonTracer(const PythonTracer& tracer, std::map<std::string, std::string>* env);
+
+}  // namespace dsd::collectors

@@ -1,0 +1,714 @@
+"""dsdoctor's collective tracer for unmodified PyTorch and DeepSpeed programs.
+
+Loaded by dsdoctor's sitecustomize in every Python rank that `dsdoctor run` starts. When the
+program imports torch.distributed, every collective, barrier and point-to-point call it makes
+(synchronous or asynchronous), every new process group, and DDP's gradient-bucket all-reduces are
+recorded in the rank's trace ring (docs/trace.md) through libdsdoctor_pytrace.so: the same file the
+bundled runtime writes, so the agent, the diagnosis engine, `dsdoctor analyze` and the TUI read a
+Python rank like any other. DeepSpeed's deepspeed.comm calls torch.distributed, so it is covered.
+
+Each record's callsite is the program's own frame (the first one outside torch, deepspeed and
+site-packages) and, when the call came through a framework, the framework function the program
+called: "train.py:92 (engine.save_checkpoint)".
+
+Rules: the program's behaviour never changes (same calls, same arguments, same return values, same
+exceptions); a failure inside the tracer disables it and says so once on stderr; a process forked
+from a traced rank (a DataLoader worker) records nothing. DSDOCTOR_TRACE_FILE names the trace;
+DSDOCTOR_TRACER_LIB the shared library (default: beside this folder).
+"""
+
+import ctypes
+import functools
+import os
+import sys
+import threading
+import zlib
+
+# Numbers of runtime/types.h (part of the trace format).
+OPS = {
+    "barrier": 1, "broadcast": 2, "all_reduce": 3, "all_gather": 4, "send": 5, "recv": 6, "rendezvous": 7,
+    "reduce": 8, "reduce_scatter": 9, "all_to_all": 10, "gather": 11, "scatter": 12, "all_gather_object": 13,
+    "broadcast_object_list": 14, "gather_object": 15, "scatter_object_list": 16,
+}
+DTYPES = {
+    "torch.float32": 1, "torch.float16": 2, "torch.int32": 3, "torch.int64": 4, "torch.uint8": 5, "torch.bfloat16": 6,
+    "torch.float64": 7, "torch.int8": 8, "torch.bool": 9, "torch.int16": 10, "torch.complex64": 11, "torch.complex128": 12,
+}
+DTYPE_OTHER = 13
+REDUCE = {"SUM": 1, "MAX": 2, "MIN": 3, "PRODUCT": 4, "AVG": 5, "BAND": 6, "BOR": 7, "BXOR": 8, "PREMUL_SUM": 9}
+PHASE_USER, PHASE_SAVE, PHASE_LOAD, PHASE_FINISHED = 7, 5, 6, 8
+FLAG_FINISHED = 1
+
+# What each torch.distributed function is, and where its arguments are. tensor: the argument whose
+# element count and type the record carries (a list: its first element; None: no tensor, count 0).
+# count0: sizes legitimately differ between ranks (all_to_all), so the count is not compared.
+# root: the argument naming the root rank; peer: the p2p peer. Functions a torch version lacks
+# are skipped (feature detection), so 1.13 and 2.x names both work.
+SPECS = {
+    "barrier": dict(op="barrier"),
+    "monitored_barrier": dict(op="barrier"),
+    "all_reduce": dict(op="all_reduce", tensor="tensor", reduce="op"),
+    "all_reduce_coalesced": dict(op="all_reduce", tensor="tensors", reduce="op"),
+    "broadcast": dict(op="broadcast", tensor="tensor", root="src"),
+    "reduce": dict(op="reduce", tensor="tensor", root="dst", reduce="op"),
+    "all_gather": dict(op="all_gather", tensor="tensor"),
+    "all_gather_coalesced": dict(op="all_gather", tensor="input_tensor_list"),
+    "all_gather_into_tensor": dict(op="all_gather", tensor="input_tensor"),
+    "_all_gather_base": dict(op="all_gather", tensor="input_tensor"),
+    "reduce_scatter": dict(op="reduce_scatter", tensor="output", reduce="op"),
+    "reduce_scatter_tensor": dict(op="reduce_scatter", tensor="output", reduce="op"),
+    "_reduce_scatter_base": dict(op="reduce_scatter", tensor="output", reduce="op"),
+    "all_to_all": dict(op="all_to_all", tensor="input_tensor_list", count0=True),
+    "all_to_all_single": dict(op="all_to_all", tensor="input", count0=True),
+    "gather": dict(op="gather", tensor="tensor", root="dst"),
+    "scatter": dict(op="scatter", tensor="tensor", root="src"),
+    "all_gather_object": dict(op="all_gather_object"),
+    "broadcast_object_list": dict(op="broadcast_object_list", root="src", listlen="object_list"),
+    "gather_object": dict(op="gather_object", root="dst"),
+    "scatter_object_list": dict(op="scatter_object_list", root="src"),
+    "send": dict(op="send", tensor="tensor", peer="dst"),
+    "recv": dict(op="recv", tensor="tensor", peer="src"),
+    "isend": dict(op="send", tensor="tensor", peer="dst", always_async=True),
+    "irecv": dict(op="recv", tensor="tensor", peer="src", always_async=True),
+}
+
+_FRAMEWORK_PARTS = ("/torch/", "/deepspeed/", "/site-packages/", "/dist-packages/", "<frozen ", "/importlib/")
+
+
+class _Local(threading.local):
+    depth = 0  # >0 while inside a traced call: torch's own nested calls are part of that record
+
+
+class _Tracer:
+    """All of the tracer's state (one per process)."""
+
+    def __init__(self):
+        self.lib = None
+        self.opened = False
+        self.off_flag = [False]  # the generated wrappers' view of `off` (a list: one shared cell)
+        self.said_off = False
+        self.tls = _Local()
+        self.seq = {}  # comm id -> last collective seq
+        self.p2p = {}  # (op, peer) -> last seq
+        self.comm_of = {}  # id(group) -> (group, comm id)
+        self.group_count = {}  # ranks tuple -> groups made with them so far
+        self.framework = {}  # co_filename -> bool
+        self.site_cache = {}  # (code, line) of the calling frame -> callsite bytes
+        self.here = os.path.dirname(os.path.abspath(__file__))
+        self.pid = os.getpid()
+        self.c10d = None
+
+    # ---- failure policy ---------------------------------------------------------------------
+
+    @property
+    def off(self):
+        return self.off_flag[0]
+
+    @off.setter
+    def off(self, value):
+        self.off_flag[0] = value
+
+    def disable(self, why):
+        self.off = True
+        if not self.said_off:
+            self.said_off = True
+            try:
+                sys.stderr.write("dsdoctor: collective tracer disabled: %s; the program runs on untraced\n" % why)
+                sys.stderr.flush()
+            except Exception:
+                pass
+
+    # ---- the trace file ---------------------------------------------------------------------
+
+    def load_lib(self):
+        path = os.environ.get("DSDOCTOR_TRACER_LIB") or os.path.join(os.path.dirname(self.here), "libdsdoctor_pytrace.so")
+        # PyDLL keeps the GIL during calls: they take nanoseconds, and the GIL orders them.
+        lib = ctypes.PyDLL(path)
+        lib.dsd_trace_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        lib.dsd_trace_open.restype = ctypes.c_int
+        lib.dsd_trace_begin.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                                        ctypes.c_int, ctypes.c_uint32, ctypes.c_char_p]
+        lib.dsd_trace_begin.restype = ctypes.c_uint64
+        lib.dsd_trace_end.argtypes = [ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
+        lib.dsd_trace_end.restype = None
+        lib.dsd_trace_set_phase.argtypes = [ctypes.c_int]
+        lib.dsd_trace_set_phase.restype = None
+        lib.dsd_trace_set_flags.argtypes = [ctypes.c_uint32]
+        lib.dsd_trace_set_flags.restype = None
+        lib.dsd_trace_error.restype = ctypes.c_char_p
+        # The hot pair takes only C ints and pointers: no argtypes, so ctypes converts nothing.
+        fast = ctypes.PyDLL(path)
+        fast.dsd_trace_begin_fast.restype = ctypes.c_int
+        fast.dsd_trace_end_fast.restype = None
+        self.begin_fast = fast.dsd_trace_begin_fast
+        self.end_fast = fast.dsd_trace_end_fast
+        self.lib = lib
+
+    def open(self, rank, world, backend):
+        """Creates the trace at init_process_group (a spawned helper process that never joins the
+        job never truncates it). Only the first process to open claims the file."""
+        if self.opened or self.off:
+            return
+        self.opened = True
+        path = os.environ.pop("DSDOCTOR_TRACE_FILE", "")  # children started later do not claim it
+        if not path or os.getpid() != self.pid:
+            self.off = True
+            return
+        try:  # the agent removed the file before starting the rank: the first process to create it owns it
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            self.off = True  # another process of this rank (an mp.spawn sibling) traces into it
+            return
+        if self.lib is None:
+            self.load_lib()
+        local = _int(os.environ.get("LOCAL_RANK"), 0)
+        rc = self.lib.dsd_trace_open(path.encode(), rank, world, local, str(backend or "").encode()[:15], 0)
+        if rc != 0:
+            self.disable("cannot create %s: %s" % (path, self.lib.dsd_trace_error().decode(errors="replace")))
+            return
+        import atexit
+
+        atexit.register(self.at_exit)
+
+    def at_exit(self):
+        if self.lib is not None and not self.off:
+            self.lib.dsd_trace_set_phase(PHASE_FINISHED)
+            self.lib.dsd_trace_set_flags(FLAG_FINISHED)
+
+    # ---- callsites --------------------------------------------------------------------------
+
+    def is_framework(self, filename):
+        fw = self.framework.get(filename)
+        if fw is None:
+            fw = filename.startswith(self.here) or any(p in filename for p in _FRAMEWORK_PARTS)
+            if not fw and filename.startswith(sys.base_prefix) and "/lib/python" in filename:
+                fw = True  # the standard library (threading, runpy, contextlib)
+            self.framework[filename] = fw
+        return fw
+
+    def callsite_bytes(self, depth):
+        """callsite() of the caller `depth` frames up, as bytes, cached per place in the program."""
+        try:
+            f = sys._getframe(depth)
+        except ValueError:
+            return b""
+        code = f.f_code
+        if self.is_framework(code.co_filename):  # the place depends on the frames above: no cache
+            return self.callsite(depth + 1).encode("utf-8", "replace")
+        key = (code, f.f_lineno)
+        hit = self.site_cache.get(key)
+        if hit is None:
+            hit = self.callsite(depth + 1).encode("utf-8", "replace")
+            if len(self.site_cache) < 65536:
+                self.site_cache[key] = hit
+        return hit
+
+    def callsite(self, depth):
+        """'train.py:92 (engine.save_checkpoint)': the program's frame and the framework function
+        it called, if any."""
+        try:
+            f = sys._getframe(depth)
+        except ValueError:  # called from C++ on a thread with no Python caller (an autograd thread)
+            return ""
+        inner = None
+        first = None
+        while f is not None:
+            code = f.f_code
+            fn = code.co_filename
+            if not self.is_framework(fn):
+                site = "%s:%d" % (fn.rsplit("/", 1)[-1], f.f_lineno)
+                if inner is not None:
+                    site += " (%s)" % inner
+                return site
+            if not fn.startswith(self.here):
+                if first is None:
+                    first = f
+                mod = fn.rsplit("/", 1)[-1]
+                if mod.endswith(".py"):
+                    mod = mod[:-3]
+                inner = "%s.%s" % (mod.lstrip("_"), code.co_name)
+            f = f.f_back
+        if first is not None:  # only framework frames (a program inside site-packages)
+            return "%s:%d" % (first.f_code.co_filename.rsplit("/", 1)[-1], first.f_lineno)
+        return ""
+
+    # ---- groups -----------------------------------------------------------------------------
+
+    def comm_id(self, group):
+        """0 for the world; for another group a number every member computes alike: a hash of its
+        ranks and how many groups with those ranks were made before (new_group is called in the
+        same order on every rank)."""
+        c10d = self.c10d
+        if group is None or group is c10d.GroupMember.WORLD:
+            return 0
+        hit = self.comm_of.get(id(group))
+        if hit is not None and hit[0] is group:
+            return hit[1]
+        try:
+            ranks = tuple(sorted(c10d.get_process_group_ranks(group)))
+        except Exception:
+            ranks = ()
+        return self.register_group(group, ranks)
+
+    def register_group(self, group, ranks):
+        n = self.group_count.get(ranks, 0)
+        self.group_count[ranks] = n + 1
+        cid = (zlib.crc32(repr((ranks, n)).encode()) & 0x7FFFFFFF) or 1
+        if group is not None:
+            self.comm_of[id(group)] = (group, cid)
+        return cid
+
+
+T = _Tracer()
+
+
+def _int(s, default):
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return default
+
+
+_DTYPE_BY_OBJECT = {}  # torch.dtype -> (number, element bytes), filled as types are seen
+_REDUCE_BY_OBJECT = {}  # torch.distributed.ReduceOp value -> number
+
+
+def _dtype_facts(t):
+    d = t.dtype
+    hit = _DTYPE_BY_OBJECT.get(d)
+    if hit is None:
+        hit = _DTYPE_BY_OBJECT[d] = (DTYPES.get(str(d), DTYPE_OTHER), t.element_size())
+    return hit
+
+
+def _tensor_facts(t):
+    """(count, dtype number, element bytes) of a tensor, or of a list of tensors (summed)."""
+    if t is None:
+        return 0, 0, 0
+    if isinstance(t, (list, tuple)):
+        count = 0
+        dtype = elem = 0
+        for x in t:
+            c, d, e = _tensor_facts(x)
+            count += c
+            if not dtype:
+                dtype, elem = d, e
+        return count, dtype, elem
+    n, (d, e) = t.numel(), _dtype_facts(t)
+    return n, d, e
+
+
+def _reduce_number(op):
+    if op is None:
+        return 1
+    try:
+        hit = _REDUCE_BY_OBJECT.get(op)
+    except TypeError:  # an unhashable op (a premul_sum ReduceOp instance)
+        hit = None
+    if hit is None:
+        inner = getattr(op, "op", op)  # torch 1.13: a ReduceOp instance around a RedOpType
+        name = getattr(inner, "name", None) or str(inner).rsplit(".", 1)[-1]
+        hit = REDUCE.get(str(name).upper(), 0)
+        try:
+            _REDUCE_BY_OBJECT[op] = hit
+        except TypeError:
+            pass
+    return hit
+
+
+def _begin(packed, seq, count, elem, peer, comm, site):
+    """One record (packed: op | dtype << 8 | reduce << 16 | async << 30); the fast entry point when
+    every number fits a C int."""
+    if count < 0x7FFFFFFF and seq < 0x7FFFFFFF and elem < 64:
+        return T.begin_fast(packed | (elem << 24), seq, count, peer, comm, site)
+    op = (packed & 0xFF) | (0x100 if packed & (1 << 30) else 0)
+    h = T.lib.dsd_trace_begin(op, (packed >> 8) & 0xFF, (packed >> 16) & 0xFF, seq, count, count * elem, peer, comm, site)
+    return -h  # a slow handle: negative, so _end knows which entry point ends it
+
+
+def _arg(args, kwargs, index, name, default=None):
+    if name in kwargs:
+        return kwargs[name]
+    if index is not None and index < len(args):
+        return args[index]
+    return default
+
+
+_TEMPLATE = """
+def traced(*args, **kwargs):
+    if OFF[0] or tls.depth:
+        return orig(*args, **kwargs)
+    handle = 0
+    try:
+        n = len(args)
+        group = GROUP
+        if group is NON_MEMBER:
+            return orig(*args, **kwargs)  # torch does nothing on a non-member
+        comm = 0 if group is None else T.comm_id(group)
+        TENSOR_LINES
+        REDUCE_LINE
+        PEER_LINE
+        SEQ_LINES
+        is_async = ASYNC
+        f = _getframe(1)
+        site = site_cache.get((f.f_code, f.f_lineno)) or T.callsite_bytes(2)
+        if count < 0x7FFFFFFF and seq < 0x7FFFFFFF and elem < 64:
+            handle = begin_fast(OP | (dtype << 8) | (reduce_op << 16) | (elem << 24) | (is_async << 30), seq, count, peer, comm, site)
+        else:
+            handle = _begin(OP | (dtype << 8) | (reduce_op << 16) | (is_async << 30), seq, count, elem, peer, comm, site)
+    except Exception as e:  # our bug, never the program's
+        T.disable("NAME: %s: %s" % (type(e).__name__, e))
+        return orig(*args, **kwargs)
+    tls.depth = 1
+    try:
+        ret = orig(*args, **kwargs)
+    except BaseException as e:
+        tls.depth = 0
+        _end(handle, False, "%s: %s" % (type(e).__name__, e))
+        raise
+    tls.depth = 0
+    if ret is not None and is_async:
+        _complete_on_future(ret, handle)
+    elif handle > 0:
+        end_fast(handle, None)
+    else:
+        _end(handle, True, None)
+    return ret
+"""
+
+
+def _wrap_collective(name, orig, spec):
+    """A wrapper generated for `orig`'s own signature, so each argument is one index or dict
+    look-up: the whole record costs about a microsecond."""
+    import inspect
+
+    params = list(inspect.signature(orig).parameters.values())
+    pos = {p.name: i for i, p in enumerate(params)}
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    env = {"T": T, "tls": T.tls, "orig": orig, "_begin": _begin, "_end": _end, "_complete_on_future": _complete_on_future,
+           "_tensor_facts": _tensor_facts, "_reduce_number": _reduce_number, "NON_MEMBER": T.c10d.GroupMember.NON_GROUP_MEMBER,
+           "_getframe": sys._getframe, "site_cache": T.site_cache, "begin_fast": T.begin_fast, "end_fast": T.end_fast,
+           "DTYPE": _DTYPE_BY_OBJECT, "_dtype_facts": _dtype_facts, "OFF": T.off_flag, "SEQ": T.seq}
+    try:
+        env["SUM"] = T.c10d.ReduceOp.SUM
+    except Exception:
+        env["SUM"] = object()
+
+    def get(pname):
+        """Source of an expression giving argument `pname` (its default when not passed)."""
+        if pname not in pos:
+            return "kwargs.get(%r)" % pname
+        dname = "D_" + pname
+        env[dname] = defaults.get(pname)
+        i = pos[pname]
+        return "(args[%d] if n > %d else kwargs.get(%r, %s))" % (i, i, pname, dname)
+
+    t_name = spec.get("tensor")
+    if not t_name:
+        tensor = "count = dtype = elem = 0"
+    elif t_name in ("tensor", "input", "output", "input_tensor") and not spec.get("count0"):  # one tensor: inline
+        tensor = ("t = %s\n        count = t.numel()\n        dtype, elem = DTYPE.get(t.dtype) or _dtype_facts(t)" % get(t_name))
+    else:
+        tensor = "count, dtype, elem = _tensor_facts(%s)" % get(t_name)
+        if spec.get("count0"):
+            tensor += "\n        count = 0"
+    if spec.get("listlen"):
+        tensor = "count = len(%s or ())\n        dtype = elem = 0" % get(spec["listlen"])
+    if spec.get("reduce"):
+        reduce_line = "r = %s\n        reduce_op = 1 if r is SUM else _reduce_number(r)" % get(spec["reduce"])
+    else:
+        reduce_line = "reduce_op = 0"
+    root_name = spec.get("root") or spec.get("peer")
+    if root_name:
+        peer_line = "peer = %s\n        peer = peer if peer.__class__ is int else -1" % get(root_name)
+    else:
+        peer_line = "peer = -1"
+    op = OPS[spec["op"]]
+    if "peer" in spec:
+        seq_lines = "key = (%d, peer)\n        seq = T.p2p.get(key, 0) + 1\n        T.p2p[key] = seq" % op
+    else:
+        seq_lines = "seq = SEQ.get(comm, 0) + 1\n        SEQ[comm] = seq"
+    is_async = "True" if spec.get("always_async") else ("bool(%s)" % get("async_op") if "async_op" in pos else "False")
+    src = (_TEMPLATE.replace("GROUP", get("group")).replace("TENSOR_LINES", tensor).replace("REDUCE_LINE", reduce_line)
+           .replace("PEER_LINE", peer_line).replace("SEQ_LINES", seq_lines).replace("OP", str(op))
+           .replace("ASYNC", is_async).replace("NAME", name))
+    exec(compile(src, "<dsdoctor tracer: %s>" % name, "exec"), env)
+    traced = functools.wraps(orig)(env["traced"])
+    traced.__dsdoctor_traced__ = True
+    return traced
+
+
+def _end(handle, ok, error):
+    if not handle:
+        return
+    try:
+        err = None if ok else (error or "failed").encode(errors="replace")[:500]
+        if handle > 0:
+            T.end_fast(handle, err)
+        else:
+            T.lib.dsd_trace_end(-handle, 1 if ok else 0, err)
+    except Exception as e:
+        T.disable("end: %s: %s" % (type(e).__name__, e))
+
+
+def _complete_on_future(work, handle):
+    """An asynchronous call ends when its Work's future does (gloo, NCCL and MPI all give one)."""
+    try:
+        fut = work.get_future()
+    except Exception:
+        _end(handle, True, None)  # no future to watch: do not leave a call in flight forever
+        return
+
+    def done(f):
+        try:
+            f.value()
+            _end(handle, True, None)
+        except Exception as e:
+            _end(handle, False, "%s: %s" % (type(e).__name__, e))
+
+    try:
+        fut.add_done_callback(done)
+    except Exception:
+        _end(handle, True, None)
+
+
+def _wrap_init(orig):
+    import inspect
+
+    pos = {p: i for i, p in enumerate(inspect.signature(orig).parameters)}
+
+    @functools.wraps(orig)
+    def traced(*args, **kwargs):
+        handle = 0
+        try:
+            world = _arg(args, kwargs, pos.get("world_size"), "world_size", -1)
+            rank = _arg(args, kwargs, pos.get("rank"), "rank", -1)
+            world = world if isinstance(world, int) and world > 0 else _int(os.environ.get("WORLD_SIZE"), 1)
+            rank = rank if isinstance(rank, int) and rank >= 0 else _int(os.environ.get("RANK"), 0)
+            T.open(rank, world, _arg(args, kwargs, pos.get("backend"), "backend", ""))
+            if not T.off:
+                handle = _begin(OPS["rendezvous"], 0, 0, 0, world, 0, T.callsite_bytes(2))
+        except Exception as e:
+            T.disable("init_process_group: %s: %s" % (type(e).__name__, e))
+        try:
+            ret = orig(*args, **kwargs)
+        except BaseException as e:
+            if handle:
+                _end(handle, False, "%s: %s" % (type(e).__name__, e))
+            raise
+        if handle:
+            _end(handle, True, None)
+            T.lib.dsd_trace_set_phase(PHASE_USER)
+        return ret
+
+    return traced
+
+
+def _wrap_new_group(orig):
+    import inspect
+
+    pos = {p: i for i, p in enumerate(inspect.signature(orig).parameters)}
+
+    @functools.wraps(orig)
+    def traced(*args, **kwargs):
+        ret = orig(*args, **kwargs)
+        if not T.off:
+            try:
+                ranks = _arg(args, kwargs, pos.get("ranks"), "ranks")
+                if ranks is None:
+                    ranks = range(T.c10d.get_world_size())
+                T.register_group(ret if ret is not T.c10d.GroupMember.NON_GROUP_MEMBER else None, tuple(sorted(ranks)))
+            except Exception as e:
+                T.disable("new_group: %s: %s" % (type(e).__name__, e))
+        return ret
+
+    return traced
+
+
+def patch_c10d(c10d):
+    """Replaces the functions in torch.distributed.distributed_c10d before torch.distributed's
+    __init__ re-exports them, so both names (and deepspeed.comm, which calls them) are traced."""
+    T.c10d = c10d
+    if T.lib is None:
+        T.load_lib()
+    for name, spec in SPECS.items():
+        orig = getattr(c10d, name, None)
+        if orig is None or getattr(orig, "__dsdoctor_traced__", False):
+            continue
+        setattr(c10d, name, _wrap_collective(name, orig, spec))
+    if hasattr(c10d, "init_process_group"):
+        c10d.init_process_group = _wrap_init(c10d.init_process_group)
+    if hasattr(c10d, "new_group"):
+        c10d.new_group = _wrap_new_group(c10d.new_group)
+    # torch.distributed re-exports these names; when it was imported before us, rebind them there.
+    pkg = sys.modules.get("torch.distributed")
+    if pkg is not None:
+        for name in list(SPECS) + ["init_process_group", "new_group"]:
+            traced = getattr(c10d, name, None)
+            orig = getattr(traced, "__wrapped__", None)
+            if orig is not None and getattr(pkg, name, None) is orig:
+                setattr(pkg, name, traced)
+
+
+def _traced_hook(hook):
+    """Records DDP's gradient-bucket all-reduce around a comm hook (DDP issues it from C++)."""
+
+    @functools.wraps(hook)
+    def traced_hook(state, bucket):
+        if T.off or not T.opened:
+            return hook(state, bucket)
+        handle = 0
+        try:
+            buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
+            group = state if state is not None and hasattr(state, "size") else None
+            comm = T.comm_id(group)
+            seq = T.seq.get(comm, 0) + 1
+            T.seq[comm] = seq
+            count, dtype, elem = _tensor_facts(buf)
+            site = T.callsite(2)
+            site = (site.split(" (", 1)[0] + " (ddp.bucket)") if site else "ddp.bucket"
+            handle = _begin(OPS["all_reduce"] | (dtype << 8) | (REDUCE["SUM"] << 16) | (1 << 30), seq, count, elem, -1, comm, site.encode())
+        except Exception as e:
+            T.disable("DDP comm hook: %s: %s" % (type(e).__name__, e))
+        T.tls.depth = 1  # the hook's own torch.distributed calls are this record
+        try:
+            fut = hook(state, bucket)
+        except BaseException as e:
+            T.tls.depth = 0
+            _end(handle, False, "%s: %s" % (type(e).__name__, e))
+            raise
+        T.tls.depth = 0
+        if handle:
+            _complete_on_future(_FutureWork(fut), handle)
+        return fut
+
+    return traced_hook
+
+
+class _FutureWork:
+    def __init__(self, fut):
+        self.fut = fut
+
+    def get_future(self):
+        return self.fut
+
+
+def patch_ddp(mod):
+    """DDP all-reduces gradient buckets from C++. A comm hook is the public way to see them: the
+    program's own hook is wrapped; without one, torch's reference allreduce_hook (the same
+    arithmetic as DDP's built-in path) is registered, traced, at the first forward, after the
+    program had its chance to register one (DDP allows a single registration)."""
+    DDP = getattr(mod, "DistributedDataParallel", None)
+    if DDP is None:
+        return
+    orig_register = DDP.register_comm_hook
+    orig_builtin = getattr(DDP, "_register_builtin_comm_hook", None)
+    orig_forward = DDP.forward
+
+    @functools.wraps(orig_register)
+    def register_comm_hook(self, state, hook):
+        self.__dict__["_dsdoctor_hook"] = "program"
+        return orig_register(self, state, _traced_hook(hook) if not T.off else hook)
+
+    DDP.register_comm_hook = register_comm_hook
+    if orig_builtin is not None:
+
+        @functools.wraps(orig_builtin)
+        def register_builtin(self, comm_hook_type):
+            self.__dict__["_dsdoctor_hook"] = "builtin"  # runs in C++: not traced
+            return orig_builtin(self, comm_hook_type)
+
+        DDP._register_builtin_comm_hook = register_builtin
+
+    @functools.wraps(orig_forward)
+    def forward(self, *args, **kwargs):
+        d = self.__dict__
+        if "_dsdoctor_hook" not in d:
+            d["_dsdoctor_hook"] = "dsdoctor"
+            if not T.off and T.opened:
+                try:
+                    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+                    orig_register(self, self.process_group, _traced_hook(default_hooks.allreduce_hook))
+                except Exception as e:
+                    T.disable("DDP comm hook registration: %s: %s" % (type(e).__name__, e))
+        return orig_forward(self, *args, **kwargs)
+
+    DDP.forward = forward
+
+
+def patch_deepspeed_engine(mod):
+    """The phase says when a rank is inside DeepSpeed's checkpoint code (what the report shows for
+    a rank that is not in a collective)."""
+    Engine = getattr(mod, "DeepSpeedEngine", None)
+    if Engine is None:
+        return
+    for name, phase in (("save_checkpoint", PHASE_SAVE), ("load_checkpoint", PHASE_LOAD)):
+        orig = getattr(Engine, name, None)
+        if orig is None:
+            continue
+
+        def make(orig, phase):
+            @functools.wraps(orig)
+            def traced(self, *args, **kwargs):
+                if T.opened and not T.off:
+                    T.lib.dsd_trace_set_phase(phase)
+                try:
+                    return orig(self, *args, **kwargs)
+                finally:
+                    if T.opened and not T.off:
+                        T.lib.dsd_trace_set_phase(PHASE_USER)
+
+            return traced
+
+        setattr(Engine, name, make(orig, phase))
+
+
+PATCHES = {
+    "torch.distributed.distributed_c10d": patch_c10d,
+    "torch.nn.parallel.distributed": patch_ddp,
+    "deepspeed.runtime.engine": patch_deepspeed_engine,
+}
+
+
+class _PostImportFinder:
+    """Runs a patch right after a module's code ran, before anything imports names from it."""
+
+    def find_spec(self, name, path=None, target=None):
+        patch = PATCHES.get(name)
+        if patch is None:
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        orig_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            orig_exec(module)
+            if not T.off:
+                try:
+                    patch(module)
+                except Exception as e:
+                    T.disable("patching %s: %s: %s" % (name, type(e).__name__, e))
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install():
+    if not os.environ.get("DSDOCTOR_TRACE_FILE"):
+        return  # not a rank of `dsdoctor run` (or a child of one that already claimed the trace)
+    sys.meta_path.insert(0, _PostImportFinder())
+    for name, patch in PATCHES.items():  # already imported (a sitecustomize before ours imported torch)
+        mod = sys.modules.get(name)
+        if mod is not None:
+            try:
+                patch(mod)
+            except Exception as e:
+                T.disable("patching %s: %s: %s" % (name, type(e).__name__, e))
