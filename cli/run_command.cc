@@ -56,6 +56,9 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 void OnSignal(int sig) { g_stop_signal = sig; }
 
+// How long the other ranks may go on after one failed before `run` stops them.
+constexpr double kFailFastGraceS = 10;
+
 std::string FindingKey(const diagnosis::Finding& f) { return f.code + ":" + diagnosis::FormatRanks(f.ranks); }
 
 // Whether dsdoctor ended the ranks (docs/run.md, run.json "stopped_by_dsdoctor"): `analyze` then
@@ -311,7 +314,7 @@ std::map<std::string, std::string> JobEnvironment() {
 
 // What would change if a rank moved: its newest trace records (the call, its state) and whether
 // its process tree's CPU time grew (the flatness reference resets when it does).
-std::vector<std::string> ProgressKeys(const diagnosis::JobState& job) {
+std::vector<std::string> ProgressKeys(const diagnosis::JobState& job, bool with_cpu = true) {
   std::vector<std::string> keys;
   for (const auto& r : job.ranks) {
     std::string k = diagnosis::RankStatusName(r.status);
@@ -320,7 +323,7 @@ std::vector<std::string> ProgressKeys(const diagnosis::JobState& job) {
     k += "|" + std::to_string(r.step) + "|" + std::to_string(r.recent.size());
     // CPU counts for ranks outside a blocking call (a rank spinning inside a collective's transport
     // has not moved); quarter-seconds, so a blocked process's helper-thread ticks do not count.
-    if (r.proc.valid && !(r.in_flight && r.in_flight->blocking())) k += "|cpu" + std::to_string(static_cast<int64_t>(r.proc.tree_cpu_s * 4));
+    if (with_cpu && r.proc.valid && !(r.in_flight && r.in_flight->blocking())) k += "|cpu" + std::to_string(static_cast<int64_t>(r.proc.tree_cpu_s * 4));
     keys.push_back(std::move(k));
   }
   return keys;
@@ -542,7 +545,8 @@ int RunJob(const RunOptions& o) {
   std::vector<std::string> partial(world), fresh(world);
   std::set<std::string> announced;
   bool hang_reported = false, stopped_by_us = false, suspect_said = false, said_no_py_spy = false;
-  int64_t next_stacks_ns = 0;
+  int64_t next_stacks_ns = 0, first_failure_ns = 0;
+  std::string stop_reason;
   std::vector<std::string> stack_keys;  // ProgressKeys when the stacks were taken
   diagnosis::Diagnosis hang_diagnosis;  // what proved the hang we acted on
   int64_t hang_ns = 0, stop_deadline_ns = 0;
@@ -627,6 +631,17 @@ int RunJob(const RunOptions& o) {
       any_running |= r.status == diagnosis::RankStatus::kRunning;
     }
     if (!any_running) break;
+    // Like torchrun and the deepspeed launcher, a failed rank ends the job: the others are stopped
+    // once they had kFailFastGraceS to print their own errors (their tracebacks are evidence).
+    if (!stopped_by_us && !first_failure_ns)
+      for (const auto& r : job.ranks)
+        if (r.status == diagnosis::RankStatus::kExited && (r.signal || r.exit_code)) first_failure_ns = now;
+    if (!stopped_by_us && first_failure_ns && now - first_failure_ns > static_cast<int64_t>(kFailFastGraceS * 1e9) && !stop_deadline_ns) {
+      say("dsdoctor: a rank failed %.0f s ago; stopping the remaining ranks (as torchrun does)\n", kFailFastGraceS);
+      stop_all(SIGTERM);
+      stop_reason = "failed";
+      stop_deadline_ns = now + 3'000'000'000LL;
+    }
     if (g_stop_signal && !stop_deadline_ns) {
       say("dsdoctor: %s: stopping every rank\n", strsignal(g_stop_signal.load()));
       stop_all(SIGTERM);
@@ -661,7 +676,7 @@ int RunJob(const RunOptions& o) {
             class_of[r] = own ? std::vector<int>{r} : cl.ranks;
           }
         }
-        std::vector<std::string> before_stacks = ProgressKeys(job);
+        const diagnosis::JobState before_job = job;
         auto stacks = source->Stacks(reps);
         for (const auto& [rep, members] : class_of)
           if (auto it = stacks.find(rep); it != stacks.end())
@@ -672,7 +687,11 @@ int RunJob(const RunOptions& o) {
         feed_logs(false);
         // Before acting, check that nothing moved while we looked: a new or finished call, CPU
         // growth anywhere in a rank's process tree. A rank that moved is not hung.
-        std::vector<int> moved = Moved(before_stacks, ProgressKeys(job));
+        // CPU growth matters to proofs that rest on stacks; trace proofs only need the records still.
+        bool trace_proof_only = d.hang && std::none_of(d.findings.begin(), d.findings.end(), [](const diagnosis::Finding& f) {
+          return f.proof == diagnosis::proof::kStacks || f.proof == diagnosis::proof::kHeuristic;
+        });
+        std::vector<int> moved = Moved(ProgressKeys(before_job, !trace_proof_only), ProgressKeys(job, !trace_proof_only));
         for (int r : moved) job.ranks[r].stack.clear();
         int64_t t = runtime::TraceNowNs();
         job.now_ns = t;
@@ -776,7 +795,8 @@ int RunJob(const RunOptions& o) {
                      [](const diagnosis::Finding& a, const diagnosis::Finding& b) { return a.severity > b.severity; });
   }
   Stop stop;
-  if (stopped_by_us) stop = {true, g_stop_signal ? "interrupt" : hang_reported ? "hang" : "viewer", stop_ns};
+  if (stopped_by_us)
+    stop = {true, g_stop_signal ? "interrupt" : hang_reported ? "hang" : !stop_reason.empty() ? stop_reason : "viewer", stop_ns};
   WriteManifest(log_dir, job, final_d, o.command, stop);
   const int code = g_stop_signal ? 128 + g_stop_signal : final_d.hang || hang_reported ? (job_code ? job_code : kExitProblems) : job_code;
   {

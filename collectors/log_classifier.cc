@@ -17,7 +17,9 @@ bool Has(std::string_view s, std::string_view what) { return s.find(what) != std
 bool IsCollectiveFunction(const std::string& f) { return diagnosis::IsTorchCollective(f); }
 
 bool IsLibraryFile(const std::string& file) {
-  return Has(file, "/site-packages/") || Has(file, "/dist-packages/") || Has(file, "/lib/python3") || StartsWith(file, "<");
+  // dsdoctor_tracer.py is ours (injected by `dsdoctor run`), never the program's code.
+  return Has(file, "/site-packages/") || Has(file, "/dist-packages/") || Has(file, "/lib/python3") || StartsWith(file, "<") ||
+         Has(file, "/torch/") || Has(file, "/deepspeed/") || Has(file, "dsdoctor_tracer.py");
 }
 
 std::string Basename(const std::string& path) {

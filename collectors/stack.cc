@@ -63,6 +63,7 @@ std::string ReduceStack(const std::string& text, size_t frames) {
       if (!Boring(f) && !StartsWith(f, "0x")) out.push_back(f);
     } else if (py && std::regex_search(line, m, kPy)) {
       std::string where = m[2].str();
+      if (StartsWith(where, "<dsdoctor tracer")) continue;  // our wrapper around the torch call
       size_t slash = where.rfind('/');
       out.push_back(m[1].str() + " (" + (slash == std::string::npos ? where : where.substr(slash + 1)) + ")");
       // The program's own frame says most (train.py:92 under engine.save_checkpoint): keep going

@@ -151,9 +151,10 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
     const char* which = "save_checkpoint";
     for (const OpRecord* s : sides)
       if (s->callsite.find("load_checkpoint") != std::string::npos) which = "load_checkpoint";
-    return std::string(which) + " is a collective: every rank must call engine." + which +
-           "() (each rank writes its own shard and they agree before `latest` moves). Remove the "
-           "`if rank == 0:` guard around it; the engine already decides which rank writes what.";
+    return std::string(which) + " makes collectives (a barrier, a gather of shards), so every rank must call it: DeepSpeed's engine." +
+           which + "() saves each rank's own (ZeRO) shard and they agree before `latest` moves. Remove the `if rank == 0:` "
+           "guard around the call; inside your own function, keep the collectives on every rank and guard only the file "
+           "write (`if dist.get_rank() == 0: torch.save(...)`).";
   }
   bool some_ddp = false, all_ddp = true, root_differs = false;
   for (const OpRecord* s : sides) {
@@ -378,6 +379,60 @@ std::string ExitRemedy(const RankState& r) {
   return "The program failed on this rank: its log shows the error (the traceback or last error line).";
 }
 
+}  // namespace
+bool MemberOf(const RankState& r, uint32_t comm);
+bool Reached(const RankState& r, uint32_t comm, uint64_t seq);
+namespace {
+
+// Every failed rank failed with a communication error or timeout inside a collective: if a live
+// rank never reached that collective, it is the culprit (the others timed out waiting for it), not
+// whoever exited first. Reports that and returns true.
+bool MissingRankCausedTheFailures(Ctx& c, const std::vector<const RankState*>& failed) {
+  const OpRecord* call = nullptr;
+  for (const RankState* r : failed) {
+    const OpRecord* at = r->in_flight ? &*r->in_flight : r->last && r->last->state == "failed" ? &*r->last : nullptr;
+    if (at && at->collective() && at->op != "rendezvous" && (!call || at->seq < call->seq)) call = at;
+  }
+  std::vector<int> missing, failed_ranks;
+  for (const RankState* r : failed) failed_ranks.push_back(r->rank);
+  Finding f;
+  for (const RankState& r : c.job.ranks) {
+    if (!Running(r)) continue;
+    // A traced failing call: the live ranks that never reached it. An untraced one (a collective
+    // DDP issues from C++): the live ranks that are in no call at all, while the others timed out.
+    if (call ? (!MemberOf(r, call->comm) || Reached(r, call->comm, call->seq)) : (r.in_flight && r.in_flight->blocking())) continue;
+    missing.push_back(r.rank);
+    f.evidence.push_back("rank " + std::to_string(r.rank) + (r.node.empty() ? "" : " (" + r.node + ")") + ": " + WhereIs(c.job, r));
+  }
+  if (missing.empty()) return false;
+  f.code = codes::kRankMissing;
+  f.ranks = missing;
+  f.summary = call ? RankWord(missing) + " never joined " + call->Describe() + ": " + RankWord(failed_ranks) +
+                         " timed out or lost the connection waiting for it and exited"
+                   : RankWord(missing) + " was in no collective while " + RankWord(failed_ranks) +
+                         " timed out or lost the connection inside one and exited: the missing rank is where to look";
+  for (const RankState* r : failed) {
+    std::string ev = FirstErrorEvent(c.job, r->rank);
+    if (!ev.empty()) f.evidence.push_back("rank " + std::to_string(r->rank) + " " + ev);
+  }
+  f.remedy = "The failed ranks are the consequence: they waited in the collective until their timeout. The missing rank is "
+             "where its state and stack above say (a data loader, a lock, I/O, a different code path); every rank must make "
+             "the same collective calls in the same order.";
+  f.proof = call ? proof::kTrace : proof::kLog;
+  for (int r : missing) c.explained.insert(r);
+  for (int r : failed_ranks) c.explained.insert(r);
+  c.Add(std::move(f), false);
+  Finding e;
+  e.code = codes::kRankExited;
+  e.severity = Severity::kWarning;
+  e.ranks = failed_ranks;
+  e.summary = RankWord(failed_ranks) + " exited with an error after waiting for " + RankWord(missing) + " (a consequence)";
+  e.remedy = "Fix the missing rank above; these ranks failed because it never came.";
+  e.proof = proof::kExit;
+  c.Add(std::move(e), false);
+  return true;
+}
+
 void Exits(Ctx& c) {
   std::vector<const RankState*> failed, early_zero;
   uint64_t max_waiting_seq = 0;
@@ -404,6 +459,7 @@ void Exits(Ctx& c) {
   // SIGPIPE means the rank wrote to a connection its peer had closed: a consequence too.
   for (const RankState* r : all)
     ((HasCommEvent(c.job, r->rank) && r->signal == 0) || r->signal == 13 ? consequences : culprits).push_back(r);
+  if (culprits.empty() && MissingRankCausedTheFailures(c, consequences)) return;
   if (culprits.empty()) {
     auto first = std::min_element(all.begin(), all.end(), [](auto* a, auto* b) { return a->exit_ns < b->exit_ns; });
     culprits.push_back(*first);
@@ -476,6 +532,8 @@ std::vector<Group> WaitGroups(const JobState& job) {
   return out;
 }
 
+}  // namespace
+
 // A rank is in a communicator's group when it is the world's (0) or its records name the group:
 // members of a subgroup made with new_group are known from what they called on it.
 bool MemberOf(const RankState& r, uint32_t comm) {
@@ -492,6 +550,8 @@ bool Reached(const RankState& r, uint32_t comm, uint64_t seq) {
     if (o.collective() && o.comm == comm && o.seq >= seq && o.op != "rendezvous") return true;
   return false;
 }
+
+namespace {
 
 // Whether the rank's whole process tree is blocked: no CPU growth (above noise) for `for_s`.
 bool Blocked(const RankState& r, double for_s) {
@@ -738,7 +798,7 @@ void Rendezvous(Ctx& c) {
   f.code = codes::kRankMissing;
   if (!wrong.empty() && waited >= kProofSettleS) {
     std::vector<std::string> sizes;
-    for (auto& [size, ranks] : by_size) sizes.push_back(RankWord(ranks) + " expect " + std::to_string(size));
+    for (auto& [size, ranks] : by_size) sizes.push_back(RankWord(ranks) + (ranks.size() == 1 ? " expects " : " expect ") + std::to_string(size));
     f.ranks = wrong;
     f.summary = "world-size disagreement: the job started " + std::to_string(c.job.world_size) + " ranks but " + Join(sizes, ", ") +
                 ", so init waits for ranks that were never launched (waiting " + Seconds(waited) + ")";

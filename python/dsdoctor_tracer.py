@@ -8,8 +8,8 @@ bundled runtime writes, so the agent, the diagnosis engine, `dsdoctor analyze` a
 Python rank like any other. DeepSpeed's deepspeed.comm calls torch.distributed, so it is covered.
 
 Each record's callsite is the program's own frame (the first one outside torch, deepspeed and
-site-packages) and, when the call came through a framework, the framework function the program
-called: "train.py:92 (engine.save_checkpoint)".
+site-packages) and the function that issued the call: the framework function the program called
+("train.py:92 (engine.save_checkpoint)"), else the program's own ("train.py:49 (save_checkpoint)").
 
 Rules: the program's behaviour never changes (same calls, same arguments, same return values, same
 exceptions); a failure inside the tracer disables it and says so once on stderr; a process forked
@@ -217,6 +217,8 @@ class _Tracer:
             fn = code.co_filename
             if not self.is_framework(fn):
                 site = "%s:%d" % (fn.rsplit("/", 1)[-1], f.f_lineno)
+                if inner is None and code.co_name != "<module>":
+                    inner = code.co_name  # the program's own function that made the call
                 if inner is not None:
                     site += " (%s)" % inner
                 return site

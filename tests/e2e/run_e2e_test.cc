@@ -86,7 +86,7 @@ TEST(RunE2eTest, RankZeroOnlySaveCheckpointNamesRankZeroAndSaysEveryRankMustCall
   EXPECT_NE(summary.find("barrier#5 @save_checkpoint"), std::string::npos) << summary;
   EXPECT_NE(summary.find("all_reduce#5"), std::string::npos);
   EXPECT_NE(summary.find("@engine.step"), std::string::npos);
-  EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call engine.save_checkpoint()"), std::string::npos);
+  EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call it: DeepSpeed's engine.save_checkpoint()"), std::string::npos);
   EXPECT_EQ(f["nodes"], nlohmann::json::array({"node-0"}));
   EXPECT_TRUE(r.report["hang"].get<bool>());
   // Found from the traces long before the 30 s timeout; the stopped ranks are not blamed.

@@ -1,0 +1,218 @@
+// `dsdoctor run` on unmodified PyTorch programs (Debian's torch, gloo), 2 simulated nodes x 1 rank:
+// the injected tracer records every collective, so each failure class is named from the traces
+// with the rank, op#seq, sizes and the program's callsite, long before torch's own timeout; and
+// healthy jobs that are quiet, log on one rank only or spawn DataLoader workers finish untouched.
+// The program is tests/e2e/programs/torch_train.py (SCENARIO picks the failure).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/file.h"
+#include "common/process.h"
+
+namespace dsd {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+  nlohmann::json report;
+  std::string dir;
+  double seconds = 0;
+};
+
+bool TorchAvailable() {
+  auto r = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, {});
+  return r.ok() && r->exit_code == 0;
+}
+
+#define REQUIRE_TORCH()                                                                                              \
+  if (!TorchAvailable()) {                                                                                           \
+    if (std::getenv("DSDOCTOR_REQUIRE_TORCH")) FAIL() << "python3-torch is required (scripts/setup.sh installs it)"; \
+    GTEST_SKIP() << "python3-torch is not installed";                                                                \
+  }
+
+Run RunTorch(const std::string& scenario, std::vector<std::string> flags = {}, std::map<std::string, std::string> env = {}) {
+  Run r;
+  r.dir = fs::temp_directory_path() / ("dsd-torch-" + scenario + "-" + std::to_string(::getpid()));
+  fs::remove_all(r.dir);
+  std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "2", "--slots", "1", "--log-dir", r.dir, "--json", r.dir + "/report.json"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"--", "/usr/bin/python3", TORCH_TRAIN});
+  CommandOptions opts;
+  opts.timeout = std::chrono::seconds(150);
+  env["SCENARIO"] = scenario;
+  if (!env.count("STEP_TIMEOUT")) env["STEP_TIMEOUT"] = "120";  // torch's own timeout: far beyond the finding
+  env["DSDOCTOR_PY_SPY"] = PY_SPY;
+  opts.env = env;
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = RunCommand(argv, opts);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(res.ok());
+  if (!res.ok()) return r;
+  r.exit_code = res->exit_code;
+  r.out = res->out + res->err;
+  if (auto text = ReadFile(r.dir + "/report.json"); text.ok()) r.report = nlohmann::json::parse(*text, nullptr, false);
+  return r;
+}
+
+const nlohmann::json* FindingOf(const nlohmann::json& report, const std::string& code) {
+  if (!report.is_object() || !report.contains("findings")) return nullptr;
+  for (const auto& f : report["findings"])
+    if (f["code"] == code) return &f;
+  return nullptr;
+}
+
+std::vector<int> Ranks(const nlohmann::json& f) { return f["ranks"].get<std::vector<int>>(); }
+
+bool HasError(const nlohmann::json& report) {
+  for (const auto& f : report["findings"])
+    if (f["severity"] == "error") return true;
+  return false;
+}
+
+TEST(TorchE2eTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFinishesUntouched) {
+  REQUIRE_TORCH();
+  // Rank 0 evaluates for 12 s without output or collectives while rank 1 waits in DDP's gradient
+  // all-reduce; only rank 0 prints; both use 2 DataLoader workers.
+  auto r = RunTorch("healthy");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  EXPECT_FALSE(r.report["hang"].get<bool>()) << r.report.dump(2);
+  EXPECT_FALSE(HasError(r.report)) << r.report.dump(2);
+  EXPECT_EQ(r.out.find("stopping every rank"), std::string::npos) << r.out;
+  for (const auto& rank : r.report["ranks"]) {
+    EXPECT_EQ(rank["status"], "exited");
+    EXPECT_EQ(rank["exit_code"], 0);
+    EXPECT_TRUE(rank["has_trace"].get<bool>());
+  }
+  // What the tracer recorded: DDP's bucket all-reduce (issued from C++) at the backward() line,
+  // the metrics all-reduce in main(), the final barrier.
+  std::string calls;
+  for (const auto& rec : r.report["ranks"][1]["recent"]) calls += rec["op"].get<std::string>() + "@" + rec["callsite"].get<std::string>() + "\n";
+  EXPECT_NE(calls.find("all_reduce@torch_train.py:88 (ddp.bucket)"), std::string::npos) << calls;
+  EXPECT_NE(calls.find("all_reduce@torch_train.py:91 (main)"), std::string::npos) << calls;
+  EXPECT_NE(calls.find("barrier@torch_train.py:99 (main)"), std::string::npos) << calls;
+  // The wait was seen, and said to be a suspicion only.
+  EXPECT_NE(r.out.find("warning RANK_MISSING: rank 0 never joined all_reduce"), std::string::npos) << r.out;
+}
+
+TEST(TorchE2eTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite) {
+  REQUIRE_TORCH();
+  auto r = RunTorch("ckpt_rank0");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{0});
+  EXPECT_EQ(f["proof"], "trace");
+  std::string summary = f["summary"];
+  EXPECT_NE(summary.find("rank 0 called barrier#7 @torch_train.py:49 (save_checkpoint)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("all_reduce#7"), std::string::npos) << summary;
+  EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call it"), std::string::npos) << f["remedy"];
+  EXPECT_LT(r.seconds, 60) << "found from the traces, not torch's 120 s timeout";
+  // The stacks name the program's function, through the tracer's wrapper.
+  auto stack = ReadFile(r.dir + "/rank-0.stack");
+  ASSERT_TRUE(stack.ok());
+  EXPECT_NE(stack->find("save_checkpoint (torch_train.py:49)"), std::string::npos) << *stack;
+  // analyze agrees with run on the run dir, and does not blame our SIGTERM on the ranks.
+  auto a = RunCommand({DSDOCTOR_BIN, "analyze", r.dir, "--json"}, {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->exit_code, 1);
+  auto j = nlohmann::json::parse(a->out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << a->out << a->err;
+  ASSERT_FALSE(j["findings"].empty());
+  EXPECT_EQ(j["findings"][0]["code"], "COLLECTIVE_MISMATCH") << j.dump(2);
+  EXPECT_EQ(Ranks(j["findings"][0]), std::vector<int>{0});
+  EXPECT_EQ(FindingOf(j, "RANK_EXITED"), nullptr) << "dsdoctor's own stop is not a rank failure: " << j.dump(2);
+}
+
+TEST(TorchE2eTest, AllReduceOfADifferentSizeNamesBothSizes) {
+  REQUIRE_TORCH();
+  auto r = RunTorch("size_mismatch");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
+  ASSERT_NE(f, nullptr) << r.out;
+  std::string summary = (*f)["summary"];
+  EXPECT_NE(summary.find("float32 x2"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("float32 x3"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("@torch_train.py:91 (main)"), std::string::npos) << summary;
+  EXPECT_NE((*f)["remedy"].get<std::string>().find("element count"), std::string::npos);
+  EXPECT_LT(r.seconds, 60);
+}
+
+TEST(TorchE2eTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
+  REQUIRE_TORCH();
+  auto r = RunTorch("uneven");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
+  ASSERT_NE(f, nullptr) << r.out;
+  EXPECT_NE((*f)["summary"].get<std::string>().find("(ddp.bucket)"), std::string::npos) << (*f)["summary"];
+  EXPECT_NE((*f)["remedy"].get<std::string>().find("join()"), std::string::npos) << (*f)["remedy"];
+  EXPECT_NE((*f)["remedy"].get<std::string>().find("uneven inputs"), std::string::npos);
+  EXPECT_LT(r.seconds, 60);
+}
+
+TEST(TorchE2eTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
+  REQUIRE_TORCH();
+  auto r = RunTorch("p2p_deadlock");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "P2P_DEADLOCK") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), (std::vector<int>{0, 1}));
+  EXPECT_NE(f["evidence"][0].get<std::string>().find("recv#1 from 1"), std::string::npos) << f.dump(2);
+  EXPECT_NE(f["evidence"][0].get<std::string>().find("(pipeline_step)"), std::string::npos) << f.dump(2);
+  EXPECT_EQ(FindingOf(r.report, "COLLECTIVE_MISMATCH"), nullptr);
+  EXPECT_LT(r.seconds, 60);
+}
+
+TEST(TorchE2eTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
+  REQUIRE_TORCH();
+  auto r = RunTorch("world_size");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "RANK_MISSING") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{1});
+  EXPECT_NE(f["summary"].get<std::string>().find("world-size disagreement"), std::string::npos) << f["summary"];
+  EXPECT_NE(f["summary"].get<std::string>().find("rank 1 expects 3"), std::string::npos) << f["summary"];
+  EXPECT_EQ(FindingOf(r.report, "RANK_EXITED"), nullptr) << r.report.dump(2);
+  EXPECT_LT(r.seconds, 60);
+}
+
+TEST(TorchE2eTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStoppedOnSuspicion) {
+  REQUIRE_TORCH();
+  // Torch's timeout (12 s) ends the waiting rank; dsdoctor only warned until then, and the final
+  // report names the stuck rank, not the one that timed out waiting for it.
+  auto r = RunTorch("loader_stuck", {}, {{"STEP_TIMEOUT", "12"}});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("warning "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("the job is hung; stopping"), std::string::npos) << "a suspicion never stops a job: " << r.out;
+  EXPECT_NE(r.out.find("a rank failed"), std::string::npos) << "stopped only after a rank failed, like torchrun: " << r.out;
+  const auto* f = FindingOf(r.report, "RANK_MISSING");
+  ASSERT_NE(f, nullptr) << r.report.dump(2);
+  EXPECT_EQ(Ranks(*f), std::vector<int>{0});
+  EXPECT_EQ((*f)["severity"], "error");
+  const auto* exited = FindingOf(r.report, "RANK_EXITED");
+  ASSERT_NE(exited, nullptr);
+  EXPECT_EQ(Ranks(*exited), std::vector<int>{1});
+  EXPECT_EQ((*exited)["severity"], "warning") << "it timed out waiting: a consequence";
+}
+
+TEST(TorchE2eTest, NoTraceLeavesPythonRanksUntraced) {
+  REQUIRE_TORCH();
+  auto r = RunTorch("size_mismatch", {"--no-trace", "--timeout", "5", "--on-hang", "wait"}, {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}});
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  for (const auto& rank : r.report["ranks"]) EXPECT_FALSE(rank["has_trace"].get<bool>()) << rank.dump();
+}
+
+}  // namespace
+}  // namespace dsd
