@@ -349,6 +349,29 @@ TEST(RunE2eTest, AnalyzeReadsARunLocalShFolder) {
   EXPECT_NE(j["findings"][0]["summary"].get<std::string>().find("SIGABRT"), std::string::npos);
 }
 
+TEST(RunE2eTest, HealthySixtyFourRankJobOnTwoCoresFinishesUntouched) {
+  // 8 simulated nodes x 8 ranks on this machine's cores: samples from busy nodes lag, ranks arrive
+  // at collectives seconds apart. Nothing may be called a hang, let alone stopped.
+  std::string dir = FreshDir("h64");
+  auto res = RunCommand({DSDOCTOR_BIN, "run", "--local", "8", "--slots", "8", "--log-dir", dir, "--json", dir + "/report.json", "--quiet", "--",
+                         Example("train_healthy"), "--steps", "30"},
+                        [] {
+                          CommandOptions o;
+                          o.timeout = std::chrono::seconds(200);
+                          return o;
+                        }());
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->exit_code, 0) << res->out << res->err;
+  EXPECT_EQ(res->out.find("stopping every rank"), std::string::npos) << res->out;
+  auto report = nlohmann::json::parse(ReadFile(dir + "/report.json").value_or("{}"), nullptr, false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_FALSE(report["hang"].get<bool>());
+  for (const auto& f : report["findings"]) EXPECT_NE(f["severity"], "error") << f.dump(2);
+  int exited_zero = 0;
+  for (const auto& r : report["ranks"]) exited_zero += r["status"] == "exited" && r["exit_code"] == 0;
+  EXPECT_EQ(exited_zero, 64);
+}
+
 bool TorchAvailable() {
   auto r = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, {});
   return r.ok() && r->exit_code == 0;

@@ -10,6 +10,7 @@
 #   p2p_deadlock   a pipeline step in which every rank receives before it sends
 #   loader_stuck   rank 0's data loader blocks forever; the others wait in DDP's gradient all-reduce
 #   world_size     the last rank passes world_size=WORLD_SIZE+1 to init_process_group
+#   bench          healthy without the evaluation; rank 0 prints "steps_per_s N" (bench/torch_ddp_overhead.sh)
 import datetime
 import os
 import sys
@@ -82,7 +83,10 @@ def main():
     if sampler is None:  # each rank reads its own (uneven) shard
         data = Synthetic(n // world)
     loader = DataLoader(data, batch_size=8, sampler=sampler, num_workers=2 if SCENARIO in ("healthy", "loader_stuck") else 0)
+    t0 = None
     for step, (x, y) in enumerate(loader):
+        if step == 5:
+            t0 = time.perf_counter()  # past the first steps (DDP's bucket rebuild, warm-up)
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -97,6 +101,8 @@ def main():
         if SCENARIO == "p2p_deadlock" and step == 2:
             pipeline_step(rank, world)
     dist.barrier()
+    if SCENARIO == "bench" and t0 is not None:
+        log(rank, "steps_per_s %.1f" % ((step - 5) / (time.perf_counter() - t0)))
     log(rank, "done")
 
 
