@@ -129,6 +129,14 @@ TEST(ReduceStackTest, GdbAndPySpyFormats) {
                         "    main (/tmp/train.py:14)\n",
                         2),
             "barrier (distributed_c10d.py:3152) < main (train.py:14)");
+  // DeepSpeed's layers between torch and the program: kept until the program's own frame is in.
+  EXPECT_EQ(ReduceStack("Thread 42 (idle): \"MainThread\"\n    barrier (torch/distributed/distributed_c10d.py:3152)\n"
+                        "    traced (<dsdoctor tracer: barrier>:29)\n"
+                        "    barrier (deepspeed/comm/torch.py:336)\n    barrier (deepspeed/comm/comm.py:408)\n"
+                        "    log_wrapper (deepspeed/comm/comm.py:117)\n    save_checkpoint (deepspeed/runtime/engine.py:3153)\n"
+                        "    main (/home/u/ds_train.py:48)\n    <module> (/home/u/ds_train.py:60)\n"),
+            "barrier (distributed_c10d.py:3152) < barrier (torch.py:336) < barrier (comm.py:408) < log_wrapper (comm.py:117) < "
+            "save_checkpoint (engine.py:3153) < main (ds_train.py:48)");
 }
 
 }  // namespace

@@ -63,14 +63,17 @@ std::string ReduceStack(const std::string& text, size_t frames) {
       if (!Boring(f) && !StartsWith(f, "0x")) out.push_back(f);
     } else if (py && std::regex_search(line, m, kPy)) {
       std::string where = m[2].str();
-      if (StartsWith(where, "<dsdoctor tracer")) continue;  // our wrapper around the torch call
+      // Our own frames (the generated wrappers, the tracer's module) are not the program's.
+      if (StartsWith(where, "<dsdoctor tracer") || where.find("dsdoctor_tracer.py") != std::string::npos) continue;
       size_t slash = where.rfind('/');
       out.push_back(m[1].str() + " (" + (slash == std::string::npos ? where : where.substr(slash + 1)) + ")");
       // The program's own frame says most (train.py:92 under engine.save_checkpoint): keep going
       // through torch/DeepSpeed/library frames until it is in, up to kMaxStackFrames.
-      reached_user_code = where.find("/torch/") == std::string::npos && where.find("/deepspeed/") == std::string::npos &&
-                          where.find("-packages/") == std::string::npos && where.find("/lib/python") == std::string::npos &&
-                          where.find("<frozen") == std::string::npos;
+      // py-spy prints package-relative paths ("torch/distributed/distributed_c10d.py") or absolute ones.
+      std::string w = "/" + where;
+      reached_user_code = w.find("/torch/") == std::string::npos && w.find("/deepspeed/") == std::string::npos &&
+                          w.find("-packages/") == std::string::npos && w.find("/lib/python") == std::string::npos &&
+                          w.find("<frozen") == std::string::npos && w.find("/threading.py") == std::string::npos;
       if (out.size() >= frames && (reached_user_code || out.size() >= kMaxStackFrames)) break;
       continue;
     }

@@ -10,6 +10,11 @@
 #include "common/strings.h"
 
 namespace dsd::diagnosis {
+
+// Group membership and progress from a rank's own records (defined with the RANK_MISSING rules).
+bool MemberOf(const RankState& r, uint32_t comm);
+bool Reached(const RankState& r, uint32_t comm, uint64_t seq);
+
 namespace {
 
 // A call that no rank has answered for this long, although another rank is provably elsewhere,
@@ -283,9 +288,73 @@ void TraceMismatch(Ctx& c) {
   }
 }
 
+// ---- COLLECTIVE_MISMATCH across groups ------------------------------------------------------------
+
+// Ranks blocked in collectives of different groups that need each other: rank 0 in a barrier on
+// the world while rank 1 waits in an all-reduce on a data-parallel group made of the same ranks.
+// Neither (group, seq) pair differs within a group, so the per-group comparison cannot see it: a
+// wait-for graph over the blocked calls can. A cycle is proven by the traces.
+void CrossGroupMismatch(Ctx& c) {
+  struct Call {
+    const OpRecord* rec = nullptr;
+    std::vector<int> ranks;
+  };
+  std::map<std::pair<uint32_t, uint64_t>, Call> calls;
+  std::vector<const std::pair<const std::pair<uint32_t, uint64_t>, Call>*> of_rank(c.job.ranks.size(), nullptr);
+  for (const RankState& r : c.job.ranks) {
+    if (!Running(r) || !r.in_flight || !r.in_flight->blocking() || !r.in_flight->collective() || r.in_flight->op == "rendezvous") continue;
+    if (AgeS(SeenAt(c.job, r), r.in_flight->started_ns) < kProofSettleS) continue;
+    auto& call = calls[{r.in_flight->comm, r.in_flight->seq}];
+    if (!call.rec) call.rec = &*r.in_flight;
+    call.ranks.push_back(r.rank);
+  }
+  if (calls.size() < 2) return;
+  for (auto& kv : calls)
+    for (int r : kv.second.ranks) of_rank[r] = &kv;
+  // Edges between calls: a member a call needs is blocked in the other call.
+  std::map<std::pair<uint32_t, uint64_t>, std::set<std::pair<uint32_t, uint64_t>>> needs;
+  for (auto& [key, call] : calls) {
+    for (const RankState& s : c.job.ranks) {
+      if (!of_rank[s.rank] || of_rank[s.rank]->first == key) continue;
+      if (!MemberOf(s, key.first) || Reached(s, key.first, key.second)) continue;
+      needs[key].insert(of_rank[s.rank]->first);
+    }
+  }
+  for (auto& [a, outs] : needs) {
+    for (const auto& b : outs) {
+      if (!(a < b) || !needs.count(b) || !needs[b].count(a)) continue;
+      if (c.mismatched.count(a) || c.mismatched.count(b)) continue;
+      const Call& ca = calls[a];
+      const Call& cb = calls[b];
+      std::vector<const OpRecord*> sides = {ca.rec, cb.rec};
+      auto is_ckpt = [](const OpRecord* r) { return r->callsite.find("checkpoint") != std::string::npos; };
+      int odd = ca.ranks.size() < cb.ranks.size() ? 0 : cb.ranks.size() < ca.ranks.size() ? 1 : is_ckpt(ca.rec) != is_ckpt(cb.rec) ? (is_ckpt(ca.rec) ? 0 : 1) : -1;
+      Finding f;
+      f.code = codes::kCollectiveMismatch;
+      if (odd != 1) f.ranks.insert(f.ranks.end(), ca.ranks.begin(), ca.ranks.end());
+      if (odd != 0) f.ranks.insert(f.ranks.end(), cb.ranks.begin(), cb.ranks.end());
+      std::sort(f.ranks.begin(), f.ranks.end());
+      auto group = [](uint32_t comm) { return comm ? "group " + std::to_string(comm) : std::string("the world group"); };
+      f.summary = "ranks wait in collectives of different groups that need each other: " + RankWord(ca.ranks) + " in " + ca.rec->Describe() +
+                  " on " + group(a.first) + "; " + RankWord(cb.ranks) + " in " + cb.rec->Describe() + " on " + group(b.first);
+      f.evidence.push_back(RankWord(ca.ranks) + ": " + ca.rec->Describe() + " [started] for " + Seconds(AgeS(c.job.now_ns, ca.rec->started_ns)));
+      f.evidence.push_back(RankWord(cb.ranks) + ": " + cb.rec->Describe() + " [started] for " + Seconds(AgeS(c.job.now_ns, cb.rec->started_ns)));
+      f.remedy = MismatchRemedy(sides);
+      f.proof = proof::kTrace;
+      c.mismatched.insert(a);
+      c.mismatched.insert(b);
+      for (int r : f.ranks) c.explained.insert(r);
+      c.Add(std::move(f), true);
+    }
+  }
+}
+
 // ---- COLLECTIVE_MISMATCH from Python tracebacks (programs without a trace) -----------------------
 
 void TracebackMismatch(Ctx& c) {
+  // The traces already proved a mismatch: stacks of the same ranks would only repeat it, less precisely.
+  for (const Finding& f : c.out.findings)
+    if (f.code == codes::kCollectiveMismatch && f.proof == proof::kTrace) return;
   // Where each rank is inside torch.distributed: a live Python stack (py-spy) first, else the
   // traceback it died with.
   struct Where {
@@ -379,10 +448,6 @@ std::string ExitRemedy(const RankState& r) {
   return "The program failed on this rank: its log shows the error (the traceback or last error line).";
 }
 
-}  // namespace
-bool MemberOf(const RankState& r, uint32_t comm);
-bool Reached(const RankState& r, uint32_t comm, uint64_t seq);
-namespace {
 
 // Every failed rank failed with a communication error or timeout inside a collective: if a live
 // rank never reached that collective, it is the culprit (the others timed out waiting for it), not
@@ -832,19 +897,26 @@ void Rendezvous(Ctx& c) {
 
 void Stragglers(Ctx& c) {
   // Collectives every traced rank has started, newest last.
-  std::map<uint64_t, std::vector<std::pair<int64_t, int>>> arrivals;  // seq (group 0) → (started_ns, rank)
+  // (group, seq) → (started_ns, rank): any group every traced rank is in (the world, or DeepSpeed's
+  // data-parallel group of the same ranks). Ordered by the newest start, so "the last" is recent.
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<std::pair<int64_t, int>>> arrivals;
   int traced = 0;
   for (const RankState& r : c.job.ranks) {
     if (!r.has_trace) continue;
     ++traced;
     for (const OpRecord& rec : r.recent)
-      if (rec.collective() && rec.comm == 0 && rec.seq > 0 && rec.started_ns > 0) arrivals[rec.seq].push_back({rec.started_ns, r.rank});
+      if (rec.collective() && rec.op != "rendezvous" && rec.seq > 0 && rec.started_ns > 0) arrivals[{rec.comm, rec.seq}].push_back({rec.started_ns, r.rank});
   }
   if (traced < 2) return;
   std::vector<int> last_rank;
   std::vector<double> lateness;
-  for (auto it = arrivals.rbegin(); it != arrivals.rend() && last_rank.size() < 8; ++it) {
-    auto& v = it->second;
+  std::vector<std::vector<std::pair<int64_t, int>>*> newest_first;
+  for (auto& [key, v] : arrivals) newest_first.push_back(&v);
+  std::sort(newest_first.begin(), newest_first.end(), [](auto* a, auto* b) {
+    return std::max_element(a->begin(), a->end())->first > std::max_element(b->begin(), b->end())->first;
+  });
+  for (auto it = newest_first.begin(); it != newest_first.end() && last_rank.size() < 8; ++it) {
+    auto& v = **it;
     if (static_cast<int>(v.size()) != traced) continue;
     std::sort(v.begin(), v.end());
     int64_t median = v[v.size() / 2 - (v.size() % 2 == 0 ? 1 : 0)].first;
@@ -979,6 +1051,7 @@ std::vector<RankClass> ClassifyRanks(const JobState& job) {
 Diagnosis Diagnose(const JobState& job) {
   Ctx c{job, {}, {}};
   TraceMismatch(c);
+  CrossGroupMismatch(c);
   TracebackMismatch(c);
   Exits(c);
   Rendezvous(c);

@@ -452,6 +452,48 @@ TEST(EngineClassesTest, ThousandRanksReadAsAFewClasses) {
   EXPECT_EQ(FormatRanks(classes[0].ranks), "0-6,8-999");
 }
 
+TEST(EngineCrossGroupTest, RanksBlockedInCollectivesOfGroupsThatNeedEachOtherAreAMismatch) {
+  // DeepSpeed: gradients are all-reduced on its data-parallel group (the same ranks as the world,
+  // another process group); rank 0 alone went into save_checkpoint's barrier on the world.
+  JobState job = Job(4);
+  for (auto& r : job.ranks) {
+    r.recent.clear();
+    for (uint64_t k = 1; k <= 9; ++k) {
+      OpRecord rec = Call("all_reduce", k, "train.py:41 (engine.backward)", 10.0 - k, false);
+      rec.comm = 145585033;
+      r.recent.push_back(rec);
+    }
+  }
+  Block(job.ranks[0], Call("barrier", 1, "train.py:48 (engine.save_checkpoint)", 1.0, true));
+  for (int r = 1; r < 4; ++r) {
+    OpRecord rec = Call("all_reduce", 10, "train.py:41 (engine.backward)", 1.0, true);
+    rec.comm = 145585033;
+    Block(job.ranks[r], rec);
+  }
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  const Finding& f = d.findings[0];
+  EXPECT_EQ(f.code, "COLLECTIVE_MISMATCH") << RenderRunText(job, d);
+  EXPECT_EQ(f.ranks, std::vector<int>{0});
+  EXPECT_EQ(f.proof, "trace");
+  EXPECT_NE(f.summary.find("different groups"), std::string::npos) << f.summary;
+  EXPECT_NE(f.remedy.find("DeepSpeed's engine.save_checkpoint()"), std::string::npos) << f.remedy;
+  EXPECT_TRUE(d.hang);
+  // The same calls, each on its own group of other ranks, need nothing from each other.
+  JobState apart = Job(4);
+  for (int r = 0; r < 2; ++r) {
+    OpRecord a = Call("all_reduce", 3, "train.py:60", 2.0, true);
+    a.comm = 11;
+    Block(apart.ranks[r], a);
+  }
+  for (int r = 2; r < 4; ++r) {
+    OpRecord b = Call("barrier", 5, "train.py:61", 2.0, true);
+    b.comm = 22;
+    Block(apart.ranks[r], b);
+  }
+  EXPECT_EQ(Find(Diagnose(apart), "COLLECTIVE_MISMATCH"), nullptr);
+}
+
 TEST(EngineDeadlockTest, AnIsendThePeerPostedEarlierMatchesARecv) {
   JobState job = Job(2);
   for (int r = 0; r < 2; ++r) {

@@ -72,6 +72,11 @@ SPECS = {
     "irecv": dict(op="recv", tensor="tensor", peer="src", always_async=True),
 }
 
+# Decorators' and dispatchers' frames between the program and the function it called
+# (deepspeed's nvtx wrapped_fn, torch's no_grad decorate_context, Module._call_impl).
+_WRAPPERS = frozenset(("wrapped_fn", "wrapper", "wrapped", "log_wrapper", "inner", "decorate_context", "_call_impl",
+                       "__call__", "_wrapped_call_impl", "forward_call"))
+
 _FRAMEWORK_PARTS = ("/torch/", "/deepspeed/", "/site-packages/", "/dist-packages/", "<frozen ", "/importlib/")
 
 
@@ -210,7 +215,7 @@ class _Tracer:
             f = sys._getframe(depth)
         except ValueError:  # called from C++ on a thread with no Python caller (an autograd thread)
             return ""
-        inner = None
+        inner = None  # the outermost framework function that is not a decorator's wrapper
         first = None
         while f is not None:
             code = f.f_code
@@ -225,10 +230,11 @@ class _Tracer:
             if not fn.startswith(self.here):
                 if first is None:
                     first = f
-                mod = fn.rsplit("/", 1)[-1]
-                if mod.endswith(".py"):
-                    mod = mod[:-3]
-                inner = "%s.%s" % (mod.lstrip("_"), code.co_name)
+                if code.co_name not in _WRAPPERS:
+                    mod = fn.rsplit("/", 1)[-1]
+                    if mod.endswith(".py"):
+                        mod = mod[:-3]
+                    inner = "%s.%s" % (mod.lstrip("_"), code.co_name)
             f = f.f_back
         if first is not None:  # only framework frames (a program inside site-packages)
             return "%s:%d" % (first.f_code.co_filename.rsplit("/", 1)[-1], first.f_lineno)

@@ -13,6 +13,8 @@ APT_PACKAGES=(
   iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb elfutils iperf3
   # a real third-party training program for the run/analyze e2e tests (PyTorch, gloo backend)
   python3-torch
+  # DeepSpeed (pip, below) in a venv over Debian's torch; its JIT shm op needs torch's headers and pybind11
+  python3-venv libtorch-dev pybind11-dev
   # pip, to fetch a second real NCCL for the version-mismatch tests
   python3 python3-pip
 )
@@ -83,4 +85,19 @@ PY
     echo "setup: could not fetch py-spy (no PyPI?); Python stacks fall back to native ones" >&2
   fi
   rm -rf "$tmp"
+fi
+
+# DeepSpeed 0.16.3, the newest release that trains on Debian's torch 1.13 (CPU accelerator, gloo), for
+# the DeepSpeed e2e tests: a venv that sees the system's torch, with DeepSpeed's pure-Python build.
+DEEPSPEED_VERSION=0.16.3
+ds_venv="$deps/ds-venv"
+if ! "$ds_venv/bin/python" -c "import deepspeed, sys; sys.exit(deepspeed.__version__ != '$DEEPSPEED_VERSION')" >/dev/null 2>&1; then
+  echo "setup: installing DeepSpeed $DEEPSPEED_VERSION into $ds_venv"
+  mkdir -p "$deps"
+  # Debian's python3 (the one with python3-torch), whatever python3 comes first on PATH.
+  if /usr/bin/python3 -m venv --system-site-packages "$ds_venv" && DS_BUILD_OPS=0 "$ds_venv/bin/pip" install -q --disable-pip-version-check "deepspeed==$DEEPSPEED_VERSION"; then
+    :
+  else
+    echo "setup: could not install DeepSpeed (no PyPI?); DeepSpeed e2e tests will skip" >&2
+  fi
 fi

@@ -38,16 +38,43 @@ bool TorchAvailable() {
     GTEST_SKIP() << "python3-torch is not installed";                                                                \
   }
 
+bool DeepSpeedAvailable() {
+  if (::access(DS_PYTHON, X_OK) != 0) return false;
+  auto r = RunCommand({DS_PYTHON, "-c", "import deepspeed"}, {});
+  return r.ok() && r->exit_code == 0;
+}
+
+#define REQUIRE_DEEPSPEED()                                                                                         \
+  if (!DeepSpeedAvailable()) {                                                                                      \
+    if (std::getenv("DSDOCTOR_REQUIRE_DEEPSPEED")) FAIL() << "DeepSpeed is required (scripts/setup.sh installs it)"; \
+    GTEST_SKIP() << "DeepSpeed is not installed in " << DS_PYTHON;                                                   \
+  }
+
+// `python` and `program` pick the interpreter and the script: Debian's python3 with torch_train.py,
+// or the DeepSpeed venv's with ds_train.py.
+Run RunPython(const std::string& python, const std::string& program, const std::string& scenario, std::vector<std::string> flags = {},
+              std::map<std::string, std::string> env = {});
+
 Run RunTorch(const std::string& scenario, std::vector<std::string> flags = {}, std::map<std::string, std::string> env = {}) {
+  return RunPython("/usr/bin/python3", TORCH_TRAIN, scenario, std::move(flags), std::move(env));
+}
+
+Run RunDeepSpeed(const std::string& scenario, std::vector<std::string> flags = {}, std::map<std::string, std::string> env = {}) {
+  env["DS_ACCELERATOR"] = "cpu";
+  return RunPython(DS_PYTHON, DS_TRAIN, "ds-" + scenario, std::move(flags), std::move(env));
+}
+
+Run RunPython(const std::string& python, const std::string& program, const std::string& scenario, std::vector<std::string> flags,
+              std::map<std::string, std::string> env) {
   Run r;
   r.dir = fs::temp_directory_path() / ("dsd-torch-" + scenario + "-" + std::to_string(::getpid()));
   fs::remove_all(r.dir);
   std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "2", "--slots", "1", "--log-dir", r.dir, "--json", r.dir + "/report.json"};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.insert(argv.end(), {"--", "/usr/bin/python3", TORCH_TRAIN});
+  argv.insert(argv.end(), {"--", python, program});
   CommandOptions opts;
   opts.timeout = std::chrono::seconds(150);
-  env["SCENARIO"] = scenario;
+  env["SCENARIO"] = scenario.rfind("ds-", 0) == 0 ? scenario.substr(3) : scenario;
   if (!env.count("STEP_TIMEOUT")) env["STEP_TIMEOUT"] = "120";  // torch's own timeout: far beyond the finding
   env["DSDOCTOR_PY_SPY"] = PY_SPY;
   opts.env = env;
@@ -73,8 +100,9 @@ std::vector<int> Ranks(const nlohmann::json& f) { return f["ranks"].get<std::vec
 
 // "torch_train.py:N" for the program's line holding `code`: callsites are checked against the
 // program itself, not numbers copied from it.
-std::string Site(const std::string& code) {
-  auto text = ReadFile(TORCH_TRAIN);
+std::string Site(const std::string& code, const std::string& program = TORCH_TRAIN) {
+  auto text = ReadFile(program);
+  std::string base = fs::path(program).filename().string();
   if (!text.ok()) return "?";
   int line = 1;
   for (size_t pos = 0, nl; pos < text->size(); pos = nl + 1, ++line) {
@@ -82,7 +110,7 @@ std::string Site(const std::string& code) {
     if (nl == std::string::npos) nl = text->size();
     std::string l = text->substr(pos, nl - pos);
     bool whole = !code.empty() && code.back() == '$';  // "...$": the whole line
-    if (whole ? l == code.substr(0, code.size() - 1) : l.find(code) != std::string::npos) return "torch_train.py:" + std::to_string(line);
+    if (whole ? l == code.substr(0, code.size() - 1) : l.find(code) != std::string::npos) return base + ":" + std::to_string(line);
   }
   return "?";
 }
@@ -228,6 +256,58 @@ TEST(TorchE2eTest, NoTraceLeavesPythonRanksUntraced) {
   auto r = RunTorch("size_mismatch", {"--no-trace", "--timeout", "5", "--on-hang", "wait"}, {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}});
   ASSERT_TRUE(r.report.is_object()) << r.out;
   for (const auto& rank : r.report["ranks"]) EXPECT_FALSE(rank["has_trace"].get<bool>()) << rank.dump();
+}
+
+TEST(DeepSpeedE2eTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepSpeedsRemedy) {
+  REQUIRE_DEEPSPEED();
+  auto r = RunDeepSpeed("ckpt_rank0");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{0});
+  EXPECT_EQ(f["proof"], "trace");
+  std::string summary = f["summary"];
+  // DeepSpeed all-reduces gradients on its data-parallel group; rank 0 waits on the world.
+  EXPECT_NE(summary.find("@" + Site("engine.save_checkpoint(ckpt_dir)", DS_TRAIN) + " (engine.save_checkpoint)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("(engine.backward)"), std::string::npos) << summary;
+  EXPECT_NE(f["remedy"].get<std::string>().find("DeepSpeed's engine.save_checkpoint()"), std::string::npos) << f["remedy"];
+  EXPECT_EQ(FindingOf(r.report, "RANK_EXITED"), nullptr) << r.report.dump(2);
+  EXPECT_LT(r.seconds, 90);
+  // The stack reaches the program's frame through DeepSpeed's layers.
+  auto stack = ReadFile(r.dir + "/rank-0.stack");
+  ASSERT_TRUE(stack.ok());
+  EXPECT_NE(r.report["ranks"][0]["stack"].get<std::string>().find("ds_train.py"), std::string::npos) << r.report["ranks"][0]["stack"];
+}
+
+TEST(DeepSpeedE2eTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesThePeersErrors) {
+  REQUIRE_DEEPSPEED();
+  auto r = RunDeepSpeed("exception");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  const auto* exited = FindingOf(r.report, "RANK_EXITED");
+  ASSERT_NE(exited, nullptr) << r.report.dump(2);
+  EXPECT_EQ(Ranks(*exited), std::vector<int>{1});
+  const auto* err = FindingOf(r.report, "LOG_ERROR");
+  ASSERT_NE(err, nullptr) << r.report.dump(2);
+  EXPECT_EQ(Ranks(*err), std::vector<int>{1});
+  EXPECT_NE((*err)["summary"].get<std::string>().find("ValueError: corrupt sample in shard 1 (at " + Site("raise ValueError", DS_TRAIN)),
+            std::string::npos)
+      << (*err)["summary"];
+  for (const auto& f : r.report["findings"])
+    if (f["code"] == "COMM_ERROR") EXPECT_EQ(f["severity"], "warning") << "rank 0 lost its peer: a consequence";
+}
+
+TEST(DeepSpeedE2eTest, ARankThatIsAlwaysLateIsAStragglerAndTheJobFinishes) {
+  REQUIRE_DEEPSPEED();
+  auto r = RunDeepSpeed("straggler");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const auto* f = FindingOf(r.report, "STRAGGLER");
+  ASSERT_NE(f, nullptr) << r.report.dump(2);
+  EXPECT_EQ(Ranks(*f), std::vector<int>{1});
+  EXPECT_EQ((*f)["severity"], "warning");
+  EXPECT_FALSE(r.report["hang"].get<bool>());
 }
 
 }  // namespace
