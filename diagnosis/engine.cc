@@ -114,6 +114,7 @@ struct Ctx {
   Diagnosis out;
   std::set<int> explained;  // ranks already named as a culprit by a stronger rule
   std::set<std::pair<uint32_t, uint64_t>> mismatched;
+  std::set<int> init_consequences;  // ranks that failed or wait in init because of a world-size disagreement
   std::set<int> traceback_mismatch;  // ranks whose traceback shows them in a mismatched collective  // (comm, seq) of collectives found to differ
   // `hang`: the finding says the job cannot go on. Only a proven one makes Diagnosis::hang (what
   // `--on-hang stop` acts on); a heuristic one is a warning that marks the job suspect.
@@ -366,7 +367,11 @@ void TracebackMismatch(Ctx& c) {
   bool live = false;
   for (const RankState& r : c.job.ranks) {
     Where w{r.rank, "", "", ""};
-    if (Running(r) && !r.stack.empty() && StackCollective(r.stack, &w.collective, &w.location)) {
+    if (!Running(r) || r.stack.empty()) continue;
+    bool blocked = r.proc.valid && r.proc.state != 'R' && r.proc.cpu_fraction < 0.05 && r.proc.flat_for_s >= c.job.hang_after_s;
+    if (StackCollective(r.stack, &w.collective, &w.location) ||
+        // DDP's gradient all-reduce runs in C++: a rank blocked in backward() waits in it.
+        (blocked && StackInDdpBackward(r.stack, &w.location) && (w.collective = "all_reduce (DDP gradients)", true))) {
       w.summary = "waiting there now (stack: " + r.stack + ")";
       wheres.push_back(w);
       seen.insert(r.rank);
@@ -402,8 +407,9 @@ void TracebackMismatch(Ctx& c) {
       if (tie || name != largest_name) f.ranks.push_back(e.rank);
     }
     std::string at = where.empty() ? "" : " at " + Join({where.begin(), where.end()}, ", ");
-    parts.push_back(RankWord(ranks) + " in " + name + "()" + at);
-    f.evidence.push_back(RankWord(ranks) + ": " + name + "()" + at + ": " + evs[0].summary);
+    std::string call = name.find(' ') == std::string::npos ? name + "()" : name;  // "barrier()", "all_reduce (DDP gradients)"
+    parts.push_back(RankWord(ranks) + " in " + call + at);
+    f.evidence.push_back(RankWord(ranks) + ": " + call + at + ": " + evs[0].summary);
   }
   std::sort(f.ranks.begin(), f.ranks.end());
   f.summary = std::string(live ? "ranks wait inside different collectives: " : "ranks failed inside different collectives: ") + Join(parts, "; ");
@@ -510,6 +516,7 @@ void Exits(Ctx& c) {
     if (r.in_flight && c.mismatched.count({r.in_flight->comm, r.in_flight->seq})) continue;
     if (r.last && r.last->state == "failed" && c.mismatched.count({r.last->comm, r.last->seq})) continue;
     if (c.traceback_mismatch.count(r.rank)) continue;  // it timed out waiting in the mismatched call
+    if (c.init_consequences.count(r.rank)) continue;   // init failed because the ranks disagree on the world size
     if (Failed(r)) failed.push_back(&r);
     // Exit 0 is a problem only when others wait in a collective it never reached.
     else if (r.status == RankStatus::kExited && max_waiting_seq > 0 && (!r.last || r.last->seq < max_waiting_seq || !r.last->collective()))
@@ -847,26 +854,38 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
 // ---- init_distributed ------------------------------------------------------------------------------
 
 void Rendezvous(Ctx& c) {
-  std::vector<int> wrong, waiting;
+  std::vector<int> wrong, waiting, in_init;
   std::map<int, std::vector<int>> by_size;
   double waited = 1e18;
+  bool failed_in_init = false;
   for (const RankState& r : c.job.ranks) {
-    if (!Running(r) || !r.in_flight || r.in_flight->op != "rendezvous") continue;
-    waiting.push_back(r.rank);
-    waited = std::min(waited, AgeS(SeenAt(c.job, r), r.in_flight->started_ns));
-    if (r.in_flight->peer > 0) by_size[r.in_flight->peer].push_back(r.rank);
+    // Ranks waiting in init, or whose last call was init (they died in it: a rank with another
+    // world size can also make Gloo's connect fail at once instead of waiting).
+    const OpRecord* rz = Running(r) && r.in_flight && r.in_flight->op == "rendezvous" ? &*r.in_flight
+                         : r.last && r.last->op == "rendezvous" && r.last->state == "failed"  ? &*r.last
+                                                                                              : nullptr;
+    if (!rz) continue;
+    in_init.push_back(r.rank);
+    if (rz->in_flight()) {
+      waiting.push_back(r.rank);
+      waited = std::min(waited, AgeS(SeenAt(c.job, r), rz->started_ns));
+    } else {
+      failed_in_init = true;
+    }
+    if (rz->peer > 0) by_size[rz->peer].push_back(r.rank);
   }
-  if (waiting.empty()) return;
+  if (in_init.empty()) return;
   for (auto& [size, ranks] : by_size)
     if (c.job.world_size > 0 && size != c.job.world_size) wrong.insert(wrong.end(), ranks.begin(), ranks.end());
   Finding f;
   f.code = codes::kRankMissing;
-  if (!wrong.empty() && waited >= kProofSettleS) {
+  if (!wrong.empty() && (failed_in_init || waited >= kProofSettleS)) {
+    if (waiting.empty()) waited = 0;
     std::vector<std::string> sizes;
     for (auto& [size, ranks] : by_size) sizes.push_back(RankWord(ranks) + (ranks.size() == 1 ? " expects " : " expect ") + std::to_string(size));
     f.ranks = wrong;
     f.summary = "world-size disagreement: the job started " + std::to_string(c.job.world_size) + " ranks but " + Join(sizes, ", ") +
-                ", so init waits for ranks that were never launched (waiting " + Seconds(waited) + ")";
+                (waiting.empty() ? std::string(", so init failed") : ", so init waits for ranks that were never launched (waiting " + Seconds(waited) + ")");
     f.evidence.push_back("the launcher set WORLD_SIZE=" + std::to_string(c.job.world_size));
     for (int r : wrong)
       if (c.job.ranks[r].in_flight && !c.job.ranks[r].in_flight->callsite.empty())
@@ -874,7 +893,9 @@ void Rendezvous(Ctx& c) {
     f.remedy = "The program asks for a world size the launch does not have (a hard-coded world_size= in init_process_group, "
                "or a hostfile with fewer slots). Take the world size from the launcher (WORLD_SIZE / env://) or launch that many ranks.";
     f.proof = proof::kTrace;
-  } else if (waited >= c.job.hang_after_s && waiting.size() < c.job.ranks.size()) {
+    // Every rank that failed or waits in init did so because of it.
+    for (int r : in_init) c.init_consequences.insert(r);
+  } else if (!waiting.empty() && waited >= c.job.hang_after_s && waiting.size() < c.job.ranks.size()) {
     for (const RankState& r : c.job.ranks)
       if (!std::binary_search(waiting.begin(), waiting.end(), r.rank) && !r.has_trace && r.status != RankStatus::kExited) {
         f.ranks.push_back(r.rank);
@@ -890,7 +911,7 @@ void Rendezvous(Ctx& c) {
     return;
   }
   for (int r : f.ranks) c.explained.insert(r);
-  c.Add(std::move(f), true);
+  c.Add(std::move(f), !waiting.empty());
 }
 
 // ---- STRAGGLER -----------------------------------------------------------------------------------
@@ -1053,8 +1074,8 @@ Diagnosis Diagnose(const JobState& job) {
   TraceMismatch(c);
   CrossGroupMismatch(c);
   TracebackMismatch(c);
-  Exits(c);
   Rendezvous(c);
+  Exits(c);
   Deadlocks(c);
   std::vector<Group> groups = WaitGroups(job);
   for (Group& g : groups) std::sort(g.ranks.begin(), g.ranks.end());

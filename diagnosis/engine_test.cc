@@ -331,6 +331,31 @@ TEST_P(EngineTest, WrongWorldSizeInInitIsNamedAtOnce) {
   EXPECT_TRUE(d.hang);
 }
 
+TEST_P(EngineTest, AWorldSizeDisagreementThatMadeInitFailIsTheCauseNotTheExits) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (auto& r : job.ranks) {
+    r.recent.clear();
+    OpRecord rdzv = Call("rendezvous", 0, "train.py:72 (main)", 1.0, false);
+    rdzv.state = "failed";
+    rdzv.dtype = "";
+    rdzv.count = 0;
+    rdzv.peer = r.rank == n - 1 ? n + 1 : n;
+    r.recent.push_back(rdzv);
+    r.last = rdzv;
+    r.status = RankStatus::kExited;
+    r.exit_code = 1;
+    r.exit_ns = kNow - kSec / 2;
+  }
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "RANK_MISSING") << RenderRunText(job, d);
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{n - 1});
+  EXPECT_NE(d.findings[0].summary.find("world-size disagreement"), std::string::npos) << d.findings[0].summary;
+  EXPECT_NE(d.findings[0].summary.find("init failed"), std::string::npos) << d.findings[0].summary;
+  EXPECT_EQ(Find(d, "RANK_EXITED"), nullptr) << "the exits are its consequence: " << RenderRunText(job, d);
+}
+
 TEST_P(EngineTest, SigpipeOfAPeerIsAConsequenceOfTheKilledRank) {
   int n = GetParam();
   JobState job = Job(n);
@@ -440,6 +465,26 @@ TEST(EngineTracebackTest, LivePythonStacksInDifferentCollectivesAreAMismatchAndA
   EXPECT_TRUE(d.hang);
   std::string coll, loc;
   EXPECT_FALSE(StackCollective("gloo::barrier < main", &coll, &loc));
+}
+
+TEST(EngineTracebackTest, ARankBlockedInDdpBackwardWaitsInTheGradientAllReduce) {
+  JobState job = Job(3);
+  for (auto& r : job.ranks) {
+    r.has_trace = false;
+    r.recent.clear();
+    r.proc = {true, 'S', "futex_wait_queue", 0.0, 6.0};
+  }
+  job.ranks[0].stack = "barrier (distributed_c10d.py:3152) < main (train.py:99)";
+  for (int r = 1; r < 3; ++r) job.ranks[r].stack = "backward (__init__.py:197) < Tensor.backward (_tensor.py:488) < main (train.py:88) < <module> (train.py:104)";
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "COLLECTIVE_MISMATCH");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{0});
+  EXPECT_NE(f->summary.find("ranks 1,2 in all_reduce (DDP gradients) at train.py:88"), std::string::npos) << f->summary;
+  EXPECT_EQ(f->proof, "stacks");
+  // A rank still computing its backward is not waiting anywhere yet.
+  for (int r = 1; r < 3; ++r) job.ranks[r].proc = {true, 'R', "0", 1.0, 0};
+  EXPECT_EQ(Find(Diagnose(job), "COLLECTIVE_MISMATCH"), nullptr);
 }
 
 TEST(EngineClassesTest, ThousandRanksReadAsAFewClasses) {

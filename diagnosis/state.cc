@@ -66,6 +66,25 @@ bool StackCollective(const std::string& stack, std::string* collective, std::str
   return false;
 }
 
+bool StackInDdpBackward(const std::string& stack, std::string* location) {
+  // py-spy: "backward (__init__.py:197) < Tensor.backward (_tensor.py:488) < main (train.py:88)";
+  // native: "c10d::Reducer::finalize_backward < torch::autograd::Engine::…".
+  if (stack.find("c10d::Reducer::finalize_backward") != std::string::npos) {
+    location->clear();
+    return true;
+  }
+  size_t at = stack.find("Tensor.backward (_tensor.py");
+  if (at == std::string::npos || stack.find("backward (__init__.py") == std::string::npos) return false;
+  location->clear();
+  size_t next = stack.find(" < ", at);
+  if (next != std::string::npos) {
+    std::string caller = stack.substr(next + 3, stack.find(" < ", next + 3) == std::string::npos ? std::string::npos : stack.find(" < ", next + 3) - next - 3);
+    size_t open = caller.find(" (");
+    if (open != std::string::npos && caller.back() == ')') *location = caller.substr(open + 2, caller.size() - open - 3);
+  }
+  return true;
+}
+
 std::string FormatRanks(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());

@@ -142,6 +142,11 @@ bool IsTorchCollective(std::string_view function);
 // the torch.distributed collective it is inside and its caller's file:line; false when none.
 bool StackCollective(const std::string& stack, std::string* collective, std::string* location);
 
+// Whether a reduced stack is in loss.backward() with DDP waiting for its gradient all-reduce to
+// finish (where a DDP rank blocks when a peer never joins); `location` is the program's
+// backward() line when the stack has Python frames. Only meaningful for a rank that is blocked.
+bool StackInDdpBackward(const std::string& stack, std::string* location);
+
 // "0-3,5,7-8"
 std::string FormatRanks(std::vector<int> ranks);
 

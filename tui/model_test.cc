@@ -79,7 +79,7 @@ TEST(FrameTest, At80x24TheCulpritAndTheRemedyAreOnScreen) {
   std::string text = All(f);
   EXPECT_NE(text.find("!0    node-0     wait     barrier#5 @save_checkp"), std::string::npos) << "the culprit is marked: " << text;
   EXPECT_NE(text.find(" 1    node-0     wait     all_reduce#5"), std::string::npos) << text;
-  EXPECT_NE(text.find("fix: save_checkpoint is a collective"), std::string::npos) << text;
+  EXPECT_NE(text.find("fix: save_checkpoint makes collectives"), std::string::npos) << text;
   EXPECT_NE(text.find("1m05s"), std::string::npos) << "elapsed";
   EXPECT_NE(text.find("log of rank 0"), std::string::npos);
   EXPECT_NE(text.find("rank 0: saving"), std::string::npos);

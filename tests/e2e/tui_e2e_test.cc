@@ -91,7 +91,7 @@ TEST_F(TuiE2eTest, ShowsTheCulpritOfRankZeroOnlyCheckpointAndQStopsTheJob) {
   EXPECT_NE(screen.find("COLLECTIVE_MISMATCH ranks 0"), std::string::npos) << screen;
   EXPECT_NE(screen.find("!0    node-0     wait     barrier#5 @save_checkp"), std::string::npos) << "culprit row: " << screen;
   EXPECT_NE(screen.find("HUNG"), std::string::npos) << screen;
-  EXPECT_NE(screen.find("fix: save_checkpoint is a collective"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("fix: save_checkpoint makes collectives"), std::string::npos) << screen;
   EXPECT_NE(screen.find("q quit"), std::string::npos) << screen;
   EXPECT_FALSE(fs::exists(dir_ / "exit")) << "the TUI shows the hang; it does not end the job by itself";
 
