@@ -336,6 +336,20 @@ std::vector<int> Moved(const std::vector<std::string>& before, const std::vector
   return moved;
 }
 
+// Ranks whose process tree's CPU grew past the flatness threshold (5 % of a core, RankMonitor)
+// between two looks, outside a blocking call: they are computing, not stuck.
+std::vector<int> CpuMoved(const diagnosis::JobState& before, const diagnosis::JobState& after) {
+  std::vector<int> moved;
+  for (size_t r = 0; r < before.ranks.size() && r < after.ranks.size(); ++r) {
+    const auto& b = before.ranks[r];
+    const auto& a = after.ranks[r];
+    if (a.status != diagnosis::RankStatus::kRunning || !a.proc.valid || !b.proc.valid) continue;
+    if (a.in_flight && a.in_flight->blocking()) continue;
+    if (a.proc.flat_for_s + 1e-9 < b.proc.flat_for_s) moved.push_back(static_cast<int>(r));
+  }
+  return moved;
+}
+
 // Python ranks without py-spy get native stacks only: say once what is missing and how to get it.
 template <typename Say>
 void WarnOnceWithoutPySpy(const std::map<int, std::string>& stacks, const diagnosis::JobState& job, const std::vector<std::string>& command,
@@ -548,6 +562,7 @@ int RunJob(const RunOptions& o) {
   int64_t next_stacks_ns = 0, first_failure_ns = 0;
   std::string stop_reason;
   std::vector<std::string> stack_keys;  // ProgressKeys when the stacks were taken
+  diagnosis::JobState stack_job;        // and the states then
   diagnosis::Diagnosis hang_diagnosis;  // what proved the hang we acted on
   int64_t hang_ns = 0, stop_deadline_ns = 0;
   int job_code = 0;
@@ -691,7 +706,10 @@ int RunJob(const RunOptions& o) {
         bool trace_proof_only = d.hang && std::none_of(d.findings.begin(), d.findings.end(), [](const diagnosis::Finding& f) {
           return f.proof == diagnosis::proof::kStacks || f.proof == diagnosis::proof::kHeuristic;
         });
-        std::vector<int> moved = Moved(ProgressKeys(before_job, !trace_proof_only), ProgressKeys(job, !trace_proof_only));
+        std::vector<int> moved = Moved(ProgressKeys(before_job, false), ProgressKeys(job, false));
+        if (!trace_proof_only)
+          for (int r : CpuMoved(before_job, job))
+            if (std::find(moved.begin(), moved.end(), r) == moved.end()) moved.push_back(r);
         for (int r : moved) job.ranks[r].stack.clear();
         int64_t t = runtime::TraceNowNs();
         job.now_ns = t;
@@ -701,7 +719,8 @@ int RunJob(const RunOptions& o) {
           if (announced.insert(FindingKey(f)).second)
             say("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
         current = with_stacks;
-        stack_keys = ProgressKeys(job);
+        stack_keys = ProgressKeys(job, false);
+        stack_job = job;
         if (with_stacks.hang && moved.empty()) {
           hang_reported = true;
           hang_ns = t;
@@ -723,7 +742,8 @@ int RunJob(const RunOptions& o) {
       }
       // Stacks describe a rank only while it stays where it was.
       if (!stack_keys.empty()) {
-        for (int r : Moved(stack_keys, ProgressKeys(job))) job.ranks[r].stack.clear();
+        for (int r : Moved(stack_keys, ProgressKeys(job, false))) job.ranks[r].stack.clear();
+        for (int r : CpuMoved(stack_job, job)) job.ranks[r].stack.clear();
       }
     }
     // The live view: this tick's log lines, then the snapshot; to viewers, the recording, the screen.

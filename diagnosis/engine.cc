@@ -411,10 +411,34 @@ void TracebackMismatch(Ctx& c) {
     parts.push_back(RankWord(ranks) + " in " + call + at);
     f.evidence.push_back(RankWord(ranks) + ": " + call + at + ": " + evs[0].summary);
   }
+  // On a tie of two, a side whose traced call is in checkpoint code is the odd one (rank guards
+  // creep in there), as in the trace rule.
+  auto in_ckpt = [&](const std::vector<Ev>& evs) {
+    for (const Ev& e : evs) {
+      const RankState& r = c.job.ranks[e.rank];
+      if (r.in_flight && r.in_flight->callsite.find("checkpoint") != std::string::npos) return true;
+    }
+    return false;
+  };
+  if (tie && by_call.size() == 2 && in_ckpt(by_call.begin()->second) != in_ckpt(std::next(by_call.begin())->second)) {
+    f.ranks.clear();
+    for (auto& [name, evs] : by_call)
+      if (in_ckpt(evs))
+        for (const Ev& e : evs) f.ranks.push_back(e.rank);
+  }
   std::sort(f.ranks.begin(), f.ranks.end());
   f.summary = std::string(live ? "ranks wait inside different collectives: " : "ranks failed inside different collectives: ") + Join(parts, "; ");
-  f.remedy = "Every rank must call the same collectives in the same order: the call sites above are reached by some "
-             "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
+  bool ckpt = false, ddp = false;
+  for (auto& [name, evs] : by_call) {
+    ckpt |= in_ckpt(evs);
+    ddp |= name.find("DDP gradients") != std::string::npos;
+  }
+  OpRecord ckpt_side, other_side;  // for MismatchRemedy's checkpoint and DDP wording
+  ckpt_side.callsite = ckpt ? "save_checkpoint" : "";
+  other_side.callsite = ddp ? "ddp.bucket" : "";
+  f.remedy = ckpt || ddp ? MismatchRemedy({&ckpt_side, &other_side})
+                         : "Every rank must call the same collectives in the same order: the call sites above are reached by some "
+                           "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
   f.proof = live ? proof::kStacks : proof::kLog;
   for (int r : f.ranks) c.explained.insert(r);
   for (auto& [name, evs] : by_call)
@@ -800,7 +824,11 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
   }
   // Untraced programs (run --no-trace, or not Python): every rank blocked, with flat CPU in its
   // whole process tree and no output (a rank that never printed counts as silent), for hang_after_s.
-  if (traced > 0 || static_cast<int>(c.job.ranks.size()) != running || c.HasCode(codes::kCollectiveMismatch)) return;
+  // Ranks in no traced call that blocks them count as untraced here: a Python rank blocked in a
+  // collective DDP issues from C++ (backward), or in its data loader.
+  bool blocked_in_traced_call = std::any_of(c.job.ranks.begin(), c.job.ranks.end(),
+                                            [](const RankState& r) { return Running(r) && r.in_flight && r.in_flight->blocking(); });
+  if (blocked_in_traced_call || static_cast<int>(c.job.ranks.size()) != running || c.HasCode(codes::kCollectiveMismatch)) return;
   std::vector<int> ranks;
   double min_flat = 1e18;
   for (const RankState& r : c.job.ranks) {
@@ -816,6 +844,7 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
     std::string collective, location;
     if (r.stack.empty()) unknown.push_back(r.rank);
     else if (StackCollective(r.stack, &collective, &location)) in_collective[collective].push_back(r.rank);
+    else if (StackInDdpBackward(r.stack, &location)) in_collective["all_reduce (DDP gradients)"].push_back(r.rank);
     else elsewhere.push_back(r.rank);
   }
   Finding f;
@@ -823,7 +852,7 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
     f.code = codes::kRankMissing;
     f.ranks = elsewhere;
     std::vector<std::string> waiting;
-    for (auto& [name, rs] : in_collective) waiting.push_back(RankWord(rs) + " in " + name + "()");
+    for (auto& [name, rs] : in_collective) waiting.push_back(RankWord(rs) + " in " + (name.find(' ') == std::string::npos ? name + "()" : name));
     f.summary = RankWord(elsewhere) + " blocked outside any collective while " + Join(waiting, ", ") + " wait for " +
                 (elsewhere.size() == 1 ? "it" : "them") + " (all blocked for " + Seconds(min_flat) + ")";
     for (int r : elsewhere) f.evidence.push_back("rank " + std::to_string(r) + ": " + WhereIs(c.job, c.job.ranks[r]));
@@ -841,7 +870,7 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
   f.ranks = ranks;
   bool same_call = unknown.empty() && elsewhere.empty() && in_collective.size() == 1;
   f.summary = "all " + std::to_string(running) + " ranks are blocked: no CPU use and no output for " + Seconds(min_flat) +
-              (same_call ? " inside " + in_collective.begin()->first + "()" : std::string(" (no dsdoctor trace: where they wait comes from their stacks)"));
+              (same_call ? " inside " + in_collective.begin()->first : std::string(" (none in a traced call: where they wait comes from their stacks)"));
   for (const RankClass& cl : ClassifyRanks(c.job)) f.evidence.push_back(RankWord(cl.ranks) + ": " + cl.description);
   f.remedy = "Every rank is waiting and none computes: a collective some rank did not call (compare the stacks above), a "
              "deadlock, or a stuck transport. Set a short process-group timeout (init_process_group(timeout=…)) so the "

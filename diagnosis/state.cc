@@ -74,7 +74,13 @@ bool StackInDdpBackward(const std::string& stack, std::string* location) {
     return true;
   }
   size_t at = stack.find("Tensor.backward (_tensor.py");
-  if (at == std::string::npos || stack.find("backward (__init__.py") == std::string::npos) return false;
+  if (at == std::string::npos || stack.find("backward (__init__.py") == std::string::npos) {
+    // DDP's forward makes C++ collectives too: the bucket rebuild after the first iteration, the
+    // buffer broadcast.
+    at = stack.find("DistributedDataParallel.forward (distributed.py");
+    if (at == std::string::npos) at = stack.find("DistributedDataParallel._pre_forward (distributed.py");
+    if (at == std::string::npos) return false;
+  }
   location->clear();
   size_t next = stack.find(" < ", at);
   if (next != std::string::npos) {

@@ -143,8 +143,9 @@ bool IsTorchCollective(std::string_view function);
 bool StackCollective(const std::string& stack, std::string* collective, std::string* location);
 
 // Whether a reduced stack is in loss.backward() with DDP waiting for its gradient all-reduce to
-// finish (where a DDP rank blocks when a peer never joins); `location` is the program's
-// backward() line when the stack has Python frames. Only meaningful for a rank that is blocked.
+// finish, or in DDP's forward (its bucket rebuild and buffer broadcast), where a DDP rank blocks
+// when a peer never joins; `location` is the program's line when the stack has Python frames.
+// Only meaningful for a rank that is blocked.
 bool StackInDdpBackward(const std::string& stack, std::string* location);
 
 // "0-3,5,7-8"

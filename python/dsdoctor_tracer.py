@@ -22,6 +22,7 @@ import functools
 import os
 import sys
 import threading
+import weakref
 import zlib
 
 # Numbers of runtime/types.h (part of the trace format).
@@ -95,10 +96,11 @@ class _Tracer:
         self.tls = _Local()
         self.seq = {}  # comm id -> last collective seq
         self.p2p = {}  # (op, peer) -> last seq
-        self.comm_of = {}  # id(group) -> (group, comm id)
+        self.comm_of = {}  # id(group) -> (weak reference to it, comm id)
         self.group_count = {}  # ranks tuple -> groups made with them so far
         self.framework = {}  # co_filename -> bool
-        self.site_cache = {}  # (code, line) of the calling frame -> callsite bytes
+        self.site_cache = {}  # (file, function, line) of the calling frame -> callsite bytes
+        self.installed = False
         self.here = os.path.dirname(os.path.abspath(__file__))
         self.pid = os.getpid()
         self.c10d = None
@@ -200,7 +202,7 @@ class _Tracer:
         code = f.f_code
         if self.is_framework(code.co_filename):  # the place depends on the frames above: no cache
             return self.callsite(depth + 1).encode("utf-8", "replace")
-        key = (code, f.f_lineno)
+        key = (code.co_filename, code.co_name, f.f_lineno)  # code objects compare equal across files
         hit = self.site_cache.get(key)
         if hit is None:
             hit = self.callsite(depth + 1).encode("utf-8", "replace")
@@ -250,7 +252,7 @@ class _Tracer:
         if group is None or group is c10d.GroupMember.WORLD:
             return 0
         hit = self.comm_of.get(id(group))
-        if hit is not None and hit[0] is group:
+        if hit is not None and hit[0]() is group:
             return hit[1]
         try:
             ranks = tuple(sorted(c10d.get_process_group_ranks(group)))
@@ -263,7 +265,10 @@ class _Tracer:
         self.group_count[ranks] = n + 1
         cid = (zlib.crc32(repr((ranks, n)).encode()) & 0x7FFFFFFF) or 1
         if group is not None:
-            self.comm_of[id(group)] = (group, cid)
+            try:  # a weak reference: a group's lifetime is the program's (and torch's) alone
+                self.comm_of[id(group)] = (weakref.ref(group), cid)
+            except TypeError:  # not weakly referenceable (an older torch): keep it
+                self.comm_of[id(group)] = ((lambda g=group: g), cid)
         return cid
 
 
@@ -347,25 +352,34 @@ def traced(*args, **kwargs):
     if OFF[0] or tls.depth:
         return orig(*args, **kwargs)
     handle = 0
+    record = False
     try:
         n = len(args)
         group = GROUP
-        if group is NON_MEMBER:
-            return orig(*args, **kwargs)  # torch does nothing on a non-member
-        comm = 0 if group is None else T.comm_id(group)
-        TENSOR_LINES
-        REDUCE_LINE
-        PEER_LINE
-        SEQ_LINES
-        is_async = ASYNC
-        f = _getframe(1)
-        site = site_cache.get((f.f_code, f.f_lineno)) or T.callsite_bytes(2)
-        if count < 0x7FFFFFFF and seq < 0x7FFFFFFF and elem < 64:
-            handle = begin_fast(OP | (dtype << 8) | (reduce_op << 16) | (elem << 24) | (is_async << 30), seq, count, peer, comm, site)
-        else:
-            handle = _begin(OP | (dtype << 8) | (reduce_op << 16) | (is_async << 30), seq, count, elem, peer, comm, site)
+        if group is not NON_MEMBER:  # torch does nothing on a non-member: nor do we
+            comm = 0 if group is None else T.comm_id(group)
+            try:
+                TENSOR_LINES
+            except Exception:  # not a tensor: torch will say so; the record counts nothing
+                count = dtype = elem = 0
+            REDUCE_LINE
+            PEER_LINE
+            SEQ_LINES
+            is_async = ASYNC
+            try:
+                f = _getframe(1)
+                code = f.f_code
+                site = site_cache.get((code.co_filename, code.co_name, f.f_lineno)) or T.callsite_bytes(2)
+            except ValueError:  # called from C++ with no Python caller
+                site = b""
+            if count < 0x7FFFFFFF and seq < 0x7FFFFFFF and elem < 64:
+                handle = begin_fast(OP | (dtype << 8) | (reduce_op << 16) | (elem << 24) | (is_async << 30), seq, count, peer, comm, site)
+            else:
+                handle = _begin(OP | (dtype << 8) | (reduce_op << 16) | (is_async << 30), seq, count, elem, peer, comm, site)
+            record = True
     except Exception as e:  # our bug, never the program's
         T.disable("NAME: %s: %s" % (type(e).__name__, e))
+    if not record:
         return orig(*args, **kwargs)
     tls.depth = 1
     try:
@@ -415,27 +429,27 @@ def _wrap_collective(name, orig, spec):
     if not t_name:
         tensor = "count = dtype = elem = 0"
     elif t_name in ("tensor", "input", "output", "input_tensor") and not spec.get("count0"):  # one tensor: inline
-        tensor = ("t = %s\n        count = t.numel()\n        dtype, elem = DTYPE.get(t.dtype) or _dtype_facts(t)" % get(t_name))
+        tensor = ("t = %s\n                count = t.numel()\n                dtype, elem = DTYPE.get(t.dtype) or _dtype_facts(t)" % get(t_name))
     else:
         tensor = "count, dtype, elem = _tensor_facts(%s)" % get(t_name)
         if spec.get("count0"):
-            tensor += "\n        count = 0"
+            tensor += "\n                count = 0"
     if spec.get("listlen"):
-        tensor = "count = len(%s or ())\n        dtype = elem = 0" % get(spec["listlen"])
+        tensor = "count = len(%s or ())\n                dtype = elem = 0" % get(spec["listlen"])
     if spec.get("reduce"):
-        reduce_line = "r = %s\n        reduce_op = 1 if r is SUM else _reduce_number(r)" % get(spec["reduce"])
+        reduce_line = "r = %s\n            reduce_op = 1 if r is SUM else _reduce_number(r)" % get(spec["reduce"])
     else:
         reduce_line = "reduce_op = 0"
     root_name = spec.get("root") or spec.get("peer")
     if root_name:
-        peer_line = "peer = %s\n        peer = peer if peer.__class__ is int else -1" % get(root_name)
+        peer_line = "peer = %s\n            peer = peer if peer.__class__ is int else -1" % get(root_name)
     else:
         peer_line = "peer = -1"
     op = OPS[spec["op"]]
     if "peer" in spec:
-        seq_lines = "key = (%d, peer)\n        seq = T.p2p.get(key, 0) + 1\n        T.p2p[key] = seq" % op
+        seq_lines = "key = (%d, peer)\n            seq = T.p2p.get(key, 0) + 1\n            T.p2p[key] = seq" % op
     else:
-        seq_lines = "seq = SEQ.get(comm, 0) + 1\n        SEQ[comm] = seq"
+        seq_lines = "seq = SEQ.get(comm, 0) + 1\n            SEQ[comm] = seq"
     is_async = "True" if spec.get("always_async") else ("bool(%s)" % get("async_op") if "async_op" in pos else "False")
     src = (_TEMPLATE.replace("GROUP", get("group")).replace("TENSOR_LINES", tensor).replace("REDUCE_LINE", reduce_line)
            .replace("PEER_LINE", peer_line).replace("SEQ_LINES", seq_lines).replace("OP", str(op))
@@ -533,6 +547,21 @@ def _wrap_new_group(orig):
     return traced
 
 
+def _wrap_destroy(orig):
+    """Forget a destroyed group, so dsdoctor holds no reference that keeps it alive."""
+
+    @functools.wraps(orig)
+    def traced(*args, **kwargs):
+        group = args[0] if args else kwargs.get("group")
+        if group is None:
+            T.comm_of.clear()
+        else:
+            T.comm_of.pop(id(group), None)
+        return orig(*args, **kwargs)
+
+    return traced
+
+
 def patch_c10d(c10d):
     """Replaces the functions in torch.distributed.distributed_c10d before torch.distributed's
     __init__ re-exports them, so both names (and deepspeed.comm, which calls them) are traced."""
@@ -544,22 +573,25 @@ def patch_c10d(c10d):
         if orig is None or getattr(orig, "__dsdoctor_traced__", False):
             continue
         setattr(c10d, name, _wrap_collective(name, orig, spec))
-    if hasattr(c10d, "init_process_group"):
-        c10d.init_process_group = _wrap_init(c10d.init_process_group)
-    if hasattr(c10d, "new_group"):
-        c10d.new_group = _wrap_new_group(c10d.new_group)
+    for fname, wrap in (("init_process_group", _wrap_init), ("new_group", _wrap_new_group), ("destroy_process_group", _wrap_destroy)):
+        orig = getattr(c10d, fname, None)
+        if orig is not None and not getattr(orig, "__dsdoctor_traced__", False):
+            wrapped = wrap(orig)
+            wrapped.__dsdoctor_traced__ = True
+            setattr(c10d, fname, wrapped)
     # torch.distributed re-exports these names; when it was imported before us, rebind them there.
     pkg = sys.modules.get("torch.distributed")
     if pkg is not None:
-        for name in list(SPECS) + ["init_process_group", "new_group"]:
+        for name in list(SPECS) + ["init_process_group", "new_group", "destroy_process_group"]:
             traced = getattr(c10d, name, None)
             orig = getattr(traced, "__wrapped__", None)
             if orig is not None and getattr(pkg, name, None) is orig:
                 setattr(pkg, name, traced)
 
 
-def _traced_hook(hook):
-    """Records DDP's gradient-bucket all-reduce around a comm hook (DDP issues it from C++)."""
+def _traced_hook(hook, ddp_comm=None):
+    """Records DDP's gradient-bucket all-reduce around a comm hook (DDP issues it from C++) on the
+    communicator `ddp_comm` (the model's group), else on the group the hook's state is."""
 
     @functools.wraps(hook)
     def traced_hook(state, bucket):
@@ -568,8 +600,7 @@ def _traced_hook(hook):
         handle = 0
         try:
             buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
-            group = state if state is not None and hasattr(state, "size") else None
-            comm = T.comm_id(group)
+            comm = ddp_comm if ddp_comm is not None else T.comm_id(state if hasattr(state, "allreduce") else None)
             seq = T.seq.get(comm, 0) + 1
             T.seq[comm] = seq
             count, dtype, elem = _tensor_facts(buf)
@@ -601,13 +632,64 @@ class _FutureWork:
         return self.fut
 
 
+class _DdpDispatch:
+    """The one comm hook dsdoctor registers on a DDP model (the reducer takes one registration):
+    it calls `inner`, traced. A hook the program registers later replaces `inner` rather than
+    registering again, so late registrations work as they would without us. It holds no process
+    group: the reducer passes its state (the group) to every call, as with any hook, so the group's
+    lifetime is torch's alone (a group freed from one of its own worker threads aborts)."""
+
+    def __init__(self, comm):
+        self.__name__ = self.__qualname__ = "dsdoctor_ddp_dispatch"  # DDP checks and logs the hook's name
+        self.comm = comm
+        self.program_state = None
+        self.program_hook = None
+        self.traced = _traced_hook(_reducer_allreduce, comm)
+
+    def set(self, state, hook):
+        self.program_state, self.program_hook, self.traced = state, hook, _traced_hook(hook, self.comm)
+
+    def __call__(self, state, bucket):
+        return self.traced(self.program_state if self.program_hook is not None else state, bucket)
+
+
+def _reducer_allreduce(process_group, bucket):
+    """DDP's built-in path as a hook: scale by 1/size (a multiply, like the reducer's copy into the
+    bucket, so results are bit-identical), all-reduce (sum), hand the bucket back."""
+    buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
+    group = process_group if process_group is not None else T.c10d._get_default_group()
+    buf.mul_(1.0 / group.size())
+    return group.allreduce([buf]).get_future().then(lambda fut: fut.value()[0])
+
+
+def _model_comm(model):
+    try:
+        return T.comm_id(model.process_group)
+    except Exception:
+        return 0
+
+
+def _builtin_as_python(comm_hook_type):
+    """The Python equivalent of a built-in C++ comm hook, for a registration that comes after ours."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    name = getattr(comm_hook_type, "name", str(comm_hook_type)).rsplit(".", 1)[-1]
+    if name == "ALLREDUCE":
+        return default_hooks.allreduce_hook
+    if name == "FP16_COMPRESS":
+        return default_hooks.fp16_compress_hook
+    return None
+
+
 def patch_ddp(mod):
     """DDP all-reduces gradient buckets from C++. A comm hook is the public way to see them: the
-    program's own hook is wrapped; without one, torch's reference allreduce_hook (the same
-    arithmetic as DDP's built-in path) is registered, traced, at the first forward, after the
-    program had its chance to register one (DDP allows a single registration)."""
+    program's own hook is wrapped; with DSDOCTOR_TRACE_DDP=1 and no hook of the program's,
+    dsdoctor's dispatcher (DDP's built-in arithmetic) is registered at the first forward, and a
+    hook the program registers later goes into it.
+    Not covered: Join's divide_by_initial_world_size=False scaling (the hook divides by the
+    group's size, as torch's own allreduce_hook does)."""
     DDP = getattr(mod, "DistributedDataParallel", None)
-    if DDP is None:
+    if DDP is None or getattr(DDP.forward, "__dsdoctor_traced__", False):
         return
     orig_register = DDP.register_comm_hook
     orig_builtin = getattr(DDP, "_register_builtin_comm_hook", None)
@@ -615,33 +697,64 @@ def patch_ddp(mod):
 
     @functools.wraps(orig_register)
     def register_comm_hook(self, state, hook):
-        self.__dict__["_dsdoctor_hook"] = "program"
-        return orig_register(self, state, _traced_hook(hook) if not T.off else hook)
+        d = self.__dict__
+        dispatch = d.get("_dsdoctor_dispatch")
+        if dispatch is not None and d.get("_dsdoctor_hook") == "dsdoctor":
+            self._check_comm_hook(hook)  # the same checks, the same errors
+            dispatch.set(state, hook)
+            d["_dsdoctor_hook"] = "program"
+            try:
+                self.logger._set_comm_hook_name(hook.__qualname__)
+            except Exception:
+                pass
+            return None
+        if d.get("_dsdoctor_hook", "none") == "none":  # the program's first (and only) registration
+            d["_dsdoctor_hook"] = "program"
+            return orig_register(self, state, _traced_hook(hook, _model_comm(self)) if not T.off else hook)
+        return orig_register(self, state, hook)  # a second registration: torch's own error
 
     DDP.register_comm_hook = register_comm_hook
     if orig_builtin is not None:
 
         @functools.wraps(orig_builtin)
         def register_builtin(self, comm_hook_type):
-            self.__dict__["_dsdoctor_hook"] = "builtin"  # runs in C++: not traced
+            d = self.__dict__
+            dispatch = d.get("_dsdoctor_dispatch")
+            if dispatch is not None and d.get("_dsdoctor_hook") == "dsdoctor":
+                hook = _builtin_as_python(comm_hook_type)
+                if hook is not None:
+                    dispatch.set(self.process_group, hook)  # held by us, like the state of a program's hook
+                    d["_dsdoctor_hook"] = "builtin"
+                    return None
+            if "_dsdoctor_hook" not in d:
+                d["_dsdoctor_hook"] = "builtin"  # runs in C++: not traced
             return orig_builtin(self, comm_hook_type)
 
         DDP._register_builtin_comm_hook = register_builtin
+
+    # A Python comm hook on a gloo DDP model makes torch 1.13 abort at interpreter exit in about
+    # half of the runs ("terminate called without an active exception"), with torch's own
+    # allreduce_hook and without dsdoctor too: registering one uninvited would harm healthy jobs.
+    # So DDP's buckets are traced only when the program registers a hook of its own, or on request
+    # (DSDOCTOR_TRACE_DDP=1); otherwise a rank blocked in backward() is recognised from its stack.
+    register_ours = os.environ.get("DSDOCTOR_TRACE_DDP", "") == "1"
 
     @functools.wraps(orig_forward)
     def forward(self, *args, **kwargs):
         d = self.__dict__
         if "_dsdoctor_hook" not in d:
-            d["_dsdoctor_hook"] = "dsdoctor"
-            if not T.off and T.opened:
+            d["_dsdoctor_hook"] = "dsdoctor" if register_ours else "none"
+            if register_ours and not T.off and T.opened:
                 try:
-                    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-                    orig_register(self, self.process_group, _traced_hook(default_hooks.allreduce_hook))
+                    dispatch = _DdpDispatch(_model_comm(self))
+                    orig_register(self, self.process_group, dispatch)
+                    d["_dsdoctor_dispatch"] = dispatch
                 except Exception as e:
+                    d["_dsdoctor_hook"] = "none"
                     T.disable("DDP comm hook registration: %s: %s" % (type(e).__name__, e))
         return orig_forward(self, *args, **kwargs)
 
+    forward.__dsdoctor_traced__ = True
     DDP.forward = forward
 
 
@@ -699,7 +812,7 @@ class _PostImportFinder:
 
         def exec_module(module):
             orig_exec(module)
-            if not T.off:
+            if not T.off and getattr(module, "__name__", None) == name:  # a loader shared by several modules
                 try:
                     patch(module)
                 except Exception as e:
@@ -710,8 +823,9 @@ class _PostImportFinder:
 
 
 def install():
-    if not os.environ.get("DSDOCTOR_TRACE_FILE"):
+    if not os.environ.get("DSDOCTOR_TRACE_FILE") or T.installed:
         return  # not a rank of `dsdoctor run` (or a child of one that already claimed the trace)
+    T.installed = True
     sys.meta_path.insert(0, _PostImportFinder())
     for name, patch in PATCHES.items():  # already imported (a sitecustomize before ours imported torch)
         mod = sys.modules.get(name)

@@ -8,11 +8,12 @@ import sys
 
 
 def _chain_to_the_hidden_sitecustomize():
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     ours = sys.modules.pop("sitecustomize", None)
-    saved_path = list(sys.path)
+    removed = [(i, p) for i, p in enumerate(sys.path) if os.path.realpath(os.path.abspath(p or os.curdir)) == here]
     try:
-        sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+        for i, _ in reversed(removed):
+            del sys.path[i]
         try:
             import importlib
 
@@ -21,7 +22,9 @@ def _chain_to_the_hidden_sitecustomize():
             if getattr(e, "name", None) != "sitecustomize":
                 raise
     finally:
-        sys.path[:] = saved_path
+        # Put our folder back where it was, keeping whatever the other sitecustomize added.
+        for i, p in removed:
+            sys.path.insert(min(i, len(sys.path)), p)
         if ours is not None:
             sys.modules["sitecustomize"] = ours
 

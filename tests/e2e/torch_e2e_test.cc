@@ -136,15 +136,15 @@ TEST(TorchE2eTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFinishesUnto
     EXPECT_EQ(rank["exit_code"], 0);
     EXPECT_TRUE(rank["has_trace"].get<bool>());
   }
-  // What the tracer recorded: DDP's bucket all-reduce (issued from C++) at the backward() line,
-  // the metrics all-reduce in main(), the final barrier.
+  // What the tracer recorded: the metrics all-reduce in main(), the final barrier. DDP's buckets
+  // are not hooked by default (a Python comm hook makes torch 1.13 abort at exit).
   std::string calls;
   for (const auto& rec : r.report["ranks"][1]["recent"]) calls += rec["op"].get<std::string>() + "@" + rec["callsite"].get<std::string>() + "\n";
-  EXPECT_NE(calls.find("all_reduce@" + Site("loss.backward()") + " (ddp.bucket)"), std::string::npos) << calls;
   EXPECT_NE(calls.find("all_reduce@" + Site("dist.all_reduce(metrics)") + " (main)"), std::string::npos) << calls;
   EXPECT_NE(calls.find("barrier@" + Site("    dist.barrier()$") + " (main)"), std::string::npos) << calls;
+  EXPECT_EQ(calls.find("ddp.bucket"), std::string::npos) << calls;
   // The wait was seen, and said to be a suspicion only.
-  EXPECT_NE(r.out.find("warning RANK_MISSING: rank 0 never joined all_reduce"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warning RANK_MISSING: rank 0 blocked outside any collective"), std::string::npos) << r.out;
 }
 
 TEST(TorchE2eTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite) {
@@ -156,12 +156,16 @@ TEST(TorchE2eTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite
   const auto& f = r.report["findings"][0];
   EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
   EXPECT_EQ(Ranks(f), std::vector<int>{0});
-  EXPECT_EQ(f["proof"], "trace");
+  // Rank 1 waits in DDP's gradient all-reduce, which runs in C++: its stack says so.
+  EXPECT_EQ(f["proof"], "stacks");
   std::string summary = f["summary"];
-  EXPECT_NE(summary.find("rank 0 called barrier#7 @" + Site("dist.barrier()  # every rank") + " (save_checkpoint)"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("all_reduce#7"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 0 in barrier() at " + Site("dist.barrier()  # every rank")), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 1 in all_reduce (DDP gradients) at " + Site("loss.backward()")), std::string::npos) << summary;
   EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call it"), std::string::npos) << f["remedy"];
-  EXPECT_LT(r.seconds, 60) << "found from the traces, not torch's 120 s timeout";
+  // Rank 0's own record says where it is, with the program's function.
+  EXPECT_NE(r.report["ranks"][0]["in_flight"]["callsite"].get<std::string>().find(Site("dist.barrier()  # every rank") + " (save_checkpoint)"),
+            std::string::npos);
+  EXPECT_LT(r.seconds, 60) << "found live, not at torch's 120 s timeout";
   // The stacks name the program's function, through the tracer's wrapper.
   auto stack = ReadFile(r.dir + "/rank-0.stack");
   ASSERT_TRUE(stack.ok());
@@ -198,10 +202,21 @@ TEST(TorchE2eTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
-  EXPECT_NE((*f)["summary"].get<std::string>().find("(ddp.bucket)"), std::string::npos) << (*f)["summary"];
+  EXPECT_NE((*f)["summary"].get<std::string>().find("all_reduce (DDP gradients)"), std::string::npos) << (*f)["summary"];
   EXPECT_NE((*f)["remedy"].get<std::string>().find("join()"), std::string::npos) << (*f)["remedy"];
   EXPECT_NE((*f)["remedy"].get<std::string>().find("uneven inputs"), std::string::npos);
   EXPECT_LT(r.seconds, 60);
+}
+
+TEST(TorchE2eTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheMismatchIsImmediate) {
+  REQUIRE_TORCH();
+  auto r = RunTorch("uneven", {}, {{"DSDOCTOR_TRACE_DDP", "1"}});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
+  ASSERT_NE(f, nullptr) << r.out;
+  EXPECT_EQ((*f)["proof"], "trace");
+  EXPECT_NE((*f)["summary"].get<std::string>().find("@" + Site("loss.backward()") + " (ddp.bucket)"), std::string::npos) << (*f)["summary"];
+  EXPECT_NE((*f)["remedy"].get<std::string>().find("join()"), std::string::npos) << (*f)["remedy"];
 }
 
 TEST(TorchE2eTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
@@ -256,6 +271,31 @@ TEST(TorchE2eTest, NoTraceLeavesPythonRanksUntraced) {
   auto r = RunTorch("size_mismatch", {"--no-trace", "--timeout", "5", "--on-hang", "wait"}, {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}});
   ASSERT_TRUE(r.report.is_object()) << r.out;
   for (const auto& rank : r.report["ranks"]) EXPECT_FALSE(rank["has_trace"].get<bool>()) << rank.dump();
+}
+
+TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
+  REQUIRE_TORCH();
+  std::string hashes[2];
+  for (int traced = 0; traced < 2; ++traced) {
+    std::string dir = fs::temp_directory_path() / ("dsd-torch-bits-" + std::to_string(traced) + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "1", "--slots", "3", "--quiet", "--log-dir", dir};
+    if (!traced) argv.push_back("--no-trace");
+    argv.insert(argv.end(), {"--", "/usr/bin/python3", DDP_PARAMS});
+    auto res = RunCommand(argv, [] {
+      CommandOptions o;
+      o.timeout = std::chrono::seconds(120);
+      return o;
+    }());
+    ASSERT_TRUE(res.ok());
+    EXPECT_EQ(res->exit_code, 0) << res->out << res->err;
+    auto log = ReadFile(dir + "/rank-0.log");
+    ASSERT_TRUE(log.ok());
+    size_t at = log->find("params ");
+    ASSERT_NE(at, std::string::npos) << *log;
+    hashes[traced] = log->substr(at, 47);
+  }
+  EXPECT_EQ(hashes[0], hashes[1]) << "the traced DDP job computed different parameters";
 }
 
 TEST(DeepSpeedE2eTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepSpeedsRemedy) {

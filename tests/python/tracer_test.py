@@ -153,6 +153,64 @@ class TracerTest(unittest.TestCase):
         self.assertIn("grandchild sees unset", p.stdout)
         self.assertEqual([r["op"] for r in read_trace(trace)["records"]], ["rendezvous", "barrier", "barrier"])
 
+    def test_ddp_buckets_are_traced_and_a_hook_registered_after_the_first_forward_still_works(self):
+        p, trace, _ = self.run_program("""
+            import torch, torch.distributed as dist
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            dist.init_process_group("gloo")
+            m = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+            m(torch.ones(2, 4)).sum().backward()           # dsdoctor's hook goes in here
+            calls = []
+            def my_hook(state, bucket):
+                calls.append(1)
+                return default_hooks.allreduce_hook(state, bucket)
+            m.register_comm_hook(None, my_hook)              # after the first forward: must work
+            m(torch.ones(2, 4)).sum().backward()
+            assert calls == [1], calls
+            try:
+                m.register_comm_hook(None, my_hook)          # a second one: torch's own error
+            except RuntimeError as e:
+                print("second registration refused", flush=True)
+            dist.destroy_process_group()
+        """)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("second registration refused", p.stdout)
+        self.assertNotIn("dsdoctor:", p.stderr)
+        buckets = [r for r in read_trace(trace)["records"] if r["callsite"].endswith("(ddp.bucket)")]
+        self.assertEqual(len(buckets), 2, read_trace(trace)["records"])
+        self.assertTrue(all(r["asynchronous"] and r["state"] == "completed" for r in buckets))
+        self.assertEqual(buckets[0]["count"], 20)
+
+    def test_bad_arguments_are_torchs_to_refuse_and_tracing_goes_on(self):
+        p, trace, _ = self.run_program("""
+            import torch, torch.distributed as dist
+            dist.init_process_group("gloo")
+            try:
+                dist.all_reduce("not a tensor")
+            except Exception as e:
+                print("torch refused:", type(e).__name__, flush=True)
+            dist.all_reduce(torch.ones(3))
+        """)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("torch refused", p.stdout)
+        self.assertNotIn("dsdoctor:", p.stderr)
+        self.assertEqual([r["op"] for r in read_trace(trace)["records"]][-1], "all_reduce")
+        self.assertEqual(read_trace(trace)["records"][-1]["count"], 3)
+
+    def test_path_entries_the_hidden_sitecustomize_adds_are_kept(self):
+        hidden = tempfile.mkdtemp(prefix="dsd-hidden-")
+        extra = tempfile.mkdtemp(prefix="dsd-extra-")
+        with open(os.path.join(extra, "their_module.py"), "w") as f:
+            f.write("VALUE = 42\n")
+        with open(os.path.join(hidden, "sitecustomize.py"), "w") as f:
+            f.write("import sys\nsys.path.append(%r)\n" % extra)
+        p, trace, _ = self.run_program("""
+            import their_module
+            print("value", their_module.VALUE, flush=True)
+        """, pythonpath=PYDIR + ":" + hidden)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("value 42", p.stdout)
+
     def test_a_second_process_claiming_the_same_trace_stays_untraced(self):
         # An mp.spawn sibling: the file exists already, so it must not truncate it.
         body = """
