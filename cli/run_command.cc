@@ -676,7 +676,7 @@ int RunJob(const RunOptions& o) {
       std::fflush(stdout);
       // Stacks are taken on a proven hang (for the report) and on a suspicion (they may prove it,
       // or show the rank is busy elsewhere); a suspicion never stops the job by itself.
-      if ((d.hang || d.suspect) && !hang_reported && now >= next_stacks_ns) {
+      if ((d.hang || d.suspect || d.look) && !hang_reported && now >= next_stacks_ns) {
         // One stack per class of hung ranks (a few attaches, not one per rank).
         // Untraced ranks look alike from outside, so each gets its own stack (up to 64); traced
         // ranks are told apart by their calls, so one stack per class (up to 8) is enough.
@@ -733,9 +733,12 @@ int RunJob(const RunOptions& o) {
             stop_deadline_ns = now + 3'000'000'000LL;
           }
         } else {
-          if (!moved.empty()) log->info("{} moved while their stacks were taken: not hung; watching on", diagnosis::FormatRanks(moved));
-          else if (!suspect_said) say("dsdoctor: a rank may be stuck (a suspicion, not proof: the job goes on)\n");
-          suspect_said = true;
+          if (!moved.empty()) {
+            log->info("{} moved while their stacks were taken: not hung; watching on", diagnosis::FormatRanks(moved));
+          } else if (!suspect_said && with_stacks.suspect) {
+            say("dsdoctor: a rank may be stuck (a suspicion, not proof: the job goes on)\n");
+            suspect_said = true;
+          }
           // Look again in a while, sooner when something moved.
           next_stacks_ns = runtime::TraceNowNs() + (moved.empty() ? 15'000'000'000LL : 3'000'000'000LL);
         }

@@ -368,7 +368,7 @@ void TracebackMismatch(Ctx& c) {
   for (const RankState& r : c.job.ranks) {
     Where w{r.rank, "", "", ""};
     if (!Running(r) || r.stack.empty()) continue;
-    bool blocked = r.proc.valid && r.proc.state != 'R' && r.proc.cpu_fraction < 0.05 && r.proc.flat_for_s >= c.job.hang_after_s;
+    bool blocked = r.proc.valid && r.proc.state != 'R' && r.proc.cpu_fraction < 0.05 && r.proc.flat_for_s >= kLookS;
     if (StackCollective(r.stack, &w.collective, &w.location) ||
         // DDP's gradient all-reduce runs in C++: a rank blocked in backward() waits in it.
         (blocked && StackInDdpBackward(r.stack, &w.location) && (w.collective = "all_reduce (DDP gradients)", true))) {
@@ -748,6 +748,7 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
       // How long the group has waited while this rank was seen elsewhere: measured to the older of
       // the two sightings.
       double waited = AgeS(std::min(g.seen_ns, SeenAt(c.job, r)), g.last_arrival_ns);
+      if (waited >= kLookS && !(r.in_flight && r.in_flight->blocking()) && Blocked(r, kLookS)) c.out.look = true;
       if (waited < c.job.hang_after_s) continue;
       waited_max = std::max(waited_max, waited);
       // Proof needs a cycle: the rank blocked in a call of its own that needs some of the waiting

@@ -132,7 +132,15 @@ struct Diagnosis {
   std::vector<RankClass> classes; // largest first
   bool hang = false;              // a proven finding says the job cannot make progress
   bool suspect = false;           // only heuristics say so (warnings; worth a look at the stacks)
+  // No finding yet, but stacks now may prove one sooner: ranks have waited in a traced collective
+  // for kLookS while a member rank, in no traced call, has been blocked as long (a rank in DDP's
+  // C++ all-reduce, say).
+  bool look = false;
 };
+
+// How long a wait must last before it is worth taking stacks, and how long a rank must be blocked
+// for its stack in DDP's backward to count as waiting there.
+inline constexpr double kLookS = 1.0;
 
 // torch.distributed functions that are collectives (barrier, all_reduce, …): in a traceback or a
 // Python stack they say which collective a rank is inside.
