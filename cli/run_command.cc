@@ -734,7 +734,8 @@ int RunJob(const RunOptions& o) {
           }
         } else {
           if (!moved.empty()) {
-            log->info("{} moved while their stacks were taken: not hung; watching on", diagnosis::FormatRanks(moved));
+            // debug, not info: under --tui a log line on stderr would tear the screen
+            log->debug("{} moved while their stacks were taken: not hung; watching on", diagnosis::FormatRanks(moved));
           } else if (!suspect_said && with_stacks.suspect) {
             say("dsdoctor: a rank may be stuck (a suspicion, not proof: the job goes on)\n");
             suspect_said = true;

@@ -115,6 +115,16 @@ std::string Site(const std::string& code, const std::string& program = TORCH_TRA
   return "?";
 }
 
+// The job failed (exit 1) and its report's first finding is `code` about `ranks`, proven by `proof`.
+::testing::AssertionResult FailedWithFirstFinding(const Run& r, const std::string& code, const std::vector<int>& ranks, const std::string& proof) {
+  if (r.exit_code != 1) return ::testing::AssertionFailure() << "exit code " << r.exit_code << "\n" << r.out;
+  if (!r.report.is_object() || r.report["findings"].empty()) return ::testing::AssertionFailure() << "no findings\n" << r.out;
+  const auto& f = r.report["findings"][0];
+  if (f["code"] != code || Ranks(f) != ranks || f.value("proof", "") != proof)
+    return ::testing::AssertionFailure() << "first finding is not " << code << " (" << proof << ") about the expected ranks:\n" << r.report.dump(2);
+  return ::testing::AssertionSuccess();
+}
+
 bool HasError(const nlohmann::json& report) {
   for (const auto& f : report["findings"])
     if (f["severity"] == "error") return true;
@@ -150,14 +160,9 @@ TEST(TorchE2eTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFinishesUnto
 TEST(TorchE2eTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite) {
   REQUIRE_TORCH();
   auto r = RunTorch("ckpt_rank0");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  ASSERT_TRUE(r.report.is_object()) << r.out;
-  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
-  const auto& f = r.report["findings"][0];
-  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
-  EXPECT_EQ(Ranks(f), std::vector<int>{0});
   // Rank 1 waits in DDP's gradient all-reduce, which runs in C++: its stack says so.
-  EXPECT_EQ(f["proof"], "stacks");
+  ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "stacks"));
+  const auto& f = r.report["findings"][0];
   std::string summary = f["summary"];
   EXPECT_NE(summary.find("rank 0 in barrier() at " + Site("dist.barrier()  # every rank")), std::string::npos) << summary;
   EXPECT_NE(summary.find("rank 1 in all_reduce (DDP gradients) at " + Site("loss.backward()")), std::string::npos) << summary;
@@ -222,11 +227,8 @@ TEST(TorchE2eTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheMismatchI
 TEST(TorchE2eTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
   REQUIRE_TORCH();
   auto r = RunTorch("p2p_deadlock");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  ASSERT_TRUE(FailedWithFirstFinding(r, "P2P_DEADLOCK", {0, 1}, "trace"));
   const auto& f = r.report["findings"][0];
-  EXPECT_EQ(f["code"], "P2P_DEADLOCK") << r.report.dump(2);
-  EXPECT_EQ(Ranks(f), (std::vector<int>{0, 1}));
   EXPECT_NE(f["evidence"][0].get<std::string>().find("recv#1 from 1"), std::string::npos) << f.dump(2);
   EXPECT_NE(f["evidence"][0].get<std::string>().find("(pipeline_step)"), std::string::npos) << f.dump(2);
   EXPECT_EQ(FindingOf(r.report, "COLLECTIVE_MISMATCH"), nullptr);
@@ -236,11 +238,8 @@ TEST(TorchE2eTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
 TEST(TorchE2eTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
   REQUIRE_TORCH();
   auto r = RunTorch("world_size");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  ASSERT_TRUE(FailedWithFirstFinding(r, "RANK_MISSING", {1}, "trace"));
   const auto& f = r.report["findings"][0];
-  EXPECT_EQ(f["code"], "RANK_MISSING") << r.report.dump(2);
-  EXPECT_EQ(Ranks(f), std::vector<int>{1});
   EXPECT_NE(f["summary"].get<std::string>().find("world-size disagreement"), std::string::npos) << f["summary"];
   EXPECT_NE(f["summary"].get<std::string>().find("rank 1 expects 3"), std::string::npos) << f["summary"];
   EXPECT_EQ(FindingOf(r.report, "RANK_EXITED"), nullptr) << r.report.dump(2);
@@ -301,13 +300,8 @@ TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
 TEST(DeepSpeedE2eTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepSpeedsRemedy) {
   REQUIRE_DEEPSPEED();
   auto r = RunDeepSpeed("ckpt_rank0");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  ASSERT_TRUE(r.report.is_object()) << r.out;
-  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "trace"));
   const auto& f = r.report["findings"][0];
-  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
-  EXPECT_EQ(Ranks(f), std::vector<int>{0});
-  EXPECT_EQ(f["proof"], "trace");
   std::string summary = f["summary"];
   // DeepSpeed all-reduces gradients on its data-parallel group; rank 0 waits on the world.
   EXPECT_NE(summary.find("@" + Site("engine.save_checkpoint(ckpt_dir)", DS_TRAIN) + " (engine.save_checkpoint)"), std::string::npos) << summary;

@@ -172,7 +172,7 @@ class TracerTest(unittest.TestCase):
             except RuntimeError as e:
                 print("second registration refused", flush=True)
             dist.destroy_process_group()
-        """)
+        """, extra_env={"DSDOCTOR_TRACE_DDP": "1"})  # dsdoctor's own hook first (off by default: docs/run.md)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("second registration refused", p.stdout)
         self.assertNotIn("dsdoctor:", p.stderr)
@@ -180,6 +180,22 @@ class TracerTest(unittest.TestCase):
         self.assertEqual(len(buckets), 2, read_trace(trace)["records"])
         self.assertTrue(all(r["asynchronous"] and r["state"] == "completed" for r in buckets))
         self.assertEqual(buckets[0]["count"], 20)
+
+    def test_by_default_only_the_programs_own_ddp_hook_is_traced(self):
+        p, trace, _ = self.run_program("""
+            import torch, torch.distributed as dist
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            dist.init_process_group("gloo")
+            plain = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+            plain(torch.ones(2, 4)).sum().backward()          # no hook: DDP's C++ path, untraced
+            hooked = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+            hooked.register_comm_hook(None, default_hooks.allreduce_hook)
+            hooked(torch.ones(2, 4)).sum().backward()
+            dist.destroy_process_group()
+        """)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        buckets = [r for r in read_trace(trace)["records"] if r["callsite"].endswith("(ddp.bucket)")]
+        self.assertEqual([r["count"] for r in buckets], [10])
 
     def test_bad_arguments_are_torchs_to_refuse_and_tracing_goes_on(self):
         p, trace, _ = self.run_program("""
