@@ -107,6 +107,28 @@ std::string WhereIs(const JobState& job, const RankState& r) {
 }
 
 bool Running(const RankState& r) { return r.status == RankStatus::kRunning; }
+
+// Whether the rank's whole process tree is blocked: no CPU growth (above noise) for `for_s`.
+bool Blocked(const RankState& r, double for_s) {
+  return r.proc.valid && r.proc.state != 'R' && r.proc.cpu_fraction < 0.05 && r.proc.flat_for_s >= for_s;
+}
+
+// A call made from checkpoint code: on a tie between two sides, that side is the odd one (rank
+// guards creep in around checkpoints; training code calls its collectives on every rank).
+bool InCheckpoint(const OpRecord& r) { return r.callsite.find("checkpoint") != std::string::npos; }
+
+std::string CheckpointRemedy(const char* which) {
+  return std::string(which) + " makes collectives (a barrier, a gather of shards), so every rank must call it: DeepSpeed's engine." + which +
+         "() saves each rank's own (ZeRO) shard and they agree before `latest` moves. Remove the `if rank == 0:` guard around "
+         "the call; inside your own function, keep the collectives on every rank and guard only the file write "
+         "(`if dist.get_rank() == 0: torch.save(...)`).";
+}
+
+const char* const kUnevenInputsRemedy =
+    "Some ranks are in DDP's gradient all-reduce (backward of another step) while the others already left the training "
+    "loop or do something else: the ranks ran different numbers of iterations (uneven inputs). Give every rank the same "
+    "number of batches (DistributedSampler(drop_last=True), or pad the shards), or run the loop inside DDP's join() "
+    "context manager (torch.distributed.algorithms.Join) so finished ranks shadow the others.";
 bool Failed(const RankState& r) { return r.status == RankStatus::kExited && (r.signal != 0 || r.exit_code != 0); }
 
 struct Ctx {
@@ -157,10 +179,7 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
     const char* which = "save_checkpoint";
     for (const OpRecord* s : sides)
       if (s->callsite.find("load_checkpoint") != std::string::npos) which = "load_checkpoint";
-    return std::string(which) + " makes collectives (a barrier, a gather of shards), so every rank must call it: DeepSpeed's engine." +
-           which + "() saves each rank's own (ZeRO) shard and they agree before `latest` moves. Remove the `if rank == 0:` "
-           "guard around the call; inside your own function, keep the collectives on every rank and guard only the file "
-           "write (`if dist.get_rank() == 0: torch.save(...)`).";
+    return CheckpointRemedy(which);
   }
   bool some_ddp = false, all_ddp = true, root_differs = false;
   for (const OpRecord* s : sides) {
@@ -169,12 +188,7 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
     all_ddp &= ddp;
     root_differs |= s->rooted() && sides[0]->rooted() && s->peer != sides[0]->peer;
   }
-  if (some_ddp && !all_ddp) {
-    return "Some ranks are in DDP's gradient all-reduce (backward of another step) while the others already left the "
-           "training loop or do something else: the ranks ran different numbers of iterations (uneven inputs). Give every "
-           "rank the same number of batches (DistributedSampler(drop_last=True), or pad the shards), or run the loop "
-           "inside DDP's join() context manager (torch.distributed.algorithms.Join) so finished ranks shadow the others.";
-  }
+  if (some_ddp && !all_ddp) return kUnevenInputsRemedy;
   if (op_differs) {
     return "The ranks reached different code: every rank must issue the same collectives in the same order. Look for "
            "a rank-dependent branch, an early return or a caught exception between the callsites named above.";
@@ -259,10 +273,9 @@ void TraceMismatch(Ctx& c) {
           if (s != largest && side_ranks[s].size() == side_ranks[largest].size()) tie = true;
         // On a tie (two ranks, say) a checkpoint callsite is the odd one out: training code calls
         // the step collectives on every rank, and checkpoints are where rank guards creep in.
-        auto is_ckpt = [](const OpRecord* r) { return r->callsite.find("checkpoint") != std::string::npos; };
-        if (tie && sides.size() == 2 && is_ckpt(sides[0]) != is_ckpt(sides[1])) {
+        if (tie && sides.size() == 2 && InCheckpoint(*sides[0]) != InCheckpoint(*sides[1])) {
           tie = false;
-          largest = is_ckpt(sides[0]) ? 1 : 0;
+          largest = InCheckpoint(*sides[0]) ? 1 : 0;
         }
         Finding f;
         f.code = codes::kCollectiveMismatch;
@@ -328,8 +341,10 @@ void CrossGroupMismatch(Ctx& c) {
       const Call& ca = calls[a];
       const Call& cb = calls[b];
       std::vector<const OpRecord*> sides = {ca.rec, cb.rec};
-      auto is_ckpt = [](const OpRecord* r) { return r->callsite.find("checkpoint") != std::string::npos; };
-      int odd = ca.ranks.size() < cb.ranks.size() ? 0 : cb.ranks.size() < ca.ranks.size() ? 1 : is_ckpt(ca.rec) != is_ckpt(cb.rec) ? (is_ckpt(ca.rec) ? 0 : 1) : -1;
+      int odd = ca.ranks.size() < cb.ranks.size()                ? 0
+                : cb.ranks.size() < ca.ranks.size()              ? 1
+                : InCheckpoint(*ca.rec) != InCheckpoint(*cb.rec) ? (InCheckpoint(*ca.rec) ? 0 : 1)
+                                                                 : -1;
       Finding f;
       f.code = codes::kCollectiveMismatch;
       if (odd != 1) f.ranks.insert(f.ranks.end(), ca.ranks.begin(), ca.ranks.end());
@@ -368,10 +383,9 @@ void TracebackMismatch(Ctx& c) {
   for (const RankState& r : c.job.ranks) {
     Where w{r.rank, "", "", ""};
     if (!Running(r) || r.stack.empty()) continue;
-    bool blocked = r.proc.valid && r.proc.state != 'R' && r.proc.cpu_fraction < 0.05 && r.proc.flat_for_s >= kLookS;
     if (StackCollective(r.stack, &w.collective, &w.location) ||
         // DDP's gradient all-reduce runs in C++: a rank blocked in backward() waits in it.
-        (blocked && StackInDdpBackward(r.stack, &w.location) && (w.collective = "all_reduce (DDP gradients)", true))) {
+        (Blocked(r, kLookS) && StackInDdpBackward(r.stack, &w.location) && (w.collective = "all_reduce (DDP gradients)", true))) {
       w.summary = "waiting there now (stack: " + r.stack + ")";
       wheres.push_back(w);
       seen.insert(r.rank);
@@ -414,11 +428,10 @@ void TracebackMismatch(Ctx& c) {
   // On a tie of two, a side whose traced call is in checkpoint code is the odd one (rank guards
   // creep in there), as in the trace rule.
   auto in_ckpt = [&](const std::vector<Ev>& evs) {
-    for (const Ev& e : evs) {
+    return std::any_of(evs.begin(), evs.end(), [&](const Ev& e) {
       const RankState& r = c.job.ranks[e.rank];
-      if (r.in_flight && r.in_flight->callsite.find("checkpoint") != std::string::npos) return true;
-    }
-    return false;
+      return r.in_flight && InCheckpoint(*r.in_flight);
+    });
   };
   if (tie && by_call.size() == 2 && in_ckpt(by_call.begin()->second) != in_ckpt(std::next(by_call.begin())->second)) {
     f.ranks.clear();
@@ -433,12 +446,10 @@ void TracebackMismatch(Ctx& c) {
     ckpt |= in_ckpt(evs);
     ddp |= name.find("DDP gradients") != std::string::npos;
   }
-  OpRecord ckpt_side, other_side;  // for MismatchRemedy's checkpoint and DDP wording
-  ckpt_side.callsite = ckpt ? "save_checkpoint" : "";
-  other_side.callsite = ddp ? "ddp.bucket" : "";
-  f.remedy = ckpt || ddp ? MismatchRemedy({&ckpt_side, &other_side})
-                         : "Every rank must call the same collectives in the same order: the call sites above are reached by some "
-                           "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
+  f.remedy = ckpt  ? CheckpointRemedy("save_checkpoint")
+             : ddp ? kUnevenInputsRemedy
+                   : "Every rank must call the same collectives in the same order: the call sites above are reached by some "
+                     "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
   f.proof = live ? proof::kStacks : proof::kLog;
   for (int r : f.ranks) c.explained.insert(r);
   for (auto& [name, evs] : by_call)
@@ -648,11 +659,6 @@ bool Reached(const RankState& r, uint32_t comm, uint64_t seq) {
 }
 
 namespace {
-
-// Whether the rank's whole process tree is blocked: no CPU growth (above noise) for `for_s`.
-bool Blocked(const RankState& r, double for_s) {
-  return r.proc.valid && r.proc.state != 'R' && r.proc.cpu_fraction < 0.05 && r.proc.flat_for_s >= for_s;
-}
 
 void Deadlocks(Ctx& c) {
   // Wait-for edges from ranks blocked in send/recv to their peer, unless the peer has the
