@@ -312,48 +312,31 @@ std::map<std::string, std::string> JobEnvironment() {
   return env;
 }
 
-// What would change if a rank moved: its newest trace records (the call, its state) and whether
-// its process tree's CPU time grew (the flatness reference resets when it does).
-std::vector<std::string> ProgressKeys(const diagnosis::JobState& job, bool with_cpu = true) {
-  std::vector<std::string> keys;
-  for (const auto& r : job.ranks) {
+// Ranks that moved between two looks: a new or finished trace record, a new step or exit; with
+// `cpu`, also a process tree whose CPU grew past the flatness threshold (5 % of a core,
+// RankMonitor) outside a blocking call (a rank spinning inside a collective's transport has not
+// moved). A rank that moved is not hung, and a stack taken before describes it no more.
+std::vector<int> MovedSince(const diagnosis::JobState& before, const diagnosis::JobState& after, bool cpu) {
+  auto key = [](const diagnosis::RankState& r) {
     std::string k = diagnosis::RankStatusName(r.status);
     if (r.last) k += "|" + std::to_string(r.last->comm) + ":" + r.last->op + "#" + std::to_string(r.last->seq) + ":" + r.last->state;
     if (r.in_flight) k += "|" + r.in_flight->op + "#" + std::to_string(r.in_flight->seq);
-    k += "|" + std::to_string(r.step) + "|" + std::to_string(r.recent.size());
-    // CPU counts for ranks outside a blocking call (a rank spinning inside a collective's transport
-    // has not moved); quarter-seconds, so a blocked process's helper-thread ticks do not count.
-    if (with_cpu && r.proc.valid && !(r.in_flight && r.in_flight->blocking())) k += "|cpu" + std::to_string(static_cast<int64_t>(r.proc.tree_cpu_s * 4));
-    keys.push_back(std::move(k));
-  }
-  return keys;
-}
-
-std::vector<int> Moved(const std::vector<std::string>& before, const std::vector<std::string>& after) {
-  std::vector<int> moved;
-  for (size_t r = 0; r < before.size() && r < after.size(); ++r)
-    if (before[r] != after[r]) moved.push_back(static_cast<int>(r));
-  return moved;
-}
-
-// Ranks whose process tree's CPU grew past the flatness threshold (5 % of a core, RankMonitor)
-// between two looks, outside a blocking call: they are computing, not stuck.
-std::vector<int> CpuMoved(const diagnosis::JobState& before, const diagnosis::JobState& after) {
+    return k + "|" + std::to_string(r.step) + "|" + std::to_string(r.recent.size());
+  };
   std::vector<int> moved;
   for (size_t r = 0; r < before.ranks.size() && r < after.ranks.size(); ++r) {
     const auto& b = before.ranks[r];
     const auto& a = after.ranks[r];
-    if (a.status != diagnosis::RankStatus::kRunning || !a.proc.valid || !b.proc.valid) continue;
-    if (a.in_flight && a.in_flight->blocking()) continue;
-    if (a.proc.flat_for_s + 1e-9 < b.proc.flat_for_s) moved.push_back(static_cast<int>(r));
+    bool cpu_grew = cpu && a.status == diagnosis::RankStatus::kRunning && a.proc.valid && b.proc.valid &&
+                    !(a.in_flight && a.in_flight->blocking()) && a.proc.flat_for_s + 1e-9 < b.proc.flat_for_s;
+    if (cpu_grew || key(b) != key(a)) moved.push_back(static_cast<int>(r));
   }
   return moved;
 }
 
 // Python ranks without py-spy get native stacks only: say once what is missing and how to get it.
 template <typename Say>
-void WarnOnceWithoutPySpy(const std::map<int, std::string>& stacks, const diagnosis::JobState& job, const std::vector<std::string>& command,
-                          Say say, bool* said) {
+void WarnOnceWithoutPySpy(const std::vector<std::string>& command, Say say, bool* said) {
   if (*said || command.empty() || Join(command, " ").find("python") == std::string::npos) return;
   if (collectors::PySpyAvailable()) return;
   *said = true;
@@ -561,8 +544,7 @@ int RunJob(const RunOptions& o) {
   bool hang_reported = false, stopped_by_us = false, suspect_said = false, said_no_py_spy = false;
   int64_t next_stacks_ns = 0, first_failure_ns = 0;
   std::string stop_reason;
-  std::vector<std::string> stack_keys;  // ProgressKeys when the stacks were taken
-  diagnosis::JobState stack_job;        // and the states then
+  diagnosis::JobState stack_job;        // the ranks when stacks were last taken
   diagnosis::Diagnosis hang_diagnosis;  // what proved the hang we acted on
   int64_t hang_ns = 0, stop_deadline_ns = 0;
   int job_code = 0;
@@ -696,7 +678,7 @@ int RunJob(const RunOptions& o) {
         for (const auto& [rep, members] : class_of)
           if (auto it = stacks.find(rep); it != stacks.end())
             for (int r : members) job.ranks[r].stack = it->second;
-        WarnOnceWithoutPySpy(stacks, job, o.command, say, &said_no_py_spy);
+        WarnOnceWithoutPySpy(o.command, say, &said_no_py_spy);
         // Samples that arrived while the stacks were taken (another node's agent may lag a tick).
         source->Tick(runtime::TraceNowNs(), job.ranks, fresh);
         feed_logs(false);
@@ -706,10 +688,7 @@ int RunJob(const RunOptions& o) {
         bool trace_proof_only = d.hang && std::none_of(d.findings.begin(), d.findings.end(), [](const diagnosis::Finding& f) {
           return f.proof == diagnosis::proof::kStacks || f.proof == diagnosis::proof::kHeuristic;
         });
-        std::vector<int> moved = Moved(ProgressKeys(before_job, false), ProgressKeys(job, false));
-        if (!trace_proof_only)
-          for (int r : CpuMoved(before_job, job))
-            if (std::find(moved.begin(), moved.end(), r) == moved.end()) moved.push_back(r);
+        std::vector<int> moved = MovedSince(before_job, job, /*cpu=*/!trace_proof_only);
         for (int r : moved) job.ranks[r].stack.clear();
         int64_t t = runtime::TraceNowNs();
         job.now_ns = t;
@@ -719,7 +698,6 @@ int RunJob(const RunOptions& o) {
           if (announced.insert(FindingKey(f)).second)
             say("dsdoctor: %s %s: %s\n", diagnosis::SeverityName(f.severity), f.code.c_str(), f.summary.c_str());
         current = with_stacks;
-        stack_keys = ProgressKeys(job, false);
         stack_job = job;
         if (with_stacks.hang && moved.empty()) {
           hang_reported = true;
@@ -745,10 +723,8 @@ int RunJob(const RunOptions& o) {
         }
       }
       // Stacks describe a rank only while it stays where it was.
-      if (!stack_keys.empty()) {
-        for (int r : Moved(stack_keys, ProgressKeys(job, false))) job.ranks[r].stack.clear();
-        for (int r : CpuMoved(stack_job, job)) job.ranks[r].stack.clear();
-      }
+      if (!stack_job.ranks.empty())
+        for (int r : MovedSince(stack_job, job, /*cpu=*/true)) job.ranks[r].stack.clear();
     }
     // The live view: this tick's log lines, then the snapshot; to viewers, the recording, the screen.
     tui::Snapshot snap = tui::BuildSnapshot(job, current, {job_text, start_ns, StepRate(job, now, start_ns)});
@@ -815,8 +791,7 @@ int RunJob(const RunOptions& o) {
     for (const auto& f : hang_diagnosis.findings)
       if (!have.count(FindingKey(f)) && f.proof != diagnosis::proof::kHeuristic) final_d.findings.push_back(f);
     final_d.hang = true;
-    std::stable_sort(final_d.findings.begin(), final_d.findings.end(),
-                     [](const diagnosis::Finding& a, const diagnosis::Finding& b) { return a.severity > b.severity; });
+    diagnosis::SortBySeverity(final_d.findings);
   }
   Stop stop;
   if (stopped_by_us)

@@ -62,7 +62,7 @@ const char* DescribeProcState(char state) {
   return "unknown";
 }
 
-uint64_t ProcessTreeCpuTicks(pid_t pid, size_t max_processes) {
+uint64_t DescendantsCpuTicks(pid_t pid, size_t max_processes) {
   uint64_t total = 0;
   std::vector<pid_t> todo{pid};
   size_t seen = 0;
@@ -70,9 +70,11 @@ uint64_t ProcessTreeCpuTicks(pid_t pid, size_t max_processes) {
     pid_t p = todo.back();
     todo.pop_back();
     ++seen;
-    auto st = ReadProcStat(p);
-    if (!st.ok()) continue;
-    total += st->cpu_ticks();
+    if (p != pid) {
+      auto st = ReadProcStat(p);
+      if (!st.ok()) continue;
+      total += st->cpu_ticks();
+    }
     std::string task_dir = "/proc/" + std::to_string(p) + "/task";
     DIR* d = ::opendir(task_dir.c_str());
     if (!d) continue;

@@ -29,9 +29,10 @@ Result<ProcStat> ReadProcStat(pid_t pid);
 
 const char* DescribeProcState(char state);  // "running", "sleeping", ...
 
-// CPU ticks of `pid` and all its descendants (DataLoader workers, compiler children), found through
-// /proc/<pid>/task/<tid>/children; at most `max_processes` are read. Processes that end meanwhile
-// are skipped (their time is gone from the sum, which a caller sees as no growth, never as growth).
-uint64_t ProcessTreeCpuTicks(pid_t pid, size_t max_processes = 256);
+// CPU ticks of all descendants of `pid` (DataLoader workers, compiler children; not `pid` itself,
+// whose stat the caller has read already), found through /proc/<pid>/task/<tid>/children; at most
+// `max_processes` are read. Processes that end meanwhile are skipped (their time is gone from the
+// sum, which a caller sees as no growth, never as growth).
+uint64_t DescendantsCpuTicks(pid_t pid, size_t max_processes = 256);
 
 }  // namespace dsd::collectors

@@ -8,6 +8,9 @@
 #include <chrono>
 #include <thread>
 
+#include "common/file.h"
+#include "common/strings.h"
+
 namespace dsd::collectors {
 namespace {
 
@@ -52,6 +55,37 @@ TEST(ProcStatTest, SeesARealChildSleepThenStop) {
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   EXPECT_EQ(ReadProcStat(child).status().code(), StatusCode::kNotFound);
+}
+
+// A rank that only waits for its worker (a DataLoader main process) uses no CPU of its own; the
+// worker's CPU is counted through the process tree.
+TEST(ProcStatTest, DescendantsCpuTicksCountsAGrandchildThatSpins) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pid_t worker = ::fork();
+    if (worker == 0) {
+      volatile uint64_t spin = 0;
+      for (;;) spin = spin + 1;
+    }
+    ::waitpid(worker, nullptr, 0);
+    ::_exit(0);
+  }
+  uint64_t descendants = 0;
+  for (int i = 0; i < 300 && descendants == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    descendants = DescendantsCpuTicks(child);
+  }
+  auto own = ReadProcStat(child);
+  ASSERT_TRUE(own.ok());
+  EXPECT_GT(descendants, 0u) << "the spinning grandchild's CPU is not counted";
+  EXPECT_LE(own->cpu_ticks(), 1u) << "the waiting child itself stays idle";
+  // End the grandchild (the child's only child), then the child: both ours, by pid.
+  auto kids = ReadFile("/proc/" + std::to_string(child) + "/task/" + std::to_string(child) + "/children");
+  if (kids.ok())
+    for (const auto& k : SplitWhitespace(*kids)) ::kill(static_cast<pid_t>(std::stol(k)), SIGKILL);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 }  // namespace

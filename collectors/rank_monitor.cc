@@ -5,8 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-
 #include "collectors/proc_stat.h"
 #include "collectors/run_dir.h"
 #include "common/file.h"
@@ -73,7 +71,7 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
   if (!ps.ok()) return exited_now;
   double dt = last_sample_ns_ ? (now_ns - last_sample_ns_) / 1e9 : 0;
   // The whole process tree: a rank whose DataLoader workers or compiler children work is busy.
-  uint64_t ticks = std::max<uint64_t>(ps->cpu_ticks(), ProcessTreeCpuTicks(state_.pid));
+  uint64_t ticks = ps->cpu_ticks() + DescendantsCpuTicks(state_.pid);
   // A child that ended takes its ticks out of the sum: re-anchor rather than count negative time.
   if (ticks < last_cpu_ticks_) last_cpu_ticks_ = ticks;
   if (ticks < ref_ticks_) ref_ticks_ = ticks;
