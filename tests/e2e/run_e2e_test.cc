@@ -13,6 +13,7 @@
 
 #include "common/file.h"
 #include "common/process.h"
+#include "tests/e2e/run_report.h"
 #include "common/subprocess.h"
 #include "runtime/trace.h"
 
@@ -20,6 +21,8 @@ namespace dsd {
 namespace {
 
 namespace fs = std::filesystem;
+using e2e::FindingOf;
+using e2e::Ranks;
 
 struct RunResult {
   int exit_code = -1;
@@ -57,14 +60,6 @@ RunResult RunJob(const std::string& name, std::vector<std::string> command, std:
 
 std::string Example(const std::string& name) { return std::string(EXAMPLES_DIR) + "/" + name; }
 
-const nlohmann::json* FindingOf(const nlohmann::json& report, const std::string& code) {
-  if (!report.is_object() || !report.contains("findings")) return nullptr;
-  for (const auto& f : report["findings"])
-    if (f["code"] == code) return &f;
-  return nullptr;
-}
-
-std::vector<int> Ranks(const nlohmann::json& f) { return f["ranks"].get<std::vector<int>>(); }
 
 void ExpectLogsOnDisk(const std::string& dir, int world) {
   for (int r = 0; r < world; ++r) {
@@ -355,11 +350,7 @@ TEST(RunE2eTest, HealthySixtyFourRankJobOnTwoCoresFinishesUntouched) {
   std::string dir = FreshDir("h64");
   auto res = RunCommand({DSDOCTOR_BIN, "run", "--local", "8", "--slots", "8", "--log-dir", dir, "--json", dir + "/report.json", "--quiet", "--",
                          Example("train_healthy"), "--steps", "30"},
-                        [] {
-                          CommandOptions o;
-                          o.timeout = std::chrono::seconds(200);
-                          return o;
-                        }());
+                        e2e::WithTimeout(200));
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->exit_code, 0) << res->out << res->err;
   EXPECT_EQ(res->out.find("stopping every rank"), std::string::npos) << res->out;
@@ -372,16 +363,9 @@ TEST(RunE2eTest, HealthySixtyFourRankJobOnTwoCoresFinishesUntouched) {
   EXPECT_EQ(exited_zero, 64);
 }
 
-bool TorchAvailable() {
-  auto r = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, {});
-  return r.ok() && r->exit_code == 0;
-}
 
 TEST(RunE2eTest, PytorchRankSkippingABarrierIsDiagnosedFromLogsAndProcessState) {
-  if (!TorchAvailable()) {
-    if (std::getenv("DSDOCTOR_REQUIRE_TORCH")) FAIL() << "python3-torch is required (scripts/setup.sh installs it)";
-    GTEST_SKIP() << "python3-torch is not installed";
-  }
+  REQUIRE_TORCH();
   // --no-trace: the path for programs dsdoctor cannot trace (logs, /proc and stacks only).
   auto r = RunJob("torch", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2", "--on-hang", "wait", "--no-trace"},
                   {{"STEP_TIMEOUT", "10"}});
@@ -399,7 +383,7 @@ TEST(RunE2eTest, PytorchRankSkippingABarrierIsDiagnosedFromLogsAndProcessState) 
 }
 
 TEST(RunE2eTest, PytorchHangIsPinpointedLiveFromPythonStacks) {
-  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed";
+  if (!e2e::TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed";
   if (::access(PY_SPY, X_OK) != 0) {
     if (std::getenv("DSDOCTOR_REQUIRE_TORCH")) FAIL() << "py-spy missing at " << PY_SPY << " (scripts/setup.sh fetches it)";
     GTEST_SKIP() << "py-spy not fetched";

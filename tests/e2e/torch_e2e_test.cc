@@ -13,11 +13,14 @@
 
 #include "common/file.h"
 #include "common/process.h"
+#include "tests/e2e/run_report.h"
 
 namespace dsd {
 namespace {
 
 namespace fs = std::filesystem;
+using e2e::FindingOf;
+using e2e::Ranks;
 
 struct Run {
   int exit_code = -1;
@@ -27,16 +30,7 @@ struct Run {
   double seconds = 0;
 };
 
-bool TorchAvailable() {
-  auto r = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, {});
-  return r.ok() && r->exit_code == 0;
-}
 
-#define REQUIRE_TORCH()                                                                                              \
-  if (!TorchAvailable()) {                                                                                           \
-    if (std::getenv("DSDOCTOR_REQUIRE_TORCH")) FAIL() << "python3-torch is required (scripts/setup.sh installs it)"; \
-    GTEST_SKIP() << "python3-torch is not installed";                                                                \
-  }
 
 bool DeepSpeedAvailable() {
   if (::access(DS_PYTHON, X_OK) != 0) return false;
@@ -89,14 +83,6 @@ Run RunPython(const std::string& python, const std::string& program, const std::
   return r;
 }
 
-const nlohmann::json* FindingOf(const nlohmann::json& report, const std::string& code) {
-  if (!report.is_object() || !report.contains("findings")) return nullptr;
-  for (const auto& f : report["findings"])
-    if (f["code"] == code) return &f;
-  return nullptr;
-}
-
-std::vector<int> Ranks(const nlohmann::json& f) { return f["ranks"].get<std::vector<int>>(); }
 
 // "torch_train.py:N" for the program's line holding `code`: callsites are checked against the
 // program itself, not numbers copied from it.
@@ -281,11 +267,7 @@ TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
     std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "1", "--slots", "3", "--quiet", "--log-dir", dir};
     if (!traced) argv.push_back("--no-trace");
     argv.insert(argv.end(), {"--", "/usr/bin/python3", DDP_PARAMS});
-    auto res = RunCommand(argv, [] {
-      CommandOptions o;
-      o.timeout = std::chrono::seconds(120);
-      return o;
-    }());
+    auto res = RunCommand(argv, e2e::WithTimeout(120));
     ASSERT_TRUE(res.ok());
     EXPECT_EQ(res->exit_code, 0) << res->out << res->err;
     auto log = ReadFile(dir + "/rank-0.log");
@@ -329,8 +311,9 @@ TEST(DeepSpeedE2eTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesThePeersEr
   EXPECT_NE((*err)["summary"].get<std::string>().find("ValueError: corrupt sample in shard 1 (at " + Site("raise ValueError", DS_TRAIN)),
             std::string::npos)
       << (*err)["summary"];
-  for (const auto& f : r.report["findings"])
+  for (const auto& f : r.report["findings"]) {
     if (f["code"] == "COMM_ERROR") EXPECT_EQ(f["severity"], "warning") << "rank 0 lost its peer: a consequence";
+  }
 }
 
 TEST(DeepSpeedE2eTest, ARankThatIsAlwaysLateIsAStragglerAndTheJobFinishes) {
