@@ -312,7 +312,9 @@ TEST(DeepSpeedE2eTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesThePeersEr
             std::string::npos)
       << (*err)["summary"];
   for (const auto& f : r.report["findings"]) {
-    if (f["code"] == "COMM_ERROR") EXPECT_EQ(f["severity"], "warning") << "rank 0 lost its peer: a consequence";
+    if (f["code"] == "COMM_ERROR") {
+      EXPECT_EQ(f["severity"], "warning") << "rank 0 lost its peer: a consequence";
+    }
   }
 }
 
