@@ -97,6 +97,20 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path
       ::close(fd);
       return ErrnoError("trace file " + path + ": ftruncate", e);
     }
+    // Reserve the blocks now: a sparse file on a full disk would SIGBUS the rank at its first write
+    // to a new page. A file system without fallocate gets the zeros written instead.
+    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (rc == EOPNOTSUPP || rc == EINVAL) {
+      static const char zeros[4096] = {};
+      rc = 0;
+      for (size_t off = 0; off < bytes && rc == 0; off += sizeof zeros)
+        if (::pwrite(fd, zeros, std::min(sizeof zeros, bytes - off), static_cast<off_t>(off)) < 0) rc = errno;
+    }
+    if (rc != 0) {
+      ::close(fd);
+      ::unlink(path.c_str());
+      return ErrnoError("trace file " + path + ": reserving " + std::to_string(bytes) + " bytes", rc);
+    }
     base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     ::close(fd);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -195,6 +198,28 @@ TEST(TypesTest, NamesRoundTrip) {
   EXPECT_FALSE(ParseOpName("allreduce").has_value());
   EXPECT_EQ(DTypeSize(DType::kFloat16), 2u);
   EXPECT_STREQ(PhaseName(Phase::kSaveCheckpoint), "save_checkpoint");
+}
+
+// A full log-dir file system must not kill the rank later with SIGBUS on a sparse page: the
+// blocks are reserved at creation, and the creation fails (ENOSPC) instead. A 64 KiB tmpfs in a
+// mount namespace of a child process (root only) is too small for a 4096-record trace.
+TEST_F(TraceTest, ANoSpaceFileSystemFailsAtCreationNotAtTheFirstWrite) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(2);
+    std::string small = dir_ + "/small";
+    if (::mkdir(small.c_str(), 0700) != 0 || ::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=64k") != 0) ::_exit(2);
+    auto w = TraceWriter::Create(small + "/rank-0.trace", {0, 1, 0, "h", "gloo"}, 4096);
+    if (w.ok()) ::_exit(1);
+    ::_exit(w.status().message().find("No space") != std::string::npos ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "no mount namespace here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the trace was created sparse on a full file system; 3: another error";
 }
 
 }  // namespace
