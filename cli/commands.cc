@@ -109,8 +109,9 @@ int Main(int argc, char** argv) {
   tui_cmd->add_option("--size", tui.size, "--dump: COLSxROWS (default 100x30)");
 
   AnalyzeOptions analyze;
-  auto* analyze_cmd = app.add_subcommand("analyze", "Post-mortem diagnosis of a run's log dir (logs, traces, exits)");
-  analyze_cmd->add_option("dir", analyze.dir, "The log dir")->required();
+  auto* analyze_cmd = app.add_subcommand(
+      "analyze", "Post-mortem diagnosis of a run's log dir, or of log files of any launcher (torchrun, deepspeed/pdsh, mpirun, srun, kubectl)");
+  analyze_cmd->add_option("path", analyze.paths, "A run dir, or one or more log files; - reads standard input")->required();
   analyze_cmd->add_flag("--json", analyze.json, "Print the JSON report (docs/run.md)");
   analyze_cmd->add_option("--timeout", analyze.timeout_s, "Stall threshold in seconds")->check(CLI::Range(0.5, 86400.0));
   analyze_cmd->add_option("--hang-after", analyze.hang_after_s, "Missing-rank threshold in seconds")->check(CLI::Range(0.2, 86400.0));

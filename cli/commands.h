@@ -88,7 +88,7 @@ struct TuiOptions {
 int RunTui(const TuiOptions& options);
 
 struct AnalyzeOptions {
-  std::string dir;
+  std::vector<std::string> paths;  // a run dir, or log files ("-" = standard input)
   bool json = false;
   double timeout_s = 60;
   double hang_after_s = 5;

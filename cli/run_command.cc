@@ -818,7 +818,7 @@ int RunJob(const RunOptions& o) {
 int RunAnalyze(const AnalyzeOptions& o) {
   std::vector<std::string> warnings;
   collectors::RunDirOptions opts{o.timeout_s, o.hang_after_s};
-  auto job = collectors::LoadRunDir(o.dir, opts, &warnings);
+  auto job = collectors::LoadLogs(o.paths, opts, &warnings);
   if (!job.ok()) {
     std::cerr << "dsdoctor analyze: " << job.status().message() << "\n";
     return kExitUsage;
@@ -826,7 +826,12 @@ int RunAnalyze(const AnalyzeOptions& o) {
   for (const auto& w : warnings) std::cerr << "dsdoctor analyze: warning: " << w << "\n";
   diagnosis::Diagnosis d = diagnosis::Diagnose(*job);
   if (o.json) {
-    std::cout << diagnosis::RunJson(*job, d).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    nlohmann::json j = diagnosis::RunJson(*job, d);
+    // The classified lines behind the findings, each with its file:line (docs/run.md).
+    j["events"] = nlohmann::json::array();
+    for (const auto& e : job->events) j["events"].push_back(diagnosis::ToJson(e));
+    j["warnings"] = warnings;
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << diagnosis::RenderRunText(*job, d);
   }

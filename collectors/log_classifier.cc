@@ -1,7 +1,8 @@
 #include "collectors/log_classifier.h"
 
-#include <regex>
+#include <re2/re2.h>
 
+#include "collectors/log_prefix.h"
 #include "common/strings.h"
 #include "diagnosis/finding.h"
 
@@ -12,14 +13,19 @@ using diagnosis::LogEvent;
 using diagnosis::Severity;
 namespace codes = diagnosis::codes;
 
-bool Has(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+// Longest text of one segment that is classified (longer lines are cut: matching stays bounded).
+constexpr size_t kMaxSegment = 16 << 10;
+// A traceback or table that never ends (the process died while printing) is closed after this
+// many lines of its stream.
+constexpr int kMaxTracebackLines = 2000;
+constexpr int kMaxTableRows = 60;
 
-bool IsCollectiveFunction(const std::string& f) { return diagnosis::IsTorchCollective(f); }
+bool Has(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
 bool IsLibraryFile(const std::string& file) {
   // dsdoctor_tracer.py is ours (injected by `dsdoctor run`), never the program's code.
-  return Has(file, "/site-packages/") || Has(file, "/dist-packages/") || Has(file, "/lib/python3") || StartsWith(file, "<") ||
-         Has(file, "/torch/") || Has(file, "/deepspeed/") || Has(file, "dsdoctor_tracer.py");
+  return Has(file, "/site-packages/") || Has(file, "/dist-packages/") || Has(file, "/lib/python3") ||
+         StartsWith(file, "<") || Has(file, "/torch/") || Has(file, "/deepspeed/") || Has(file, "dsdoctor_tracer.py");
 }
 
 std::string Basename(const std::string& path) {
@@ -27,14 +33,34 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-const char* kCommRemedy =
-    "A peer's connection went away: usually a consequence of another rank dying or timing out first (see RANK_EXITED "
-    "or the earliest error). If no rank died, check the network between the nodes (`dsdoctor check`).";
+// A decimal that fits an int; 0 otherwise (a "line 99999999999" must not throw).
+int SafeInt(std::string_view digits) {
+  bool negative = !digits.empty() && digits[0] == '-';
+  if (negative) digits.remove_prefix(1);
+  if (digits.empty() || digits.size() > 9) return 0;
+  int v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return 0;
+    v = v * 10 + (c - '0');
+  }
+  return negative ? -v : v;
+}
+
+RE2::Options Quiet() {
+  RE2::Options o;
+  o.set_log_errors(false);
+  return o;
+}
 
 }  // namespace
 
-LogEvent LogClassifier::Make(const char* code, const char* kind, std::string summary, std::string_view text, std::string remedy,
-                             Severity severity) const {
+std::vector<std::string> LogClassifier::Triggers() {
+  return {R"(Traceback \(most recent call last\))", R"(terminate called after throwing)", R"(ChildFailedError)",
+          R"(Root Cause \(first observed failure\))"};
+}
+
+LogEvent LogClassifier::Make(const char* code, const char* kind, std::string summary, std::string_view text,
+                             std::string remedy, Severity severity) const {
   LogEvent e;
   e.rank = rank_;
   e.code = code;
@@ -47,6 +73,72 @@ LogEvent LogClassifier::Make(const char* code, const char* kind, std::string sum
   return e;
 }
 
+LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text) const {
+  const LogPattern& p = *m.pattern;
+  LogEvent e = Make(p.code, p.kind, m.Summary().substr(0, 400), Trim(text), p.remedy, p.severity);
+  // Remedies may name fields too ("{host}").
+  PatternMatch remedy = m;
+  LogPattern with_remedy = p;
+  with_remedy.summary = p.remedy;
+  remedy.pattern = &with_remedy;
+  e.remedy = remedy.Summary();
+  e.consequence = p.role == LogRole::kConsequence;
+  e.fields = m.fields;
+  if (auto s = m.Field("subject"); !s.empty()) e.subject_rank = SafeInt(s);
+  if (auto c = m.Field("exit_code"); !c.empty()) {
+    int code = SafeInt(c);
+    if (code < 0)
+      e.signal = -code;  // torchrun and DeepSpeed report a signal as a negative code
+    else
+      e.exit_code = code;
+  }
+  if (auto s = m.Field("signal"); !s.empty()) e.signal = SafeInt(s);
+  // A wrapper ("… raised the following async exception: <inner>"): the inner message decides the
+  // cause and the remedy.
+  if (auto inner = m.Field("inner"); !inner.empty()) {
+    PatternMatch im;
+    if (patterns_->Match(inner, &im) && im.pattern != m.pattern && im.pattern->role != LogRole::kContext &&
+        im.Field("inner").empty()) {
+      LogEvent cause = FromMatch(im, inner);
+      e.code = cause.code;
+      e.remedy = cause.remedy;
+      e.consequence = cause.consequence;
+      e.fields["cause_kind"] = im.pattern->kind;
+    }
+  }
+  if (auto h = m.Field("host"); !h.empty() && p.role == LogRole::kExit) e.host = h;
+  if (auto pid = m.Field("pid"); !pid.empty() && p.role == LogRole::kExit) e.pid = SafeInt(pid);
+  return e;
+}
+
+// The catalogue on one message: true when an entry matched (its event, if any, appended).
+bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out) {
+  PatternMatch m;
+  if (!patterns_->Match(text, &m)) return false;
+  const LogPattern& p = *m.pattern;
+  if (p.role == LogRole::kContext) {
+    std::string kind = p.kind;
+    if (kind == "nccl_comm_init") {
+      int nranks = SafeInt(m.Field("nranks"));
+      if (nranks >= facts_.nranks) {
+        facts_.nranks = nranks;
+        facts_.self_rank = SafeInt(m.Field("self_rank"));
+      }
+    } else if (kind == "nccl_version" || kind == "nccl_version_banner") {
+      if (facts_.nccl_version.empty()) facts_.nccl_version = m.Field("version"), facts_.nccl_version_line = line_no_;
+    }
+    return true;
+  }
+  LogEvent e = FromMatch(m, text);
+  // The rank a watchdog names is the rank in its process group: the printing rank only for the
+  // default group.
+  if (std::string(p.kind) == "torch_watchdog" && !m.Field("self_rank").empty() &&
+      (m.Field("pg").empty() || m.Field("pg") == "0"))
+    facts_.self_rank = facts_.self_rank >= 0 ? facts_.self_rank : SafeInt(m.Field("self_rank"));
+  out.push_back(std::move(e));
+  return true;
+}
+
 void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view exception_line) {
   in_traceback_ = false;
   std::string exc(Trim(exception_line));
@@ -55,58 +147,98 @@ void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view e
   e.line = traceback_line_;
   // Innermost frame of the program itself (not a library), and the collective it was inside.
   for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
-    if (e.collective.empty() && IsCollectiveFunction(it->function) && Has(it->file, "torch/distributed")) e.collective = it->function;
+    if (e.collective.empty() && diagnosis::IsTorchCollective(it->function) && Has(it->file, "torch/distributed"))
+      e.collective = it->function;
     if (!IsLibraryFile(it->file)) {
       e.location = Basename(it->file) + ":" + std::to_string(it->line);
       break;
     }
   }
-  if (!e.location.empty()) e.summary += " (at " + e.location + (e.collective.empty() ? "" : " in " + e.collective + "()") + ")";
-  if (Has(exc, "Timed out waiting") || Has(exc, "timed out") || Has(exc, "Timeout")) {
+  std::string at =
+      e.location.empty() ? "" : " (at " + e.location + (e.collective.empty() ? "" : " in " + e.collective + "()") + ")";
+  e.summary += at;
+  // The exception message through the catalogue: a specific cause and remedy when it is a known one.
+  PatternMatch m;
+  bool known_cause = patterns_->Match(exc.substr(0, kMaxSegment), &m) && m.pattern->role != LogRole::kContext;
+  bool timeout = Has(exc, "Timed out waiting") || Has(exc, "timed out") || Has(exc, "Timeout");
+  if (known_cause) {
+    LogEvent known = FromMatch(m, exc);
+    e.fields = known.fields;
+    e.fields["cause_kind"] = m.pattern->kind;
+    e.subject_rank = known.subject_rank;
+    e.consequence = known.consequence;
+  }
+  // Inside a collective, waiting until the timeout says more than the transport's words for it.
+  if (known_cause && !(timeout && !e.collective.empty())) {
+    LogEvent known = FromMatch(m, exc);
+    e.code = known.code;
+    e.severity = known.severity;
+    e.remedy = known.remedy;
+  } else if (timeout) {
     e.remedy = "The rank waited in " + (e.collective.empty() ? std::string("a collective") : e.collective + "()") +
                " until the process group's timeout: another rank never made the matching call (compare where each rank "
                "failed) or the network between them is blocked.";
     e.code = e.collective.empty() ? codes::kCommError : codes::kLogError;
-  } else if (Has(exc, "NCCL error") || Has(exc, "DistBackendError")) {
-    e.code = codes::kNcclError;
-    e.remedy = "NCCL failed: rerun with NCCL_DEBUG=INFO and read the NCCL WARN lines just before; `dsdoctor check` tests the interfaces, ports and versions.";
-  } else if (Has(exc, "Connection closed by peer") || Has(exc, "Connection reset by peer")) {
-    e.code = codes::kCommError;
-    e.remedy = kCommRemedy;
   } else if (Has(exc, "out of memory")) {
+    e.code = codes::kOutOfMemory;
     e.remedy = "The device ran out of memory: lower the micro batch size, enable ZeRO or activation checkpointing.";
   }
+  // In a collective, a timeout keeps LOG_ERROR: the engine compares where each rank waited.
+  if (!e.collective.empty() && (e.code == codes::kCommError) && !e.consequence) e.code = codes::kLogError;
   out.push_back(std::move(e));
   frames_.clear();
 }
 
-std::vector<LogEvent> LogClassifier::Feed(std::string_view raw) {
-  ++line_no_;
-  std::vector<LogEvent> out;
-  std::string_view line = raw;
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+std::vector<LogEvent> LogClassifier::Feed(std::string_view line) { return FeedAt(line, line_no_ + 1); }
 
+std::vector<LogEvent> LogClassifier::FeedAt(std::string_view message, int line_no) {
+  line_no_ = line_no;
+  std::vector<LogEvent> out;
+  if (!message.empty() && message.back() == '\r') message.remove_suffix(1);
+  // Progress bars rewrite their line with '\r': each segment is a line of its own.
+  size_t start = 0;
+  while (start <= message.size()) {
+    size_t cr = message.find('\r', start);
+    std::string_view seg = message.substr(start, cr == std::string_view::npos ? std::string_view::npos : cr - start);
+    seg = StripProgressBar(seg);
+    if (!seg.empty() || cr == std::string_view::npos) Segment(seg.substr(0, kMaxSegment), out);
+    if (cr == std::string_view::npos) break;
+    start = cr + 1;
+  }
+  return out;
+}
+
+void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
   // Python tracebacks span lines: "Traceback (most recent call last):", frames, the exception.
   if (in_traceback_) {
-    static const std::regex kFrame(R"re(^\s*File "([^"]+)", line (\d+), in (\S+))re");
-    std::cmatch m;
-    if (std::regex_search(line.begin(), line.end(), m, kFrame)) {
-      frames_.push_back({m[1].str(), m[3].str(), "", std::stoi(m[2].str())});
-      return out;
+    static const RE2 kFrame(R"re(^\s*File "([^"]+)", line (\d+), in (\S+))re", Quiet());
+    std::string file, number, function;
+    if (RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), kFrame, &file, &number, &function)) {
+      if (frames_.size() < 256) frames_.push_back({file, function, SafeInt(number)});
+      return;
     }
-    if (StartsWith(line, "    ") || StartsWith(line, "\t") || Trim(line).empty() || Has(line, "^^^") || Has(line, "~~~")) return out;
-    if (StartsWith(line, "During handling") || StartsWith(line, "The above exception")) {
-      frames_.clear();
-      return out;
+    if (++traceback_lines_ > kMaxTracebackLines) {
+      EmitTraceback(out, "(traceback cut off)");
+    } else {
+      if (StartsWith(line, "    ") || StartsWith(line, "\t") || Trim(line).empty() || Has(line, "^^^") ||
+          Has(line, "~~~"))
+        return;
+      if (StartsWith(line, "During handling") || StartsWith(line, "The above exception")) {
+        frames_.clear();
+        return;
+      }
+      EmitTraceback(out, line);
+      // The exception can open torchrun's failure table.
+      if (Has(line, "ChildFailedError")) in_table_ = true, table_rows_ = 0, table_rank_ = -1, table_host_.clear();
+      return;
     }
-    EmitTraceback(out, line);
-    return out;
   }
   if (Has(line, "Traceback (most recent call last):")) {
     in_traceback_ = true;
     traceback_line_ = line_no_;
+    traceback_lines_ = 0;
     frames_.clear();
-    return out;
+    return;
   }
 
   // C++: terminate called after throwing an instance of 'X' / what():  msg
@@ -114,169 +246,94 @@ std::vector<LogEvent> LogClassifier::Feed(std::string_view raw) {
     std::string pending = std::move(what_pending_);
     what_pending_.clear();
     if (Has(line, "what():")) {
-      auto e = Make(codes::kLogError, "cxx_terminate", pending + ": " + std::string(Trim(line.substr(line.find("what():") + 7))).substr(0, 300),
-                    line, "An uncaught C++ exception ended the rank (abort): the message says which check failed.");
+      std::string what(Trim(line.substr(line.find("what():") + 7)));
+      auto e = Make(codes::kLogError, "cxx_terminate", pending + ": " + what.substr(0, 300), line,
+                    "An uncaught C++ exception ended the rank (abort): the message says which check failed.");
+      PatternMatch m;
+      if (patterns_->Match(what, &m) && m.pattern->role != LogRole::kContext) {
+        LogEvent known = FromMatch(m, what);
+        e.code = known.code;
+        e.remedy = known.remedy;
+        e.consequence = known.consequence;
+        e.fields = known.fields;
+      }
       e.line = what_line_;
       out.push_back(std::move(e));
-      return out;
+      return;
     }
-    auto e = Make(codes::kLogError, "cxx_terminate", pending, pending, "An uncaught C++ exception ended the rank (abort).");
+    auto e =
+        Make(codes::kLogError, "cxx_terminate", pending, pending, "An uncaught C++ exception ended the rank (abort).");
     e.line = what_line_;
     out.push_back(std::move(e));
   }
   if (Has(line, "terminate called after throwing an instance of")) {
-    what_pending_ = std::string(Trim(line));
+    what_pending_ = std::string(Trim(line)).substr(0, 300);
     what_line_ = line_no_;
-    return out;
-  }
-
-  // The bundled runtime's watchdog: "watchdog: rank R: <call> in flight for X s (timeout Y s); policy P"
-  if (StartsWith(Trim(line), "watchdog: rank ") || Has(line, "] watchdog: rank ")) {
-    out.push_back(Make(codes::kWatchdogTimeout, "runtime_watchdog", std::string(Trim(line.substr(line.find("watchdog:")))),
-                       line, "A call stayed in flight past DSDOCTOR_TIMEOUT; the other findings say why it could not finish.",
-                       Severity::kWarning));
-    return out;
-  }
-  // PyTorch's NCCL watchdog.
-  if (Has(line, "Watchdog caught collective operation timeout")) {
-    static const std::regex kWork(R"re(SeqNum=(\d+), OpType=(\w+))re");
-    std::cmatch m;
-    std::string what = "PyTorch watchdog: collective timed out";
-    if (std::regex_search(line.begin(), line.end(), m, kWork)) what += " (SeqNum=" + m[1].str() + ", " + m[2].str() + ")";
-    out.push_back(Make(codes::kWatchdogTimeout, "torch_watchdog", what, line,
-                       "A collective ran past the process group's timeout: another rank never called it (compare the "
-                       "ranks' SeqNum/OpType) or the network stalled. TORCH_NCCL_TRACE_BUFFER_SIZE and "
-                       "TORCH_DISTRIBUTED_DEBUG=DETAIL show more."));
-    return out;
-  }
-  if (Has(line, "Detected mismatch between collectives on ranks")) {
-    out.push_back(Make(codes::kCollectiveMismatch, "torch_fingerprint", std::string(Trim(line)).substr(0, 400), line,
-                       "Ranks issued different collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL compared their fingerprints): "
-                       "every rank must call the same collectives with the same shapes in the same order."));
-    return out;
-  }
-
-  // NCCL.
-  if (Has(line, "NCCL error in:") || Has(line, "ncclSystemError") || Has(line, "ncclInternalError") || Has(line, "ncclRemoteError") ||
-      Has(line, "ncclInvalidUsage") || Has(line, "ncclUnhandledCudaError")) {
-    std::string remedy = "NCCL failed: rerun with NCCL_DEBUG=INFO; the NCCL WARN lines before this one name the peer and the call.";
-    if (Has(line, "remote") || Has(line, "ncclRemoteError")) remedy = "A remote peer failed or went away (often another rank died first): look for the first rank that failed.";
-    else if (Has(line, "system error") || Has(line, "ncclSystemError")) remedy = "A system call failed inside NCCL (socket, shared memory, /dev/shm too small in containers: use --shm-size or --ipc=host).";
-    else if (Has(line, "invalid usage") || Has(line, "ncclInvalidUsage")) remedy = "NCCL was called wrongly: mismatched ranks/devices (two ranks on one GPU), or a wrong world size.";
-    out.push_back(Make(codes::kNcclError, "nccl_error", std::string(Trim(line)).substr(0, 300), line, remedy));
-    return out;
-  }
-  if (Has(line, "NCCL WARN")) {
-    std::string msg(Trim(line.substr(line.find("NCCL WARN") + 9)));
-    std::string remedy = "See NCCL's message; `dsdoctor check` tests interfaces, ports and versions between the nodes.";
-    if (Has(msg, "Connect to") || Has(msg, "connect returned") || Has(msg, "Connection refused") || Has(msg, "socketStartConnect"))
-      remedy = "NCCL could not connect to a peer: a firewall between the nodes (NCCL uses random high ports unless "
-               "NCCL_PORT_RANGE/NCCL_SOCKET_PORT is set), or NCCL_SOCKET_IFNAME picks an interface the peer cannot reach.";
-    else if (Has(msg, "no socket interface") || Has(msg, "No usable listening interface") || Has(msg, "Bootstrap"))
-      remedy = "NCCL found no usable network interface: NCCL_SOCKET_IFNAME names one that is missing or down on this node (`dsdoctor report` lists them).";
-    else if (Has(msg, "shm") || Has(msg, "/dev/shm"))
-      remedy = "Shared memory is too small (containers default to 64 MiB /dev/shm): run with --shm-size=1g or --ipc=host.";
-    out.push_back(Make(codes::kNcclError, "nccl_warn", "NCCL WARN " + msg.substr(0, 300), line, remedy));
-    return out;
-  }
-
-  // Gloo and sockets.
-  if (Has(line, "Connection closed by peer") || Has(line, "Connection reset by peer")) {
-    out.push_back(Make(codes::kCommError, "gloo_connection", Has(line, "closed") ? "connection closed by peer" : "connection reset by peer",
-                       line, kCommRemedy));
-    return out;
-  }
-  if (Has(line, "Connection refused") || Has(line, "No route to host") || Has(line, "Network is unreachable")) {
-    out.push_back(Make(codes::kCommError, "socket_connect",
-                       Has(line, "refused") ? "connection refused" : Has(line, "No route") ? "no route to host" : "network unreachable", line,
-                       "A rank could not reach a peer or the rendezvous (MASTER_ADDR:MASTER_PORT): the peer is not listening "
-                       "yet or died, a REJECT firewall rule, or the wrong interface (GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME). "
-                       "`dsdoctor check` tells these apart."));
-    return out;
-  }
-  if (Has(line, "Timed out waiting") && Has(line, "ms for")) {
-    out.push_back(Make(codes::kCommError, "gloo_timeout", std::string(Trim(line.substr(line.find("Timed out waiting")))).substr(0, 200), line,
-                       "Gloo waited for a peer's data until its timeout: the peer never made the matching call, or the link between them is blocked."));
-    return out;
-  }
-
-  // OpenMPI.
-  if (Has(line, "mpirun noticed that process rank")) {
-    static const std::regex kNoticed(R"re(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+))re");
-    std::cmatch m;
-    auto e = Make(codes::kRankExited, "mpirun_noticed", std::string(Trim(line)).substr(0, 300), line,
-                  "mpirun saw this rank die; it ended the others. See the rank's own output for why.");
-    if (std::regex_search(line.begin(), line.end(), m, kNoticed)) {
-      e.subject_rank = std::stoi(m[1].str());
-      e.signal = std::stoi(m[3].str());
-    }
-    out.push_back(std::move(e));
-    return out;
-  }
-  if (Has(line, "MPI_ERR_") || Has(line, "An error occurred in MPI_") || Has(line, "MPI_ABORT was invoked")) {
-    out.push_back(Make(codes::kCommError, "mpi_error", std::string(Trim(line)).substr(0, 300), line,
-                       "An MPI call failed: the message names the call; with btl/tcp check the interfaces (--mca btl_tcp_if_include) and firewalls."));
-    return out;
-  }
-  if (Has(line, "unable to complete a TCP connection") || Has(line, "ORTE was unable to reliably start")) {
-    out.push_back(Make(codes::kCommError, "mpi_connect", std::string(Trim(line)).substr(0, 300), line,
-                       "OpenMPI could not connect its daemons or ranks: a firewall between the nodes or the wrong interface "
-                       "(--mca btl_tcp_if_include / oob_tcp_if_include)."));
-    return out;
+    return;
   }
 
   // torchrun's ChildFailedError table: "rank      : 1 (local_rank: 1)" then "exitcode  : -9 (pid: …)".
-  if (Has(line, "ChildFailedError")) table_rank_ = -1, table_line_ = line_no_;
-  {
+  if (Has(line, "ChildFailedError") || Has(line, "Root Cause (first observed failure)")) {
+    if (!in_table_) table_rank_ = -1, table_host_.clear();
+    in_table_ = true;
+    table_rows_ = 0;
+    return;
+  }
+  if (in_table_) {
     std::string_view t = Trim(line);
-    if (StartsWith(t, "rank") && Has(t, ":") && Has(t, "(local_rank")) {
-      try {
-        table_rank_ = std::stoi(std::string(Trim(t.substr(t.find(':') + 1))));
-      } catch (...) {
-        table_rank_ = -1;
-      }
-      return out;
-    }
-    if (StartsWith(t, "exitcode") && table_rank_ >= 0) {
-      int code = 0;
-      try {
-        code = std::stoi(std::string(Trim(t.substr(t.find(':') + 1))));
-      } catch (...) {
-      }
-      auto e = Make(codes::kRankExited, "torchrun_failure", "torchrun reports rank " + std::to_string(table_rank_) +
-                    (code < 0 ? " killed by signal " + std::to_string(-code) : " exited with code " + std::to_string(code)), line,
-                    "torchrun saw this rank fail and stopped the others; the rank's own log says why.");
+    if (++table_rows_ > kMaxTableRows) {
+      in_table_ = false;
+    } else if (StartsWith(t, "host") && Has(t, ":")) {
+      table_host_ = std::string(Trim(t.substr(t.find(':') + 1))).substr(0, 253);
+      return;
+    } else if (StartsWith(t, "rank") && Has(t, ":") && Has(t, "(local_rank")) {
+      std::string_view v = Trim(t.substr(t.find(':') + 1));
+      table_rank_ = SafeInt(v.substr(0, v.find(' ')));
+      return;
+    } else if (StartsWith(t, "exitcode") && table_rank_ >= 0) {
+      std::string_view v = Trim(t.substr(t.find(':') + 1));
+      int code = SafeInt(v.substr(0, v.find(' ')));
+      auto e = Make(
+          codes::kRankExited, "torchrun_failure",
+          "torchrun reports rank " + std::to_string(table_rank_) +
+              (code < 0 ? " killed by signal " + std::to_string(-code) : " exited with code " + std::to_string(code)),
+          line, "torchrun saw this rank fail and stopped the others; the rank's own log says why.");
       e.subject_rank = table_rank_;
-      if (code < 0) e.signal = -code; else e.exit_code = code;
+      e.host = table_host_;
+      if (code < 0)
+        e.signal = -code;
+      else
+        e.exit_code = code;
       out.push_back(std::move(e));
       table_rank_ = -1;
-      return out;
+      return;
+    } else if (StartsWith(t, "time") || StartsWith(t, "error_file") || StartsWith(t, "traceback") ||
+               StartsWith(t, "[") || StartsWith(t, "Root Cause") || StartsWith(t, "Failures") ||
+               StartsWith(t, "<NO_OTHER") || StartsWith(t, "---") || t.empty()) {
+      return;  // rows that add nothing
+    } else if (StartsWith(t, "====")) {
+      // Closing rule after the rows ends the table.
+      if (table_rows_ > 3) in_table_ = false;
+      return;
+    } else {
+      in_table_ = false;
     }
   }
 
-  // Crashes and memory.
-  if (Has(line, "Segmentation fault") || Has(line, "Bus error") || Has(line, "Fatal Python error")) {
-    out.push_back(Make(codes::kLogError, "crash", std::string(Trim(line)).substr(0, 300), line,
-                       "The process crashed in native code: the stack in the log (or a core dump) says where."));
-    return out;
-  }
-  if (Has(line, "CUDA out of memory") || Has(line, "CUBLAS_STATUS_ALLOC_FAILED")) {
-    out.push_back(Make(codes::kLogError, "cuda_oom", std::string(Trim(line)).substr(0, 300), line,
-                       "The GPU ran out of memory: lower the micro batch size, enable ZeRO stage 2/3 or activation checkpointing."));
-    return out;
-  }
-  return out;
+  Catalogue(line, out);
 }
 
 std::vector<LogEvent> LogClassifier::Finish() {
   std::vector<LogEvent> out;
   if (!what_pending_.empty()) {
-    auto e = Make(codes::kLogError, "cxx_terminate", what_pending_, what_pending_, "An uncaught C++ exception ended the rank (abort).");
+    auto e = Make(codes::kLogError, "cxx_terminate", what_pending_, what_pending_,
+                  "An uncaught C++ exception ended the rank (abort).");
     e.line = what_line_;
     out.push_back(std::move(e));
     what_pending_.clear();
   }
   if (in_traceback_) EmitTraceback(out, "(traceback cut off: the process died while printing it)");
+  in_table_ = false;
   return out;
 }
 

@@ -1,56 +1,84 @@
-// Turns the lines of one rank's log into structured events (diagnosis::LogEvent) with a remedy:
-// NCCL (INFO/WARN lines, error strings, socket and bootstrap failures), PyTorch (watchdog
-// timeouts, "NCCL error in:", collective fingerprint mismatches, ChildFailedError tables), Gloo
-// (connection closed/reset/refused, timeouts), OpenMPI (MPI_ERR_*, "mpirun noticed that process
-// rank N … exited on signal"), Python tracebacks (exception, innermost program frame, the
-// torch.distributed collective it was inside), C++ terminate/abort, and the bundled runtime's
-// watchdog lines. The patterns are listed in docs/run.md.
-// A LogClassifier keeps state across lines (tracebacks and tables span several); one per log
-// stream, used by one thread. Pure: no I/O.
+// Turns the lines of one log stream (one rank's log, or one rank's lines of a combined log) into
+// structured events (diagnosis::LogEvent) with a cause and a remedy. Single lines are classified
+// by the pattern catalogue (log_catalogue.h: NCCL, CUDA, PyTorch, DeepSpeed, OpenMPI, Gloo, the
+// kernel); what spans lines is classified here: Python tracebacks (exception, innermost program
+// frame, the torch.distributed collective it was inside; the exception line itself goes through
+// the catalogue), C++ terminate/what(), and torchrun's ChildFailedError table.
+// Lines are split at '\r' too (progress bars), and text glued after a tqdm bar is classified.
+// A LogClassifier keeps state across lines; one per stream, used by one thread. Pure: no I/O.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "collectors/log_catalogue.h"
 #include "diagnosis/state.h"
 
 namespace dsd::collectors {
 
+// Facts a stream's context lines gave (no finding by themselves).
+struct StreamFacts {
+  int self_rank =
+      -1;          // the rank that printed the stream (NCCL comm init of the largest communicator, watchdog of PG 0)
+  int nranks = 0;  // the largest communicator it joined (a lower bound of the world size)
+  std::string nccl_version;  // "2.21.5"
+  int nccl_version_line = 0;
+};
+
 class LogClassifier {
  public:
-  explicit LogClassifier(int rank) : rank_(rank) {}
+  explicit LogClassifier(int rank, const LogPatternSet* patterns = &LogPatternSet::Default())
+      : rank_(rank), patterns_(patterns) {}
 
-  // Feeds one line (without its newline); returns the events it completed.
+  // Feeds the next line (without its newline); returns the events it completed.
   std::vector<diagnosis::LogEvent> Feed(std::string_view line);
+  // Feeds the message of line `line_no` (prefixes already stripped); lines may be skipped when
+  // !pending() (the pre-scanner found nothing in them).
+  std::vector<diagnosis::LogEvent> FeedAt(std::string_view message, int line_no);
   // Ends the stream: a traceback still open is emitted.
   std::vector<diagnosis::LogEvent> Finish();
 
+  // A multi-line construct is open: the next lines of the stream must all be fed.
+  bool pending() const { return in_traceback_ || in_table_ || !what_pending_.empty(); }
   int lines() const { return line_no_; }
+  const StreamFacts& facts() const { return facts_; }
+
+  // Regular expressions of the lines that open or continue a multi-line construct, for the
+  // pre-scanner (with the catalogue's triggers they cover every line Feed can react to).
+  static std::vector<std::string> Triggers();
 
  private:
   struct Frame {
-    std::string file, function, code;
+    std::string file, function;
     int line = 0;
   };
+  void Segment(std::string_view segment, std::vector<diagnosis::LogEvent>& out);
   void EmitTraceback(std::vector<diagnosis::LogEvent>& out, std::string_view exception_line);
-  diagnosis::LogEvent Make(const char* code, const char* kind, std::string summary, std::string_view text, std::string remedy,
-                           diagnosis::Severity severity = diagnosis::Severity::kError) const;
+  bool Catalogue(std::string_view text, std::vector<diagnosis::LogEvent>& out);
+  diagnosis::LogEvent Make(const char* code, const char* kind, std::string summary, std::string_view text,
+                           std::string remedy, diagnosis::Severity severity = diagnosis::Severity::kError) const;
+  diagnosis::LogEvent FromMatch(const PatternMatch& m, std::string_view text) const;
 
   int rank_;
+  const LogPatternSet* patterns_;
   int line_no_ = 0;
+  StreamFacts facts_;
   // Python traceback in progress.
   bool in_traceback_ = false;
   int traceback_line_ = 0;
+  int traceback_lines_ = 0;
   std::vector<Frame> frames_;
-  // torchrun ChildFailedError / mpirun tables: the rank a "rank :" or "exitcode :" line is about.
+  // torchrun ChildFailedError table: the rank a "rank :" row is about, and the node of "host :".
+  bool in_table_ = false;
+  int table_rows_ = 0;
   int table_rank_ = -1;
-  int table_line_ = 0;
+  std::string table_host_;
   std::string what_pending_;  // "terminate called after throwing…" waits for its "what():" line
   int what_line_ = 0;
 };
 
-// Classifies a whole log (analyze): every line through one LogClassifier.
+// Classifies a whole log held in memory (tests, small inputs): every line through one LogClassifier.
 std::vector<diagnosis::LogEvent> ClassifyLog(int rank, std::string_view content);
 
 }  // namespace dsd::collectors

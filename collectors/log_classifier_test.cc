@@ -53,7 +53,9 @@ TEST(LogClassifierTest, TorchNcclErrorAndWatchdog) {
   EXPECT_EQ(ev[0].code, "NCCL_ERROR");
   EXPECT_NE(ev[0].remedy.find("/dev/shm"), std::string::npos);
   EXPECT_EQ(ev[1].code, "WATCHDOG_TIMEOUT");
-  EXPECT_NE(ev[1].summary.find("SeqNum=5, ALLREDUCE"), std::string::npos);
+  EXPECT_NE(ev[1].summary.find("ALLREDUCE SeqNum=5"), std::string::npos);
+  EXPECT_EQ(ev[1].Field("seq"), "5");
+  EXPECT_EQ(ev[1].Field("self_rank"), "1");
 }
 
 TEST(LogClassifierTest, GlooAndMpiAndRuntimeLines) {

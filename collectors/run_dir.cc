@@ -1,12 +1,14 @@
 #include "collectors/run_dir.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
 #include <regex>
 
 #include "collectors/log_classifier.h"
+#include "collectors/log_scan.h"
 #include "collectors/stack.h"
 #include "common/file.h"
 #include "common/strings.h"
@@ -48,6 +50,100 @@ void ApplyTrace(const runtime::TraceSnapshot& t, diagnosis::RankState* rank, siz
   rank->recent.clear();
   size_t from = t.records.size() > recent ? t.records.size() - recent : 0;
   for (size_t i = from; i < t.records.size(); ++i) rank->recent.push_back(ToOpRecord(t.records[i]));
+}
+
+namespace {
+
+// Ranks whose logs name different NCCL versions: one event per minority version (its ranks),
+// naming the majority.
+void AddVersionEvents(const LogScanResult& logs, diagnosis::JobState* job) {
+  std::map<std::string, std::vector<int>> by_version;
+  for (auto& [rank, facts] : logs.ranks)
+    if (!facts.nccl_version.empty()) by_version[facts.nccl_version].push_back(rank);
+  if (by_version.size() < 2) return;
+  auto majority = std::max_element(by_version.begin(), by_version.end(), [](auto& a, auto& b) { return a.second.size() < b.second.size(); });
+  for (auto& [version, ranks] : by_version) {
+    if (version == majority->first) continue;
+    for (int r : ranks) {
+      const RankLogFacts& f = logs.ranks.at(r);
+      diagnosis::LogEvent e;
+      e.rank = r;
+      e.code = diagnosis::codes::kNcclVersionMismatch;
+      e.kind = "nccl_version_mismatch";
+      e.summary = "NCCL " + version + " is loaded here, NCCL " + majority->first + " on " + std::to_string(majority->second.size()) +
+                  " other rank(s)";
+      e.text = "NCCL version " + version;
+      size_t colon = f.version_where.rfind(':');
+      e.file = f.version_where.substr(0, colon);
+      e.line = colon == std::string::npos ? 0 : std::atoi(f.version_where.c_str() + colon + 1);
+      e.host = f.host;
+      e.remedy = "Every rank must load the same NCCL: install the same NCCL (or the same PyTorch wheel, which bundles it) on "
+                 "every node, and check LD_LIBRARY_PATH / NCCL_* paths; `dsdoctor check` compares the versions before a run.";
+      job->events.push_back(std::move(e));
+    }
+  }
+}
+
+// Launchers' exit lines about a rank make that rank's fate known (logs-only analysis).
+void ApplyExitEvents(diagnosis::JobState* job) {
+  for (const diagnosis::LogEvent& e : job->events) {
+    if (e.code != diagnosis::codes::kRankExited || e.subject_rank < 0 || e.subject_rank >= job->world_size) continue;
+    if (e.exit_code == 0 && e.signal == 0) continue;
+    diagnosis::RankState& r = job->ranks[e.subject_rank];
+    if (r.status == diagnosis::RankStatus::kExited) continue;
+    r.status = diagnosis::RankStatus::kExited;
+    r.exit_code = e.exit_code;
+    r.signal = e.signal;
+    // Order of the lines stands in for time when the log has no timestamps.
+    r.exit_ns = e.time_ns ? e.time_ns : e.offset + 1;
+    if (r.node.empty()) r.node = e.host;
+  }
+}
+
+}  // namespace
+
+Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, const RunDirOptions& options,
+                                     std::vector<std::string>* warnings) {
+  if (paths.empty()) return InvalidArgument("analyze: no path given (a run dir, log files, or - for standard input)");
+  for (const std::string& p : paths) {
+    struct stat st;
+    if (p != "-" && ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (paths.size() > 1) return InvalidArgument("analyze: '" + p + "' is a run dir: give it alone, or give log files only");
+      return LoadRunDir(p, options, warnings);
+    }
+  }
+  LogScanner scanner;
+  static const std::regex kRankLog(R"((?:^|/)rank-(\d{1,7})\.log$)");
+  for (const std::string& p : paths) {
+    std::smatch m;
+    int rank = std::regex_search(p, m, kRankLog) ? std::stoi(m[1].str()) : -1;
+    if (rank >= kMaxRanks) rank = -1;
+    Status st = scanner.Add({p, rank, p == "-" ? "<stdin>" : p});
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kNotFound) return st;
+      if (warnings) warnings->push_back(st.message());
+    }
+  }
+  LogScanResult logs = scanner.Finish();
+  for (auto& w : logs.warnings)
+    if (warnings) warnings->push_back(w);
+  diagnosis::JobState job;
+  job.logs_only = true;
+  job.stall_after_s = options.stall_after_s;
+  job.hang_after_s = options.hang_after_s;
+  job.world_size = std::min(logs.world_size, kMaxRanks);
+  job.ranks.resize(job.world_size);
+  for (int r = 0; r < job.world_size; ++r) {
+    job.ranks[r].rank = r;
+    job.ranks[r].status = diagnosis::RankStatus::kRunning;  // fate unknown unless a line says it (below)
+    if (auto it = logs.ranks.find(r); it != logs.ranks.end()) job.ranks[r].node = it->second.host;
+  }
+  for (auto& e : logs.events) job.events.push_back(std::move(e));
+  AddVersionEvents(logs, &job);
+  ApplyExitEvents(&job);
+  job.job_ended = !job.ranks.empty() &&
+                  std::all_of(job.ranks.begin(), job.ranks.end(), [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
+  return job;
 }
 
 Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options, std::vector<std::string>* warnings) {
@@ -93,6 +189,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   for (auto& [r, s] : from_manifest) max_rank = std::max(max_rank, r);
   job.world_size = std::max(job.world_size, max_rank + 1);
   job.ranks.resize(job.world_size);
+  LogScanner scanner;
   int64_t latest_ns = 0;
   for (int r = 0; r < job.world_size; ++r) {
     diagnosis::RankState& rs = job.ranks[r];
@@ -136,16 +233,16 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       if (auto text = ReadFile(f["stack"], 4u << 20); text.ok()) rs.stack = ReduceStack(*text, kStackFrames);
     }
     if (f.count("log")) {
-      auto log = ReadFile(f["log"], 256u << 20);
-      if (log.ok()) {
-        for (auto& e : ClassifyLog(r, *log)) job.events.push_back(std::move(e));
-      } else if (warnings) {
-        warnings->push_back(log.status().message());
-      }
+      if (Status st = scanner.Add({f["log"], r, ""}); !st.ok() && warnings) warnings->push_back(st.message());
     } else if (warnings) {
       warnings->push_back(dir + "/rank-" + std::to_string(r) + ".log: missing");
     }
   }
+  LogScanResult logs = scanner.Finish();
+  for (auto& w : logs.warnings)
+    if (warnings) warnings->push_back(w);
+  for (auto& e : logs.events) job.events.push_back(std::move(e));
+  AddVersionEvents(logs, &job);
   job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(), [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
   job.now_ns = stopped_by_us && manifest_now_ns ? manifest_now_ns : latest_ns;
   for (auto& r : job.ranks) {

@@ -138,6 +138,10 @@ struct Ctx {
   std::set<std::pair<uint32_t, uint64_t>> mismatched;
   std::set<int> init_consequences;  // ranks that failed or wait in init because of a world-size disagreement
   std::set<int> traceback_mismatch;  // ranks whose traceback shows them in a mismatched collective  // (comm, seq) of collectives found to differ
+  // Log events explained by a culprit another rule named (watchdog reports of ranks that waited
+  // for a missing rank; errors that followed the first failure): event → why.
+  std::map<const LogEvent*, std::string> echoes;
+  std::string first_failure;  // summary of the finding that holds the first failure, moved to the front
   // `hang`: the finding says the job cannot go on. Only a proven one makes Diagnosis::hang (what
   // `--on-hang stop` acts on); a heuristic one is a warning that marks the job suspect.
   void Add(Finding f, bool hang) {
@@ -1030,26 +1034,162 @@ void Watchdogs(Ctx& c) {
   c.Add(std::move(f), false);
 }
 
+// "job.log:12 (rank 3, node-1): <text>"
+std::string EventEvidence(const LogEvent& e) {
+  std::string who;
+  if (e.rank >= 0) who = "rank " + std::to_string(e.rank);
+  if (!e.host.empty()) who += (who.empty() ? "" : ", ") + e.host;
+  return e.Where() + (who.empty() ? "" : " (" + who + ")") + ": " + e.text.substr(0, 300);
+}
+
+// Two events of one combined log are ordered by their position; of different files only by
+// timestamps.
+bool Ordered(const LogEvent& a, const LogEvent& b) {
+  return (a.file == b.file && !a.file.empty() && a.offset >= 0 && b.offset >= 0) || (a.time_ns && b.time_ns);
+}
+bool Before(const LogEvent& a, const LogEvent& b) {
+  return a.file == b.file && !a.file.empty() && a.offset >= 0 && b.offset >= 0 ? a.offset < b.offset : a.time_ns < b.time_ns;
+}
+bool IsTimeout(const LogEvent& e) {
+  return e.code == codes::kWatchdogTimeout || e.kind.find("timeout") != std::string::npos || !e.Field("timeout_ms").empty() ||
+         e.summary.find("timed out") != std::string::npos || e.summary.find("Timed out") != std::string::npos;
+}
+
+// ---- watchdog reports: who timed out in a collective and who never got there ---------------------
+
+void WatchdogCulprits(Ctx& c) {
+  struct Report {
+    const LogEvent* e;
+    std::string op;
+  };
+  std::map<int, Report> first;  // rank → its first watchdog report (default process group)
+  for (const LogEvent& e : c.job.events) {
+    if ((e.kind != "torch_watchdog" && e.kind != "torch_blocking_wait_timeout") || e.rank < 0 || e.Field("seq").empty()) continue;
+    if (!e.Field("pg").empty() && e.Field("pg") != "0") continue;
+    first.emplace(e.rank, Report{&e, e.Field("op")});
+  }
+  if (first.empty()) return;
+  // The collective most ranks report timing out in.
+  std::map<std::string, std::vector<int>> by_seq;
+  for (auto& [rank, r] : first) by_seq[r.e->Field("seq")].push_back(rank);
+  auto top = std::max_element(by_seq.begin(), by_seq.end(), [](auto& a, auto& b) { return a.second.size() < b.second.size(); });
+  const std::string seq = top->first;
+  std::vector<int> reporters = top->second;
+  // Different OpTypes at one SeqNum: the ranks called different collectives.
+  std::map<std::string, std::vector<int>> by_op;
+  for (int r : reporters) by_op[first[r].op].push_back(r);
+  if (by_op.size() > 1) {
+    Finding f;
+    f.code = codes::kCollectiveMismatch;
+    std::vector<std::string> sides;
+    for (auto& [op, ranks] : by_op) {
+      sides.push_back(RankWord(ranks) + " in " + op);
+      f.ranks.insert(f.ranks.end(), ranks.begin(), ranks.end());
+      f.evidence.push_back(EventEvidence(*first[ranks[0]].e));
+    }
+    std::sort(f.ranks.begin(), f.ranks.end());
+    f.summary = "the ranks timed out in different collectives at SeqNum " + seq + ": " + Join(sides, ", ");
+    f.remedy = "The ranks issued different collectives at the same position: a rank-dependent branch or uneven data. Every "
+               "rank must call the same collectives in the same order; TORCH_DISTRIBUTED_DEBUG=DETAIL names the call sites.";
+    f.proof = proof::kLog;
+    for (int r : reporters) c.echoes[first[r].e] = "the ranks disagree on the collective (see above)";
+    c.Add(std::move(f), false);
+    return;
+  }
+  const std::string op = first[reporters[0]].op;
+  std::vector<int> missing;
+  for (int r = 0; r < c.job.world_size; ++r)
+    if (!std::binary_search(reporters.begin(), reporters.end(), r)) missing.push_back(r);
+  if (missing.empty()) return;  // every rank waits in it: the collective itself is stuck (network), Events says so
+  // Ranks that visibly failed before are named by Exits(); this rule is about silent ones.
+  bool all_failed = std::all_of(missing.begin(), missing.end(), [&](int r) { return Failed(c.job.ranks[r]); });
+  if (all_failed) return;
+  Finding f;
+  f.code = codes::kRankMissing;
+  f.ranks = missing;
+  f.summary = RankWord(missing) + " never reached " + op + " SeqNum=" + seq + ": " + RankWord(reporters) +
+              " timed out waiting in it (PyTorch's watchdog), " + (missing.size() == 1 ? "it" : "they") + " did not";
+  for (int r : missing) {
+    std::string where = "rank " + std::to_string(r) + ": ";
+    if (auto it = first.find(r); it != first.end())
+      where += "timed out elsewhere (" + it->second.op + " SeqNum=" + it->second.e->Field("seq") + ") at " + it->second.e->Where();
+    else if (Failed(c.job.ranks[r]))
+      where += "exited (" + std::string(c.job.ranks[r].signal ? std::string("signal ") + std::to_string(c.job.ranks[r].signal)
+                                                               : "exit code " + std::to_string(c.job.ranks[r].exit_code)) + ")";
+    else
+      where += "reported no timeout: it was elsewhere (a data loader, a rank-0-only step such as a checkpoint or evaluation, "
+               "I/O, or a hang) when the others entered the collective";
+    f.evidence.push_back(where);
+  }
+  for (size_t i = 0; i < reporters.size() && i < 3; ++i) f.evidence.push_back(EventEvidence(*first[reporters[i]].e));
+  f.remedy = "The ranks that timed out are the consequence; look at what " + RankWord(missing) +
+             " did instead (its last lines, or its stack on a live run: `dsdoctor run` captures it). Common causes: work only "
+             "rank 0 does (saving, evaluation, logging) while the others continue into a collective, a rank-dependent branch "
+             "that skips a collective, or uneven data. Every rank must make the same collective calls; raise "
+             "init_process_group(timeout=...) only for legitimately slow rank-0 work.";
+  f.proof = proof::kLog;
+  for (int r : missing) c.explained.insert(r);
+  for (int r : reporters)
+    for (const LogEvent& e : c.job.events)
+      if (e.rank == r && (IsTimeout(e) || e.consequence)) c.echoes[&e] = "waited for " + RankWord(missing);
+  c.Add(std::move(f), false);
+}
+
+// The first failure of a combined log: the errors of other ranks after it (timeouts, lost
+// connections, remote errors) are its echo.
+void FirstFailure(Ctx& c) {
+  const LogEvent* root = nullptr;
+  for (const LogEvent& e : c.job.events) {
+    if (e.severity != Severity::kError || e.consequence || IsTimeout(e) || e.code == codes::kRankExited || e.rank < 0) continue;
+    if (c.echoes.count(&e)) continue;
+    if (root && !Ordered(*root, e)) return;  // the logs do not say what came first
+    if (!root || Before(e, *root)) root = &e;
+  }
+  if (!root) return;
+  int echoes = 0;
+  for (const LogEvent& e : c.job.events) {
+    if (&e == root || c.echoes.count(&e) || !Ordered(*root, e) || !Before(*root, e)) continue;
+    bool echo = e.consequence || IsTimeout(e) || e.code == codes::kCommError || e.code == codes::kNcclError ||
+                e.code == codes::kRendezvousError || e.code == codes::kWatchdogTimeout;
+    if (!echo) continue;
+    c.echoes[&e] = "after rank " + std::to_string(root->rank) + " failed first (" + root->Where() + ")";
+    echoes += e.rank != root->rank;
+  }
+  // Only worth saying when other ranks' errors followed it.
+  if (echoes) c.first_failure = root->summary;
+}
+
 void Events(Ctx& c) {
   struct Bucket {
     const LogEvent* first;
     std::vector<int> ranks;
     std::vector<std::string> evidence;
+    std::set<std::string> hosts;
+    std::string echo;  // why every event of the bucket is a consequence ("" when one is not)
+    bool all_echo = true;
   };
   std::vector<Bucket> buckets;
   std::map<std::string, size_t> index;
+  // A mismatch the traces or watchdog reports proved: the ranks' own complaints about it (Gloo's
+  // size check aborting a rank) are its echo.
+  const bool mismatch_known = c.HasCode(codes::kCollectiveMismatch);
+  for (const LogEvent& e : c.job.events)
+    if (mismatch_known && e.code == codes::kCollectiveMismatch && !c.echoes.count(&e)) c.echoes[&e] = "the ranks' collectives differ (above)";
   for (const LogEvent& e : c.job.events) {
-    if (!e.collective.empty() && c.HasCode(codes::kCollectiveMismatch)) continue;  // already explained
+    if (!e.collective.empty() && mismatch_known) continue;  // already explained
     if (e.code == codes::kRankExited && e.subject_rank >= 0 && e.subject_rank < static_cast<int>(c.job.ranks.size()) &&
         c.job.ranks[e.subject_rank].status == RankStatus::kExited)
-      continue;  // the launcher's table repeats what we saw ourselves
-    std::string key = e.code + "\x1f" + e.kind + "\x1f" + e.summary;
+      continue;  // the launcher's line repeats what the rank's exit says (Exits() reports it)
+    auto echo = c.echoes.find(&e);
+    std::string key = e.code + "\x1f" + e.kind + "\x1f" + e.summary + (echo != c.echoes.end() ? "\x1f" + echo->second : "");
     auto [it, inserted] = index.emplace(key, buckets.size());
-    if (inserted) buckets.push_back({&e, {}, {}});
+    if (inserted) buckets.push_back({&e, {}, {}, {}, echo != c.echoes.end() ? echo->second : "", true});
     Bucket& b = buckets[it->second];
+    b.all_echo = b.all_echo && echo != c.echoes.end();
     int subject = e.subject_rank >= 0 ? e.subject_rank : e.rank;
-    if (std::find(b.ranks.begin(), b.ranks.end(), subject) == b.ranks.end()) b.ranks.push_back(subject);
-    if (b.evidence.size() < 4) b.evidence.push_back("rank " + std::to_string(e.rank) + " log line " + std::to_string(e.line) + ": " + e.text.substr(0, 300));
+    if (subject >= 0 && std::find(b.ranks.begin(), b.ranks.end(), subject) == b.ranks.end()) b.ranks.push_back(subject);
+    if (!e.host.empty()) b.hosts.insert(e.host);
+    if (b.evidence.size() < 4) b.evidence.push_back(EventEvidence(e));
   }
   for (Bucket& b : buckets) {
     Finding f;
@@ -1057,13 +1197,22 @@ void Events(Ctx& c) {
     f.severity = b.first->severity;
     std::sort(b.ranks.begin(), b.ranks.end());
     f.ranks = b.ranks;
-    f.summary = RankWord(b.ranks) + ": " + b.first->summary;
-    // Connection errors after a rank died or the ranks diverged are the echo, not the cause.
-    if (f.code == codes::kCommError && (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch))) {
+    std::string who = !b.ranks.empty() ? RankWord(b.ranks)
+                      : !b.hosts.empty() ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")
+                                         : std::string("the log");
+    f.summary = who + ": " + b.first->summary;
+    if (b.all_echo && !b.echo.empty()) {
+      f.severity = Severity::kWarning;
+      f.summary += " (a consequence: " + b.echo + ")";
+    } else if ((f.code == codes::kCommError || b.first->consequence) &&
+               (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch) || c.HasCode(codes::kRankMissing))) {
+      // Connection errors after a rank died or the ranks diverged are the echo, not the cause.
       f.severity = Severity::kWarning;
       f.summary += " (a consequence of the error above)";
     }
-    f.evidence = std::move(b.evidence);
+    if (!c.first_failure.empty() && b.first->summary == c.first_failure && f.severity == Severity::kError)
+      f.evidence.insert(f.evidence.begin(), "the first failure in the log: the errors of other ranks after it follow from it");
+    for (auto& ev : b.evidence) f.evidence.push_back(std::move(ev));
     f.remedy = b.first->remedy;
     f.proof = proof::kLog;
     c.Add(std::move(f), false);
@@ -1071,12 +1220,14 @@ void Events(Ctx& c) {
 }
 
 int Priority(const std::string& code) {
-  static const char* kOrder[] = {codes::kCollectiveMismatch, codes::kP2pDeadlock, codes::kRankExited, codes::kRankMissing,
-                                 codes::kCollectiveStall,    codes::kNcclError,   codes::kCommError,  codes::kWatchdogTimeout,
-                                 codes::kLogError,           codes::kStraggler};
-  for (int i = 0; i < 10; ++i)
+  static const char* kOrder[] = {codes::kCollectiveMismatch, codes::kP2pDeadlock,      codes::kRankExited,  codes::kRankMissing,
+                                 codes::kCollectiveStall,    codes::kOutOfMemory,      codes::kCudaError,   codes::kNcclVersionMismatch,
+                                 codes::kNcclError,          codes::kRendezvousError,  codes::kLaunchError, codes::kCommError,
+                                 codes::kWatchdogTimeout,    codes::kLogError,         codes::kStraggler};
+  constexpr int n = sizeof(kOrder) / sizeof(kOrder[0]);
+  for (int i = 0; i < n; ++i)
     if (code == kOrder[i]) return i;
-  return 10;
+  return n;
 }
 
 }  // namespace
@@ -1089,7 +1240,10 @@ std::vector<RankClass> ClassifyRanks(const JobState& job) {
     if (r.status != RankStatus::kRunning) {
       key = WhereIs(job, r);
     } else {
-      key = !r.has_trace ? std::string("running (untraced)") : r.in_flight ? "in " + r.in_flight->Describe() : "computing, phase " + r.phase;
+      key = job.logs_only   ? std::string("state unknown (the logs do not say how it ended)")
+            : !r.has_trace  ? std::string("running (untraced)")
+            : r.in_flight   ? "in " + r.in_flight->Describe()
+                            : "computing, phase " + r.phase;
       if (r.proc.valid) {
         key += std::string("; ") + (r.proc.state == 'R' ? "running" : r.proc.state == 'S' ? "sleeping" : std::string("state ") + r.proc.state);
         if (!r.proc.wchan.empty() && r.proc.wchan != "0") key += " in " + r.proc.wchan;
@@ -1119,11 +1273,18 @@ Diagnosis Diagnose(const JobState& job) {
   if (!c.out.hang) Stalls(c, groups);
   Stragglers(c);
   Watchdogs(c);
+  WatchdogCulprits(c);
+  FirstFailure(c);
   Events(c);
   std::stable_sort(c.out.findings.begin(), c.out.findings.end(), [](const Finding& a, const Finding& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return Priority(a.code) < Priority(b.code);
   });
+  // The first failure of a combined log leads: what follows it is its echo.
+  auto root = std::find_if(c.out.findings.begin(), c.out.findings.end(), [](const Finding& f) {
+    return !f.evidence.empty() && f.evidence[0].rfind("the first failure in the log", 0) == 0;
+  });
+  if (root != c.out.findings.end() && root->severity == Severity::kError) std::rotate(c.out.findings.begin(), root, root + 1);
   c.out.classes = ClassifyRanks(job);
   return std::move(c.out);
 }

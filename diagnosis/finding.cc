@@ -30,7 +30,8 @@ bool IsKnownCode(const std::string& code) {
       codes::kCudaVersionMismatch, codes::kSocketIfnameInvalid, codes::kEnvMismatch, codes::kSlotsExceedGpus,
       codes::kBandwidthLow,     codes::kAllreduceWrong,  codes::kCollectiveMismatch, codes::kRankMissing,
       codes::kRankExited,       codes::kCollectiveStall, codes::kWatchdogTimeout,    codes::kP2pDeadlock,
-      codes::kStraggler,        codes::kNcclError,       codes::kCommError,          codes::kLogError};
+      codes::kStraggler,        codes::kNcclError,       codes::kCommError,          codes::kLogError,
+      codes::kRendezvousError,  codes::kOutOfMemory,     codes::kCudaError,          codes::kLaunchError};
   return std::find(kAll.begin(), kAll.end(), code) != kAll.end();
 }
 

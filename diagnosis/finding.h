@@ -44,6 +44,11 @@ inline constexpr const char* kStraggler = "STRAGGLER";
 inline constexpr const char* kNcclError = "NCCL_ERROR";
 inline constexpr const char* kCommError = "COMM_ERROR";
 inline constexpr const char* kLogError = "LOG_ERROR";
+// log catalogue (analyze and run): more specific than LOG_ERROR
+inline constexpr const char* kRendezvousError = "RENDEZVOUS_ERROR";  // c10d store / rendezvous / MASTER_ADDR:PORT
+inline constexpr const char* kOutOfMemory = "OUT_OF_MEMORY";         // host OOM killer or GPU memory
+inline constexpr const char* kCudaError = "CUDA_ERROR";              // illegal address, device assert, ECC, driver
+inline constexpr const char* kLaunchError = "LAUNCH_ERROR";          // ssh/pdsh/mpirun could not start or lost a node
 }  // namespace codes
 
 bool IsKnownCode(const std::string& code);

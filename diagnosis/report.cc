@@ -7,8 +7,13 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
   std::string out;
   int running = 0, exited = 0;
   for (const auto& r : job.ranks) (r.status == RankStatus::kRunning ? running : exited) += r.status != RankStatus::kNotStarted;
-  out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) + " running, " + std::to_string(exited) +
-         " exited)" + (d.hang ? (job.job_ended ? ": the job hung or failed in a collective" : ": the job is hung") : "") + "\n";
+  (void)running;
+  if (job.logs_only)
+    out += "dsdoctor: from logs: " + std::to_string(job.world_size) + " ranks named" +
+           (exited ? " (" + std::to_string(exited) + " reported as exited)" : std::string()) + "\n";
+  else
+    out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) + " running, " + std::to_string(exited) +
+           " exited)" + (d.hang ? (job.job_ended ? ": the job hung or failed in a collective" : ": the job is hung") : "") + "\n";
   if (d.findings.empty()) out += paint("32", "no problems found") + "\n";
   for (const Finding& f : d.findings) {
     const char* c = f.severity == Severity::kError ? "31" : f.severity == Severity::kWarning ? "33" : "36";
@@ -36,6 +41,7 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
 
 nlohmann::json RunJson(const JobState& job, const Diagnosis& d) {
   nlohmann::json j = {{"world_size", job.world_size}, {"hang", d.hang}};
+  if (job.logs_only) j["logs_only"] = true;
   j["findings"] = nlohmann::json::array();
   for (const auto& f : d.findings) j["findings"].push_back(ToJson(f));
   j["classes"] = nlohmann::json::array();

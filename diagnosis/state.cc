@@ -169,7 +169,19 @@ nlohmann::json ToJson(const LogEvent& e) {
   if (!e.location.empty()) j["location"] = e.location;
   if (e.exit_code) j["exit_code"] = e.exit_code;
   if (e.signal) j["signal"] = e.signal;
+  if (!e.file.empty()) j["file"] = e.file;
+  if (!e.host.empty()) j["host"] = e.host;
+  if (e.pid) j["pid"] = e.pid;
+  if (e.offset >= 0) j["offset"] = e.offset;
+  if (e.time_ns) j["time_ns"] = e.time_ns;
+  if (e.consequence) j["consequence"] = true;
+  if (!e.fields.empty()) j["fields"] = e.fields;
   return j;
+}
+
+std::string LogEvent::Where() const {
+  if (!file.empty()) return file + ":" + std::to_string(line);
+  return (rank >= 0 ? "rank " + std::to_string(rank) + " " : std::string()) + "log line " + std::to_string(line);
 }
 
 Result<LogEvent> LogEventFromJson(const nlohmann::json& j) {
@@ -190,7 +202,20 @@ Result<LogEvent> LogEventFromJson(const nlohmann::json& j) {
   f.Get("location", &e.location);
   f.Get("exit_code", &e.exit_code);
   f.Get("signal", &e.signal);
+  f.Get("file", &e.file);
+  f.Get("host", &e.host);
+  f.Get("pid", &e.pid);
+  f.Get("offset", &e.offset);
+  f.Get("time_ns", &e.time_ns);
+  f.Get("consequence", &e.consequence);
   DSD_RETURN_IF_ERROR(f.status());
+  if (j.contains("fields")) {
+    if (!j["fields"].is_object()) return InvalidArgument("log event: field 'fields' must be an object of strings");
+    for (auto& [k, v] : j["fields"].items()) {
+      if (!v.is_string()) return InvalidArgument("log event: field 'fields." + k + "' must be a string");
+      e.fields[k] = v.get<std::string>();
+    }
+  }
   DSD_ASSIGN_OR_RETURN(e.severity, ParseSeverity(severity));
   if (!IsKnownCode(e.code)) return InvalidArgument("log event: unknown code '" + e.code + "'");
   return e;

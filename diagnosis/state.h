@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +78,25 @@ struct LogEvent {
   std::string location;       // "train.py:14"
   // Exit facts taken from a launcher's table (subject_rank): exit code or signal.
   int exit_code = 0, signal = 0;
+  // Where the line is (analyze): the file as given, the node and pid its prefixes named, its byte
+  // offset (orders lines of one file: in a combined log, file order is time order) and its time
+  // when the line carried a timestamp (0 otherwise).
+  std::string file;
+  std::string host;
+  int pid = 0;
+  int64_t offset = -1;
+  int64_t time_ns = 0;
+  // The message usually follows another rank's failure (connection reset, remote error): demoted
+  // to a consequence when an earlier failure explains it.
+  bool consequence = false;
+  // Named fields of the catalogue entry (log_catalogue.h): "seq", "op", "pg", "peer", …
+  std::map<std::string, std::string> fields;
+  std::string Field(const char* name) const {
+    auto it = fields.find(name);
+    return it == fields.end() ? "" : it->second;
+  }
+  // "job.log:123" (or "rank 3 log line 123" when the file is not known).
+  std::string Where() const;
 };
 
 struct RankState {
@@ -115,6 +135,9 @@ struct JobState {
   double stall_after_s = 60;  // --timeout: consistent collectives in flight longer than this stall
   double hang_after_s = 5;    // a rank away from a collective the others wait in for longer than this is missing
   bool job_ended = false;     // every rank has exited
+  // Built from logs alone (`analyze` of log files): the ranks' fate is known only where a log says
+  // it (a launcher's exit line); the others are shown as "state unknown", not as running.
+  bool logs_only = false;
   std::vector<RankState> ranks;  // indexed by rank
   std::vector<LogEvent> events;
   std::vector<Finding> network;  // findings of a `check` run, to correlate with stalls

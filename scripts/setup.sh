@@ -9,6 +9,8 @@ APT_PACKAGES=(
   # libraries found with find_package
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libncurses-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libopenmpi-dev openmpi-bin libeigen3-dev
+  # the log catalogue: RE2 (linear-time regexes) and Hyperscan (multi-pattern pre-scan of big logs)
+  libre2-dev libhyperscan-dev
   # tools the tests drive for real
   iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb elfutils iperf3
   # a real third-party training program for the run/analyze e2e tests (PyTorch, gloo backend)

@@ -1,0 +1,301 @@
+#include "collectors/log_prefix.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace dsd::collectors {
+namespace {
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool IsHostChar(char c) { return IsAlpha(c) || IsDigit(c) || c == '-' || c == '_' || c == '.'; }
+
+// Reads up to `max` digits at s[*i] into *value; false when there are none. Never overflows.
+bool Digits(std::string_view s, size_t* i, int max, int64_t* value) {
+  size_t start = *i;
+  int64_t v = 0;
+  while (*i < s.size() && IsDigit(s[*i]) && static_cast<int>(*i - start) < max) v = v * 10 + (s[(*i)++] - '0');
+  if (*i == start) return false;
+  *value = v;
+  return true;
+}
+
+bool Expect(std::string_view s, size_t* i, char c) {
+  if (*i < s.size() && s[*i] == c) return ++*i, true;
+  return false;
+}
+
+size_t SkipSpaces(std::string_view s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  return i;
+}
+
+// 2024-05-01T12:00:00.123Z / 2024-05-01 12:00:00,123 / [2024-05-01 12:00:00] ; returns the
+// length consumed (with trailing spaces and ':'), 0 when the line does not start with one.
+size_t Timestamp(std::string_view s, int64_t* ns) {
+  size_t i = 0;
+  bool bracket = Expect(s, &i, '[');
+  int64_t y, mo, d, h, mi, sec, frac = 0;
+  size_t frac_digits = 0;
+  if (!Digits(s, &i, 4, &y) || i != (bracket ? 5u : 4u) || !Expect(s, &i, '-') || !Digits(s, &i, 2, &mo) ||
+      !Expect(s, &i, '-') || !Digits(s, &i, 2, &d))
+    return 0;
+  if (!(Expect(s, &i, 'T') || Expect(s, &i, ' '))) return 0;
+  if (!Digits(s, &i, 2, &h) || !Expect(s, &i, ':') || !Digits(s, &i, 2, &mi) || !Expect(s, &i, ':') ||
+      !Digits(s, &i, 2, &sec))
+    return 0;
+  if (i < s.size() && (s[i] == '.' || s[i] == ',')) {
+    ++i;
+    size_t start = i;
+    if (!Digits(s, &i, 9, &frac)) return 0;
+    frac_digits = i - start;
+    while (i < s.size() && IsDigit(s[i])) ++i;  // beyond nanoseconds
+  }
+  int64_t offset_s = 0;
+  if (Expect(s, &i, 'Z')) {
+  } else if (i < s.size() && (s[i] == '+' || s[i] == '-') && i + 1 < s.size() && IsDigit(s[i + 1])) {
+    int sign = s[i] == '-' ? -1 : 1;
+    ++i;
+    int64_t oh = 0, om = 0;
+    Digits(s, &i, 2, &oh);
+    Expect(s, &i, ':');
+    Digits(s, &i, 2, &om);
+    offset_s = sign * (oh * 3600 + om * 60);
+  }
+  if (bracket && !Expect(s, &i, ']')) return 0;
+  Expect(s, &i, ':');
+  if (i < s.size() && s[i] != ' ' && s[i] != '\t') return 0;
+  i = SkipSpaces(s, i);
+  struct tm t = {};
+  t.tm_year = static_cast<int>(y) - 1900;
+  t.tm_mon = static_cast<int>(mo) - 1;
+  t.tm_mday = static_cast<int>(d);
+  t.tm_hour = static_cast<int>(h);
+  t.tm_min = static_cast<int>(mi);
+  t.tm_sec = static_cast<int>(sec);
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59 || sec > 61) return 0;
+  int64_t epoch = static_cast<int64_t>(::timegm(&t)) - offset_s;
+  while (frac_digits < 9) frac *= 10, ++frac_digits;
+  *ns = epoch * 1000000000 + frac;
+  return i;
+}
+
+// "Mon Jan  1 12:00:00 2024" (mpirun --timestamp-output) right before "[1,3]<stdout>:".
+size_t CTimeBeforeTag(std::string_view s) {
+  if (s.size() < 25 || !IsAlpha(s[0]) || s[3] != ' ' || s[7] != ' ' || s[10] != ' ' || s[13] != ':' || s[16] != ':' ||
+      s[24] != '[')
+    return 0;
+  return 24;
+}
+
+// [1,3]<stdout>:  (Open MPI 4)   [prterun-host-123@1,3]<stdout>:  (5)   [1,mpirank:3,algo-1]<stdout>:  (SageMaker)
+size_t MpiTag(std::string_view s, int* rank, std::string* host) {
+  size_t i = 0;
+  int64_t job, r;
+  if (!Expect(s, &i, '[')) return 0;
+  if (size_t at = s.find('@', i);
+      at != std::string_view::npos && at < 128 && s.substr(i, at - i).find_first_of("],") == std::string_view::npos)
+    i = at + 1;  // the PRRTE namespace
+  if (!Digits(s, &i, 9, &job) || !Expect(s, &i, ',')) return 0;
+  if (s.substr(i, 8) == "mpirank:") i += 8;
+  if (!Digits(s, &i, 9, &r)) return 0;
+  if (Expect(s, &i, ',')) {
+    size_t start = i;
+    while (i < s.size() && IsHostChar(s[i])) ++i;
+    if (i == start) return 0;
+    *host = std::string(s.substr(start, i - start));
+  }
+  if (!Expect(s, &i, ']') || !Expect(s, &i, '<')) return 0;
+  size_t close = s.find(">:", i);
+  if (close == std::string_view::npos || close - i > 8) return 0;
+  *rank = static_cast<int>(r);
+  i = close + 2;
+  return i < s.size() && s[i] == ' ' ? i + 1 : i;
+}
+
+// [rank3]: → rank;  [default0]: / [trainer3|0]: → local rank
+size_t TorchrunTag(std::string_view s, int* rank, int* local_rank) {
+  size_t i = 0;
+  if (!Expect(s, &i, '[')) return 0;
+  size_t role_start = i;
+  while (i < s.size() && (IsAlpha(s[i]) || s[i] == '_')) ++i;
+  if (i == role_start || i - role_start > 32) return 0;
+  std::string_view role = s.substr(role_start, i - role_start);
+  int64_t n, attempt;
+  if (!Digits(s, &i, 7, &n)) return 0;
+  if (Expect(s, &i, '|') && !Digits(s, &i, 5, &attempt)) return 0;
+  if (!Expect(s, &i, ']') || !Expect(s, &i, ':')) return 0;
+  if (role == "rank")
+    *rank = static_cast<int>(n);
+  else
+    *local_rank = static_cast<int>(n);
+  return i < s.size() && s[i] == ' ' ? i + 1 : i;
+}
+
+// [pod/<pod>/<container>]
+size_t KubernetesTag(std::string_view s, std::string* host) {
+  if (s.substr(0, 5) != "[pod/") return 0;
+  size_t close = s.find(']');
+  if (close == std::string_view::npos || close > 300) return 0;
+  std::string_view inner = s.substr(5, close - 5);
+  size_t slash = inner.find('/');
+  *host = std::string(inner.substr(0, slash));
+  return SkipSpaces(s, close + 1);
+}
+
+// host:pid:tid [dev]
+size_t NcclTag(std::string_view s, std::string* host, int* pid) {
+  size_t i = 0;
+  while (i < s.size() && IsHostChar(s[i])) ++i;
+  if (i == 0 || i > 253) return 0;
+  size_t host_end = i;
+  int64_t p, tid, dev;
+  if (!Expect(s, &i, ':') || !Digits(s, &i, 10, &p) || !Expect(s, &i, ':') || !Digits(s, &i, 10, &tid) ||
+      !Expect(s, &i, ' ') || !Expect(s, &i, '[') || !Digits(s, &i, 4, &dev) || !Expect(s, &i, ']'))
+    return 0;
+  *host = std::string(s.substr(0, host_end));
+  *pid = static_cast<int>(p);
+  return SkipSpaces(s, i);
+}
+
+// "(WorkerDict pid=63294, ip=10.41.0.8) " (Ray actors)
+size_t RayTag(std::string_view s, int* pid, std::string* host) {
+  size_t i = 0;
+  if (!Expect(s, &i, '(')) return 0;
+  size_t close = s.find(") ", i);
+  if (close == std::string_view::npos || close > 200) return 0;
+  std::string_view inner = s.substr(1, close - 1);
+  size_t p = inner.find(" pid=");
+  if (p == std::string_view::npos) return 0;
+  size_t j = p + 5;
+  int64_t v;
+  if (!Digits(inner, &j, 10, &v)) return 0;
+  *pid = static_cast<int>(v);
+  if (size_t ip = inner.find(", ip="); ip != std::string_view::npos) *host = std::string(inner.substr(ip + 5));
+  return close + 2;
+}
+
+// "  3: " (srun -l)
+size_t SrunLabel(std::string_view s, int* rank) {
+  size_t i = SkipSpaces(s, 0);
+  if (i > 8) return 0;
+  int64_t n;
+  if (!Digits(s, &i, 7, &n) || !Expect(s, &i, ':') || !(i == s.size() || s[i] == ' ')) return 0;
+  *rank = static_cast<int>(n);
+  return i < s.size() ? i + 1 : i;
+}
+
+bool LooksLikeHost(std::string_view token) {
+  if (token.empty() || token.size() > 253 || !(IsAlpha(token[0]) || IsDigit(token[0]))) return false;
+  bool letter = false;
+  for (char c : token) {
+    if (!IsHostChar(c)) return false;
+    letter |= IsAlpha(c);
+  }
+  if (!letter) return false;
+  // Python exceptions and log levels look like words, not hosts.
+  for (std::string_view w : {"Error", "Exception", "Warning", "Interrupt", "Exit", "Iteration"})
+    if (token.size() >= w.size() && token.substr(token.size() - w.size()) == w) return false;
+  for (std::string_view w : {"INFO", "WARNING", "WARN", "ERROR",    "DEBUG",      "CRITICAL",  "FATAL", "Traceback",
+                             "File", "NCCL",    "Note", "note",     "warning",    "error",     "Epoch", "epoch",
+                             "step", "Step",    "loss", "what",     "Reason",     "Message",   "PID",   "Hint",
+                             "time", "host",    "rank", "exitcode", "error_file", "traceback", "http",  "https"})
+    if (token == w) return false;
+  return true;
+}
+
+// "<host>: "
+size_t PdshLabel(std::string_view s, std::string* host) {
+  size_t i = 0;
+  while (i < s.size() && IsHostChar(s[i])) ++i;
+  if (i == 0 || i >= s.size() || s[i] != ':' || (i + 1 < s.size() && s[i + 1] != ' ')) return 0;
+  std::string_view token = s.substr(0, i);
+  if (!LooksLikeHost(token)) return 0;
+  *host = std::string(token);
+  return i + 1 < s.size() ? i + 2 : i + 1;
+}
+
+}  // namespace
+
+void DialectLearner::Add(std::string_view line) {
+  if (line.empty()) return;
+  ++lines_;
+  std::string host;
+  LinePrefix p;
+  // The label can follow a timestamp (pdsh output piped through ts, CI logs).
+  int64_t ns;
+  std::string_view rest = line.substr(Timestamp(line, &ns));
+  int rank;
+  if (PdshLabel(rest, &host) && NcclTag(rest, &p.host, &p.pid) == 0) {
+    ++host_lines_;
+    hosts_.insert(host);
+  } else if (SrunLabel(rest, &rank)) {
+    ++label_lines_;
+  }
+}
+
+PrefixDialect DialectLearner::Dialect() const {
+  PrefixDialect d;
+  // A real pdsh/srun log has nearly every line labelled; an unlabelled log has a few
+  // "SomeError: …" lines at most.
+  d.pdsh = host_lines_ >= 3 && host_lines_ * 10 >= lines_ * 3;
+  d.srun = label_lines_ >= 3 && label_lines_ * 10 >= lines_ * 3;
+  if (d.pdsh && hosts_.size() <= 256) d.hosts = hosts_;
+  return d;
+}
+
+std::string_view StripPrefixes(std::string_view line, const PrefixDialect& dialect, LinePrefix* out) {
+  std::string_view s = line;
+  for (int round = 0; round < 8 && !s.empty(); ++round) {
+    size_t n = 0;
+    int64_t ns = 0;
+    std::string host;
+    int rank = -1, local = -1, pid = 0;
+    if ((n = Timestamp(s, &ns))) {
+      out->time_ns = ns;
+    } else if ((n = KubernetesTag(s, &host))) {
+      out->host = host;
+    } else if (size_t ct = CTimeBeforeTag(s); ct && (n = MpiTag(s.substr(ct), &rank, &host))) {
+      n += ct;
+      out->rank = rank;
+      if (!host.empty()) out->host = host;
+    } else if ((n = MpiTag(s, &rank, &host))) {
+      out->rank = rank;
+      if (!host.empty()) out->host = host;
+    } else if ((n = RayTag(s, &pid, &host))) {
+      out->pid = pid;
+      if (!host.empty()) out->host = host;
+    } else if ((n = TorchrunTag(s, &rank, &local))) {
+      if (rank >= 0) out->rank = rank;
+      if (local >= 0) out->local_rank = local;
+    } else if ((n = NcclTag(s, &host, &pid))) {
+      out->host = host;
+      out->pid = pid;
+    } else if (dialect.srun && (n = SrunLabel(s, &rank))) {
+      out->rank = rank;
+    } else if ((dialect.pdsh || !dialect.hosts.empty()) && (n = PdshLabel(s, &host)) &&
+               (dialect.pdsh || dialect.hosts.count(host))) {
+      out->host = host;
+    } else {
+      n = 0;
+    }
+    if (!n) break;
+    s.remove_prefix(std::min(n, s.size()));
+  }
+  return s;
+}
+
+std::string_view StripProgressBar(std::string_view segment) {
+  size_t bar = segment.find("%|");
+  if (bar == std::string_view::npos) return segment;
+  size_t close = segment.find(']', bar);
+  if (close == std::string_view::npos) return {};
+  std::string_view rest = segment.substr(close + 1);
+  size_t i = 0;
+  while (i < rest.size() && rest[i] == ' ') ++i;
+  return rest.substr(i);
+}
+
+}  // namespace dsd::collectors

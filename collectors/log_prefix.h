@@ -1,0 +1,56 @@
+// Launcher prefixes of a combined log line: which rank, node or process printed it, and when.
+// Recognised, nested in any order at the start of a line:
+//   timestamps  2024-05-01T12:00:00.123Z / 2024-05-01 12:00:00,123 / [2024-05-01 12:00:00]
+//   Kubernetes  [pod/<pod>/<container>]            (kubectl logs --prefix) → host
+//   OpenMPI     [<job>,<rank>]<stdout|stderr>:     (mpirun --tag-output; PRRTE's [ns@job,rank],
+//               SageMaker's [job,mpirank:rank,host]) → rank
+//   Ray         (<Actor> pid=<pid>, ip=<ip>)      → pid, host
+//   torchrun    [rank<N>]: → rank;  [<role><N>]: / [<role><N>|<attempt>]: → local rank
+//   NCCL        <host>:<pid>:<tid> [<dev>]         → host, pid (the message keeps "NCCL …")
+//   srun -l     <N>:                               → rank   (only when the dialect has it)
+//   pdsh        <host>:                            → host   (only when the dialect has it)
+// A bare "<word>: " is ambiguous ("RuntimeError: …"), so pdsh and srun labels are accepted only
+// when the start of the file shows them (LearnDialect). Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace dsd::collectors {
+
+struct LinePrefix {
+  std::string host;     // node (pdsh, NCCL, Kubernetes pod)
+  int rank = -1;        // global rank
+  int local_rank = -1;  // rank on its node (torchrun [default0]:)
+  int pid = 0;          // NCCL host:pid:tid
+  int64_t time_ns = 0;  // a leading timestamp (UTC when no zone is given)
+};
+
+struct PrefixDialect {
+  bool pdsh = false;            // "<host>: " lines
+  bool srun = false;            // "<N>: " lines
+  std::set<std::string> hosts;  // hosts seen in pdsh position at the start of the file
+};
+
+// Learns the dialect from the first lines of a file (call it on up to a few thousand lines).
+class DialectLearner {
+ public:
+  void Add(std::string_view line);
+  PrefixDialect Dialect() const;
+
+ private:
+  int lines_ = 0, host_lines_ = 0, label_lines_ = 0;
+  std::set<std::string> hosts_;
+};
+
+// Strips every recognised prefix from the start of `line` into `out` (fields it does not find are
+// left as they were) and returns the message that follows.
+std::string_view StripPrefixes(std::string_view line, const PrefixDialect& dialect, LinePrefix* out);
+
+// The text after a tqdm progress bar glued in front of it ("45%|####  | 45/100 [00:10<00:12]Traceback…"),
+// or "" when the segment is only a progress bar; other text is returned as it is.
+std::string_view StripProgressBar(std::string_view segment);
+
+}  // namespace dsd::collectors

@@ -1,0 +1,131 @@
+// Launcher prefixes, in the formats of the public reports cited beside them.
+#include "collectors/log_prefix.h"
+
+#include <gtest/gtest.h>
+
+namespace dsd::collectors {
+namespace {
+
+struct Parsed {
+  LinePrefix p;
+  std::string message;
+};
+
+Parsed Strip(const std::string& line, const PrefixDialect& d = {}) {
+  Parsed out;
+  out.message = std::string(StripPrefixes(line, d, &out.p));
+  return out;
+}
+
+TEST(LogPrefixTest, TorchrunRankAndTeePrefixes) {
+  // torch >= 2.2 C++ logger (https://github.com/hiyouga/LlamaFactory/issues/6269) and >= 2.3 excepthook.
+  auto a = Strip("[rank3]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught");
+  EXPECT_EQ(a.p.rank, 3);
+  EXPECT_EQ(a.message, "[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught");
+  EXPECT_EQ(Strip("[rank0]: Traceback (most recent call last):").message, "Traceback (most recent call last):");
+  // torchrun --tee: [{role}{local_rank}]: (https://github.com/rwth-i6/i6_core/pull/658)
+  auto b = Strip("[default3]:ep 55 train, step 1347");
+  EXPECT_EQ(b.p.rank, -1);
+  EXPECT_EQ(b.p.local_rank, 3);
+  EXPECT_EQ(b.message, "ep 55 train, step 1347");
+  // Not a prefix: "[Rank 1]" inside a message, glog headers.
+  EXPECT_EQ(Strip("[Rank 1] Watchdog").p.rank, -1);
+  EXPECT_EQ(Strip("[E ProcessGroupNCCL.cpp:737] x").message, "[E ProcessGroupNCCL.cpp:737] x");
+}
+
+TEST(LogPrefixTest, OpenMpiTags) {
+  EXPECT_EQ(Strip("[1,3]<stderr>:Traceback (most recent call last):").p.rank, 3);
+  EXPECT_EQ(Strip("[1,3]<stderr>:Traceback").message, "Traceback");
+  // --timestamp-output (orte iof_base_output.c format)
+  auto t = Strip("Mon Jan  1 12:00:00 2024[1,12]<stdout>:hello");
+  EXPECT_EQ(t.p.rank, 12);
+  EXPECT_EQ(t.message, "hello");
+  // Open MPI 5 / PRRTE (https://github.com/openpmix/prrte/issues/1405)
+  EXPECT_EQ(Strip("[prterun-f5n18-100629@1,5]<stdout>: f5n18").p.rank, 5);
+  // SageMaker (pacman100/accelerate-aws-sagemaker README)
+  auto s = Strip("[1,mpirank:7,algo-2]<stdout>:algo-2:79:1300 [0] NCCL INFO Launch mode Parallel");
+  EXPECT_EQ(s.p.rank, 7);
+  EXPECT_EQ(s.p.host, "algo-2");
+  EXPECT_EQ(s.p.pid, 79);
+  EXPECT_EQ(s.message, "NCCL INFO Launch mode Parallel");
+}
+
+TEST(LogPrefixTest, NcclPrefixAndTimestamps) {
+  // NCCL 2.26 timestamps WARN lines (https://github.com/pytorch/pytorch/issues/150852).
+  auto a = Strip(
+      "[2025-04-08 08:39:46] devgpu263:589012:591652 [0] transport/nvls.cc:254 NCCL WARN Cuda failure 1 'invalid "
+      "argument'");
+  EXPECT_EQ(a.p.host, "devgpu263");
+  EXPECT_EQ(a.p.pid, 589012);
+  EXPECT_EQ(a.p.time_ns, 1744101586LL * 1000000000);
+  EXPECT_EQ(a.message, "transport/nvls.cc:254 NCCL WARN Cuda failure 1 'invalid argument'");
+  // CloudWatch/k8s RFC3339 with fraction and zone.
+  auto b = Strip("2024-05-01T12:00:00.5+02:00 hello");
+  EXPECT_EQ(b.p.time_ns, (1714564800LL - 7200) * 1000000000 + 500000000);
+  EXPECT_EQ(b.message, "hello");
+  // DeepSpeed's logger: [2024-02-03 11:48:17,107]
+  EXPECT_GT(Strip("[2024-02-03 11:48:17,107] [INFO] [launch.py:316:sigkill_handler] Killing").p.time_ns, 0);
+  // Not timestamps.
+  EXPECT_EQ(Strip("2024-05-01 is a date").p.time_ns, 0);
+  EXPECT_EQ(Strip("[2024-13-45 99:00:00] x").p.time_ns, 0);
+}
+
+TEST(LogPrefixTest, KubernetesRayAndNesting) {
+  auto k = Strip("[pod/trainer-worker-1/pytorch] 2024-05-01T12:00:00.123456789Z [rank5]: RuntimeError: boom");
+  EXPECT_EQ(k.p.host, "trainer-worker-1");
+  EXPECT_EQ(k.p.rank, 5);
+  EXPECT_GT(k.p.time_ns, 0);
+  EXPECT_EQ(k.message, "RuntimeError: boom");
+  // Ray actors (https://github.com/GAIR-NLP/DeepResearcher/issues/16)
+  auto r = Strip("(WorkerDict pid=63294, ip=10.41.0.8) [rank3]:[E416 20:40:12.984683378 ProcessGroupNCCL.cpp:607] x");
+  EXPECT_EQ(r.p.pid, 63294);
+  EXPECT_EQ(r.p.host, "10.41.0.8");
+  EXPECT_EQ(r.p.rank, 3);
+}
+
+TEST(LogPrefixTest, PdshAndSrunNeedTheDialect) {
+  // Without the dialect a "word: " is a message ("RuntimeError: …").
+  EXPECT_EQ(Strip("worker-1: [rank3]: boom").p.host, "");
+  EXPECT_EQ(Strip("3: hello").p.rank, -1);
+  DialectLearner pdsh;
+  // DeepSpeed's launcher through pdsh (https://github.com/hiyouga/LlamaFactory/issues/2470).
+  for (int i = 0; i < 10; ++i)
+    pdsh.Add("gpu00" + std::to_string(i % 4) + ": [2024-01-01 00:00:00,000] [INFO] [launch.py:96:main] x");
+  pdsh.Add("RuntimeError: not a host");
+  PrefixDialect d = pdsh.Dialect();
+  EXPECT_TRUE(d.pdsh);
+  EXPECT_FALSE(d.srun);
+  auto a = Strip("gpu004: RuntimeError: [15] is setting up NCCL communicator", d);
+  EXPECT_EQ(a.p.host, "gpu004");
+  EXPECT_EQ(a.message, "RuntimeError: [15] is setting up NCCL communicator");
+  EXPECT_EQ(Strip("RuntimeError: boom", d).p.host, "");
+  EXPECT_EQ(Strip("ValueError: boom", d).message, "ValueError: boom");
+  // srun -l right-aligns task ids (slurm src/common/write_labelled_message.c).
+  DialectLearner srun;
+  for (int i = 0; i < 16; ++i) srun.Add((i < 10 ? " " : "") + std::to_string(i) + ": step 1");
+  PrefixDialect sd = srun.Dialect();
+  EXPECT_TRUE(sd.srun);
+  EXPECT_EQ(Strip(" 7: Traceback (most recent call last):", sd).p.rank, 7);
+  EXPECT_EQ(Strip("12: x", sd).p.rank, 12);
+}
+
+TEST(LogPrefixTest, ProgressBars) {
+  EXPECT_EQ(
+      StripProgressBar("Epoch 1:  45%|####5     | 45/100 [00:10<00:12,  4.41it/s]Traceback (most recent call last):"),
+      "Traceback (most recent call last):");
+  EXPECT_EQ(StripProgressBar("100%|##########| 3000001/3000001 [03:33<00:00, 14061.26it/s]"), "");
+  EXPECT_EQ(StripProgressBar("no bar here"), "no bar here");
+}
+
+TEST(LogPrefixTest, HostileInputIsTotal) {
+  std::string long_digits(5000, '9');
+  EXPECT_EQ(Strip("[rank" + long_digits + "]: x").p.rank, -1);
+  EXPECT_EQ(Strip("[" + long_digits + "," + long_digits + "]<stdout>: x").p.rank, -1);
+  Strip(std::string("\0\xff[pod/", 7));
+  Strip("[pod/");
+  Strip("(x pid=");
+  Strip("host:1:2 [");
+}
+
+}  // namespace
+}  // namespace dsd::collectors

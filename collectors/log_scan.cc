@@ -1,0 +1,422 @@
+#include "collectors/log_scan.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <tuple>
+
+#include "collectors/log_catalogue.h"
+#include "collectors/log_classifier.h"
+#include "collectors/log_matcher.h"
+#include "collectors/log_prefix.h"
+#include "common/strings.h"
+
+namespace dsd::collectors {
+namespace {
+
+using diagnosis::LogEvent;
+
+// Lines of the start of a file that teach the prefix dialect.
+constexpr int kDialectLines = 2000;
+// A stream whose traceback stays open this many lines of its file without a line of its own is
+// closed (its process died while printing), so the rest of the file is not read line by line.
+constexpr int64_t kStaleLines = 20000;
+
+struct StreamKey {
+  int file = 0;
+  std::string host;
+  int rank = -1, local_rank = -1, pid = 0;
+  bool operator<(const StreamKey& o) const {
+    return std::tie(file, host, rank, local_rank, pid) < std::tie(o.file, o.host, o.rank, o.local_rank, o.pid);
+  }
+};
+
+struct Stream {
+  StreamKey key;
+  std::unique_ptr<LogClassifier> classifier;
+  std::vector<LogEvent> events;
+  std::map<std::string, size_t> per_kind;  // kind → events seen (kept or not)
+  int64_t last_line = 0;
+};
+
+// Replaces bytes that are not valid UTF-8 (and control characters but tab) with '?', so text
+// from binary or mis-encoded logs prints and serialises safely.
+std::string CleanText(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      out += (c < 0x20 && c != '\t') || c == 0x7f ? '?' : static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    int n = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size() && c >= 0xc2 && c <= 0xf4;
+    for (int k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (ok) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += '?';
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct LogScanner::Impl {
+  LogScanOptions options;
+  std::unique_ptr<LineScanner> scanner;
+  std::map<StreamKey, size_t> index;
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<std::string> files;  // display names
+  std::vector<int> file_ranks;
+  LogScanResult result;
+  uint64_t dropped = 0;
+
+  // Per-file state.
+  int file = -1;
+  PrefixDialect dialect;
+  int64_t line_no = 0;       // lines of the file before the current block
+  int64_t offset = 0;        // byte offset of the current block in the file
+  std::set<size_t> pending;  // streams with an open traceback or table
+
+  Stream& StreamFor(const LinePrefix& p) {
+    StreamKey k{file, p.host, p.rank, p.local_rank, p.pid};
+    auto it = index.find(k);
+    if (it != index.end()) return *streams[it->second];
+    if (streams.size() >= options.max_streams) {
+      // Bizarre prefixes (a different "host" on every line): one stream per file from here on.
+      k = StreamKey{file, "", -2, -1, 0};
+      it = index.find(k);
+      if (it != index.end()) return *streams[it->second];
+    }
+    auto s = std::make_unique<Stream>();
+    s->key = k;
+    int rank = k.rank >= 0 ? k.rank : file_ranks[file];
+    s->classifier = std::make_unique<LogClassifier>(rank);
+    index.emplace(k, streams.size());
+    streams.push_back(std::move(s));
+    return *streams.back();
+  }
+
+  void Keep(Stream& s, std::vector<LogEvent>&& events, const LinePrefix& p, int64_t line_offset) {
+    for (LogEvent& e : events) {
+      size_t seen = ++s.per_kind[e.kind];
+      if (seen > options.max_events_per_kind) {
+        ++dropped;
+        continue;
+      }
+      e.file = files[file];
+      if (e.host.empty()) e.host = p.host;
+      if (!e.pid) e.pid = p.pid;
+      e.offset = line_offset;
+      e.time_ns = p.time_ns;
+      e.text = CleanText(e.text);
+      e.summary = CleanText(e.summary);
+      s.events.push_back(std::move(e));
+    }
+  }
+
+  // One line of the file: [begin, end) of `block`, its line number in the file.
+  void Line(std::string_view line, int64_t number, int64_t line_offset) {
+    if (line.size() > options.max_line_bytes) line = line.substr(0, options.max_line_bytes);
+    LinePrefix p;
+    std::string_view message = StripPrefixes(line, dialect, &p);
+    Stream& s = StreamFor(p);
+    size_t id = &s == streams.back().get() ? streams.size() - 1 : index[s.key];
+    s.last_line = number;
+    Keep(s, s.classifier->FeedAt(message, static_cast<int>(std::min<int64_t>(number, INT32_MAX))), p, line_offset);
+    if (s.classifier->pending())
+      pending.insert(id);
+    else
+      pending.erase(id);
+  }
+
+  void CloseStale(int64_t now_line) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      Stream& s = *streams[*it];
+      if (now_line - s.last_line > kStaleLines) {
+        LinePrefix p{s.key.host, s.key.rank, s.key.local_rank, s.key.pid, 0};
+        Keep(s, s.classifier->Finish(), p, -1);
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Complete lines: `block` ends at a line end (its '\n' excluded) or at the end of the input.
+  void Block(std::string_view block) {
+    size_t pos = 0;
+    int64_t counted_to = 0, lines_before = line_no;  // newlines in block[0, counted_to)
+    auto number_of = [&](size_t at) {
+      const char* b = block.data();
+      for (const char* p = b + counted_to; p < b + at;) {
+        const void* nl = std::memchr(p, '\n', (b + at) - p);
+        if (!nl) break;
+        ++lines_before;
+        p = static_cast<const char*>(nl) + 1;
+      }
+      counted_to = at;
+      return lines_before + 1;
+    };
+    while (pos < block.size()) {
+      // Line by line while a multi-line construct is open.
+      while (!pending.empty() && pos < block.size()) {
+        const void* nl = std::memchr(block.data() + pos, '\n', block.size() - pos);
+        size_t end = nl ? static_cast<const char*>(nl) - block.data() : block.size();
+        int64_t n = number_of(pos);
+        ++result.candidate_lines;
+        Line(block.substr(pos, end - pos), n, offset + static_cast<int64_t>(pos));
+        if ((n & 1023) == 0) CloseStale(n);
+        pos = end + 1;
+      }
+      if (pos >= block.size()) break;
+      size_t resume = std::string_view::npos;
+      scanner->Scan(block.substr(pos), [&](size_t b, size_t e) {
+        b += pos, e += pos;
+        ++result.candidate_lines;
+        Line(block.substr(b, e - b), number_of(b), offset + static_cast<int64_t>(b));
+        if (!pending.empty()) {
+          resume = e + 1;
+          return false;
+        }
+        return true;
+      });
+      if (resume == std::string_view::npos) break;
+      pos = resume;
+    }
+    number_of(block.size());
+    // The block's last line (or its missing newline) counts as one line.
+    line_no = lines_before + (block.empty() ? 0 : 1);
+  }
+
+  void StartFile(const LogInput& input) {
+    file = static_cast<int>(files.size());
+    files.push_back(!input.name.empty() ? input.name : input.path == "-" ? "<stdin>" : input.path);
+    file_ranks.push_back(input.rank);
+    line_no = 0;
+    offset = 0;
+    pending.clear();
+    dialect = PrefixDialect{};
+  }
+
+  void Learn(std::string_view head) {
+    DialectLearner learner;
+    size_t pos = 0;
+    for (int i = 0; i < kDialectLines && pos < head.size(); ++i) {
+      const void* nl = std::memchr(head.data() + pos, '\n', head.size() - pos);
+      size_t end = nl ? static_cast<const char*>(nl) - head.data() : head.size();
+      learner.Add(head.substr(pos, std::min<size_t>(end - pos, 4096)));
+      pos = end + 1;
+    }
+    dialect = learner.Dialect();
+  }
+
+  void EndFile() {
+    for (size_t id : pending) {
+      Stream& s = *streams[id];
+      LinePrefix p{s.key.host, s.key.rank, s.key.local_rank, s.key.pid, 0};
+      Keep(s, s.classifier->Finish(), p, -1);
+    }
+    pending.clear();
+    // Streams of this file that are not pending have nothing open; Finish() them for symmetry.
+    for (auto& s : streams)
+      if (s->key.file == file) {
+        LinePrefix p{s->key.host, s->key.rank, s->key.local_rank, s->key.pid, 0};
+        Keep(*s, s->classifier->Finish(), p, -1);
+      }
+  }
+};
+
+LogScanner::LogScanner(LogScanOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  std::vector<std::string> triggers;
+  for (const LogPattern& p : Catalogue()) triggers.push_back(TriggerOf(p.regex));
+  for (auto& t : LogClassifier::Triggers()) triggers.push_back(t);
+  impl_->scanner = MakeLineScanner(triggers);
+  impl_->result.engine = impl_->scanner->engine();
+}
+
+LogScanner::~LogScanner() = default;
+
+void LogScanner::AddText(std::string_view text, const LogInput& input) {
+  Impl& s = *impl_;
+  s.StartFile(input);
+  s.Learn(text.substr(0, std::min(text.size(), s.options.block_bytes)));
+  s.result.bytes += text.size();
+  // The same path as files: blocks cut at line ends.
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t want = std::min(text.size() - pos, s.options.block_bytes);
+    size_t end = pos + want;
+    if (end < text.size()) {
+      const void* nl = ::memrchr(text.data() + pos, '\n', want);
+      if (!nl) nl = std::memchr(text.data() + end, '\n', text.size() - end);  // a line longer than a block
+      end = nl ? static_cast<const char*>(nl) - text.data() : text.size();
+    }
+    std::string_view block = text.substr(pos, end - pos);
+    if (end < text.size() && text[end] == '\n') {
+      s.Block(block);
+      s.offset += block.size() + 1;
+      pos = end + 1;
+    } else {
+      s.Block(block);
+      s.offset += block.size();
+      pos = end;
+    }
+  }
+  s.result.lines += s.line_no;
+  s.EndFile();
+}
+
+Status LogScanner::Add(const LogInput& input) {
+  if (input.path == "-") return AddFd(0, input);
+  int fd = ::open(input.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFound("analyze: cannot open '" + input.path + "': " + std::strerror(errno));
+#ifdef POSIX_FADV_SEQUENTIAL
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+  Status st = AddFd(fd, input);
+  ::close(fd);
+  return st;
+}
+
+Status LogScanner::AddFd(int fd, const LogInput& input) {
+  Impl& s = *impl_;
+  s.StartFile(input);
+  const size_t block = s.options.block_bytes;
+  std::string buf(block + s.options.max_line_bytes + 1, '\0');
+  size_t have = 0;        // bytes in buf: the start of a line not ended yet, then new data
+  bool overlong = false;  // the line in buf is longer than max_line_bytes: skip to its end
+  bool learned = false;
+  Status status = Status::Ok();
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data() + have, block);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      status = IoError("analyze: reading '" + s.files[s.file] + "': " + std::strerror(errno) +
+                       " (the part read so far is analysed)");
+      break;
+    }
+    s.result.bytes += n;
+    size_t end = have + n;
+    if (n == 0) break;
+    std::string_view data(buf.data(), end);
+    if (!learned) s.Learn(data), learned = true;
+    size_t start = 0;
+    if (overlong) {
+      // Discard the rest of an over-long line up to its newline.
+      const void* nl = std::memchr(data.data(), '\n', data.size());
+      if (!nl) {
+        have = 0;
+        continue;
+      }
+      size_t skip = static_cast<const char*>(nl) - data.data() + 1;
+      s.offset += skip;
+      start = skip;
+      overlong = false;
+    }
+    const void* last_nl = ::memrchr(data.data() + start, '\n', data.size() - start);
+    size_t complete_end = last_nl ? static_cast<const char*>(last_nl) - data.data() : start;  // index of the last '\n'
+    if (last_nl) {
+      std::string_view lines = data.substr(start, complete_end - start);
+      s.Block(lines);
+      s.offset += lines.size() + 1;
+      start = complete_end + 1;
+    }
+    // Keep the unfinished line; if it is already too long, classify its start now and skip the rest.
+    size_t rest = data.size() - start;
+    if (rest > s.options.max_line_bytes) {
+      s.Block(data.substr(start, s.options.max_line_bytes));
+      s.offset += rest;
+      overlong = true;  // counted as a line by Block(): the rest of it is skipped up to its newline
+      have = 0;
+    } else {
+      std::memmove(buf.data(), buf.data() + start, rest);
+      have = rest;
+    }
+  }
+  if (have > 0) s.Block(std::string_view(buf.data(), have));
+  s.result.lines += s.line_no;
+  s.EndFile();
+  return status;
+}
+
+LogScanResult LogScanner::Finish() {
+  Impl& s = *impl_;
+  LogScanResult& r = s.result;
+  // host:pid and host/local rank of streams whose rank is known, to attribute the others.
+  std::map<std::pair<std::string, int>, int> by_pid, by_local;
+  auto rank_of = [&](const Stream& st) {
+    if (st.key.rank >= 0) return st.key.rank;
+    if (s.file_ranks[st.key.file] >= 0) return s.file_ranks[st.key.file];
+    return st.classifier->facts().self_rank;
+  };
+  for (auto& st : s.streams) {
+    int rank = rank_of(*st);
+    if (rank < 0) continue;
+    if (st->key.pid) by_pid[{st->key.host, st->key.pid}] = rank;
+    if (st->key.local_rank >= 0) by_local[{st->key.host, st->key.local_rank}] = rank;
+  }
+  for (auto& st : s.streams) {
+    int rank = rank_of(*st);
+    if (rank < 0 && st->key.pid) {
+      auto it = by_pid.find({st->key.host, st->key.pid});
+      if (it != by_pid.end()) rank = it->second;
+    }
+    if (rank < 0 && st->key.local_rank >= 0) {
+      auto it = by_local.find({st->key.host, st->key.local_rank});
+      if (it != by_local.end()) rank = it->second;
+    }
+    const StreamFacts& f = st->classifier->facts();
+    r.world_size = std::max(r.world_size, f.nranks);
+    if (rank >= 0) {
+      r.world_size = std::max(r.world_size, rank + 1);
+      RankLogFacts& facts = r.ranks[rank];
+      if (facts.host.empty()) facts.host = st->key.host;
+      if (facts.nccl_version.empty() && !f.nccl_version.empty()) {
+        facts.nccl_version = f.nccl_version;
+        facts.version_where = s.files[st->key.file] + ":" + std::to_string(f.nccl_version_line);
+      }
+    }
+    for (LogEvent& e : st->events) {
+      e.rank = rank;
+      // An unattributed line that names its own rank (a watchdog's [Rank R] of the default group).
+      if (e.rank < 0 && !e.Field("self_rank").empty() && (e.Field("pg").empty() || e.Field("pg") == "0")) {
+        int self = std::atoi(e.Field("self_rank").c_str());
+        if (self >= 0 && self < (1 << 20)) e.rank = self;
+      }
+      // A launcher line about a local rank: the rank that has that local rank on that node.
+      if (e.subject_rank < 0 && !e.Field("local_rank").empty() && !e.host.empty()) {
+        auto it = by_local.find({e.host, std::atoi(e.Field("local_rank").c_str())});
+        if (it != by_local.end()) e.subject_rank = it->second;
+      }
+      if (e.subject_rank >= 0 && e.subject_rank < (1 << 20)) r.world_size = std::max(r.world_size, e.subject_rank + 1);
+      if (e.rank >= 0 && e.rank < (1 << 20)) r.world_size = std::max(r.world_size, e.rank + 1);
+      if (!e.Field("total").empty() && e.kind == std::string("torch_store_wait_clients"))
+        r.world_size = std::max(r.world_size, std::min(1 << 20, std::atoi(e.Field("total").c_str())));
+      r.events.push_back(std::move(e));
+    }
+    st->events.clear();
+  }
+  // Input order: file, then position (a combined log's order is the order things happened).
+  std::stable_sort(r.events.begin(), r.events.end(), [&](const LogEvent& a, const LogEvent& b) {
+    return std::tie(a.file, a.offset) < std::tie(b.file, b.offset);
+  });
+  if (s.dropped)
+    r.warnings.push_back(std::to_string(s.dropped) +
+                         " repeated log lines of a kind already reported were counted but not kept (first " +
+                         std::to_string(s.options.max_events_per_kind) + " per rank and kind are)");
+  return std::move(r);
+}
+
+}  // namespace dsd::collectors

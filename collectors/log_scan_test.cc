@@ -1,0 +1,234 @@
+// The streaming scanner: combined logs split per rank, the same events whatever the block size or
+// pre-scanner, bounded work on hostile input.
+#include "collectors/log_scan.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+#include "collectors/log_matcher.h"
+
+namespace dsd::collectors {
+namespace {
+
+using diagnosis::LogEvent;
+
+LogScanResult Scan(const std::string& text, LogScanOptions o = {}, int rank = -1) {
+  LogScanner s(o);
+  s.AddText(text, {"job.log", rank, ""});
+  return s.Finish();
+}
+
+const LogEvent* Find(const LogScanResult& r, const std::string& kind, int rank = -2) {
+  for (const LogEvent& e : r.events)
+    if (e.kind == kind && (rank == -2 || e.rank == rank)) return &e;
+  return nullptr;
+}
+
+TEST(LogScanTest, TorchrunCombinedLogIsSplitPerRankWithFileLines) {
+  auto r = Scan(
+      "[2024-05-01 12:00:00,001] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS\n"
+      "[rank0]:step 1\n"
+      "[rank1]: Traceback (most recent call last):\n"
+      "[rank0]:step 2\n"
+      "[rank1]:   File \"/w/train.py\", line 40, in <module>\n"
+      "[rank1]:     dist.all_reduce(t)\n"
+      "[rank1]:   File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1536, in "
+      "all_reduce\n"
+      "[rank0]:step 3\n"
+      "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
+  const LogEvent* tb = Find(r, "python_traceback");
+  ASSERT_TRUE(tb);
+  EXPECT_EQ(tb->rank, 1);
+  EXPECT_EQ(tb->file, "job.log");
+  EXPECT_EQ(tb->line, 3);
+  EXPECT_EQ(tb->location, "train.py:40");
+  EXPECT_EQ(tb->collective, "all_reduce");
+  EXPECT_EQ(tb->code, "OUT_OF_MEMORY");
+  EXPECT_EQ(r.world_size, 2);
+}
+
+TEST(LogScanTest, PdshHostsAndNcclPidsResolveToRanks) {
+  // DeepSpeed via pdsh: no rank prefix; NCCL INFO "comm … rank R nranks N" names each pid's rank.
+  std::string log;
+  for (int node = 0; node < 2; ++node)
+    for (int local = 0; local < 2; ++local) {
+      int rank = node * 2 + local, pid = 1000 + rank;
+      log += "worker-" + std::to_string(node) + ": worker-" + std::to_string(node) + ":" + std::to_string(pid) + ":" +
+             std::to_string(pid + 50) + " [" + std::to_string(local) + "] NCCL INFO comm 0x55d1 rank " +
+             std::to_string(rank) + " nranks 4 cudaDev " + std::to_string(local) + " busId 1000 - Init COMPLETE\n";
+    }
+  log += "worker-1: \n";
+  log +=
+      "worker-1: worker-1:1003:1090 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+      "10.0.0.2<5000> "
+      "with error 12, opcode 0, len 0, vendor err 129 (Recv)\n";
+  log +=
+      "worker-0: worker-0:1000:1060 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer "
+      "worker-1<4111>\n";
+  auto r = Scan(log);
+  EXPECT_EQ(r.world_size, 4);
+  const LogEvent* ib = Find(r, "nccl_ib_retry_exceeded");
+  ASSERT_TRUE(ib);
+  EXPECT_EQ(ib->rank, 3);
+  EXPECT_EQ(ib->host, "worker-1");
+  EXPECT_EQ(ib->pid, 1003);
+  EXPECT_EQ(ib->line, 6);
+  const LogEvent* closed = Find(r, "nccl_socket_closed");
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->rank, 0);
+  EXPECT_TRUE(closed->consequence);
+}
+
+TEST(LogScanTest, UnattributedLinesAreKeptAsJobLevelEvidence) {
+  auto r = Scan("loading data\nKilled\n");
+  const LogEvent* k = Find(r, "shell_killed");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->rank, -1);
+  EXPECT_EQ(k->line, 2);
+  EXPECT_EQ(k->code, "OUT_OF_MEMORY");
+}
+
+TEST(LogScanTest, ProgressBarThenKilledAndGluedTraceback) {
+  // A host OOM leaves only "Killed" after a tqdm bar (https://github.com/castorini/hedwig/issues/70).
+  auto r = Scan("100%|#####| 10/10 [00:01<00:00, 9.1it/s]\r 20%|##   | 2/10 [00:00<00:01]\rKilled\n", {}, 2);
+  const LogEvent* k = Find(r, "shell_killed");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->rank, 2);
+  EXPECT_EQ(k->line, 1);
+  auto g = Scan(
+      "Epoch 1:  45%|####5     | 45/100 [00:10<00:12,  4.41it/s]Traceback (most recent call last):\n"
+      "  File \"t.py\", line 3, in <module>\n"
+      "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+      {}, 0);
+  const LogEvent* tb = Find(g, "python_traceback");
+  ASSERT_TRUE(tb);
+  EXPECT_EQ(tb->code, "CUDA_ERROR");
+  EXPECT_EQ(tb->location, "t.py:3");
+}
+
+// A log with everything in it, to compare configurations.
+std::string MixedLog(int lines, unsigned seed) {
+  std::mt19937 rng(seed);
+  const char* noise[] = {"step %d loss 0.25", "[rank%d]:step loss 0.1",
+                         "worker-1: [INFO] [logging.py:96:log_dist] step=%d",
+                         "Epoch 1:  45%%|####5 | 45/100 [00:10<00:12,  4.41it/s]"};
+  const char* events[] = {
+      "[rank%d]: Traceback (most recent call last):\n[rank%d]:   File \"/w/a.py\", line 9, in <module>\n[rank%d]: "
+      "RuntimeError: Socket Timeout",
+      "[rank%d]:[E ProcessGroupNCCL.cpp:737] [Rank %d] Watchdog caught collective operation timeout: "
+      "WorkNCCL(SeqNum=%d, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800212 milliseconds before timing out.",
+      "[rank%d]:node1:123%d:1300 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.%d<43123> "
+      "failed : Connection refused",
+      "[rank%d]: terminate called after throwing an instance of 'c10::Error'\n[rank%d]:   what():  CUDA error: "
+      "device-side assert triggered %d"};
+  std::string out;
+  char buf[512];
+  for (int i = 0; i < lines; ++i) {
+    int r = rng() % 4;
+    if (rng() % 50 == 0)
+      std::snprintf(buf, sizeof buf, events[rng() % 4], r, r, r);
+    else
+      std::snprintf(buf, sizeof buf, noise[rng() % 4], i);
+    out += buf;
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<std::string> Keys(const LogScanResult& r) {
+  std::vector<std::string> k;
+  for (const LogEvent& e : r.events)
+    k.push_back(std::to_string(e.rank) + " " + std::to_string(e.line) + " " + e.kind + " " + e.code + " " + e.summary);
+  return k;
+}
+
+TEST(LogScanTest, SameEventsWhateverTheBlockSizeAndPreScanner) {
+  std::string log = MixedLog(3000, 7);
+  LogScanOptions big;
+  auto reference = Keys(Scan(log, big));
+  ASSERT_GT(reference.size(), 40u);
+  LogScanOptions tiny;
+  tiny.block_bytes = 64;  // lines cross blocks all the time
+  EXPECT_EQ(Keys(Scan(log, tiny)), reference);
+  setenv("DSDOCTOR_LOG_SCANNER", "re2", 1);
+  EXPECT_EQ(Keys(Scan(log, big)), reference);
+  unsetenv("DSDOCTOR_LOG_SCANNER");
+  // Through a pipe, as `analyze -` reads standard input.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::thread writer([&] {
+    for (size_t off = 0; off < log.size();)
+      off += std::max<ssize_t>(0, write(fds[1], log.data() + off, std::min<size_t>(777, log.size() - off)));
+    close(fds[1]);
+  });
+  LogScanner s;
+  ASSERT_TRUE(s.AddFd(fds[0], {"-", -1, "job.log"}).ok());
+  writer.join();
+  close(fds[0]);
+  EXPECT_EQ(Keys(s.Finish()), reference);
+}
+
+TEST(LogScanTest, OverlongLinesAreCutAndLineNumbersStayRight) {
+  LogScanOptions o;
+  o.block_bytes = 1 << 12;
+  o.max_line_bytes = 1 << 10;
+  std::string huge = "RuntimeError: CUDA error: an illegal memory access was encountered " + std::string(100000, 'x');
+  std::string log = "a\n" + huge + "\n" + "b\nKilled\n";
+  auto r = Scan(log, o, 0);
+  ASSERT_TRUE(Find(r, "cuda_illegal_address"));
+  EXPECT_EQ(Find(r, "cuda_illegal_address")->line, 2);
+  ASSERT_TRUE(Find(r, "shell_killed"));
+  EXPECT_EQ(Find(r, "shell_killed")->line, 4);
+  EXPECT_LE(Find(r, "cuda_illegal_address")->text.size(), 1000u);
+  // The same through the file reader (its own long-line path).
+  char path[] = "/tmp/dsd_scan_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, log.data(), log.size()), static_cast<ssize_t>(log.size()));
+  close(fd);
+  LogScanner s(o);
+  ASSERT_TRUE(s.Add({path, 0, "big.log"}).ok());
+  auto f = s.Finish();
+  unlink(path);
+  ASSERT_TRUE(Find(f, "shell_killed"));
+  EXPECT_EQ(Find(f, "shell_killed")->line, 4);
+  EXPECT_EQ(Find(f, "cuda_illegal_address")->line, 2);
+  EXPECT_EQ(f.lines, 4u);
+}
+
+TEST(LogScanTest, BinaryAndBadUtf8NeverCrashAndPrintSafely) {
+  std::string junk;
+  std::mt19937 rng(3);
+  for (int i = 0; i < 200000; ++i) junk += static_cast<char>(rng());
+  junk += "\nRuntimeError: CUDA error: device-side assert triggered \xff\xfe\xc3\n";
+  auto r = Scan(junk);
+  const LogEvent* e = Find(r, "cuda_device_assert");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->text.find('\xff'), std::string::npos);
+  EXPECT_NE(e->text.find("??"), std::string::npos);
+}
+
+TEST(LogScanTest, RepeatedLinesAreCountedNotKept) {
+  std::string log;
+  for (int i = 0; i < 1000; ++i) log += "ConnectionRefusedError: [Errno 111] Connection refused\n";
+  LogScanOptions o;
+  o.max_events_per_kind = 5;
+  auto r = Scan(log, o, 0);
+  EXPECT_EQ(r.events.size(), 5u);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("995"), std::string::npos);
+}
+
+TEST(LogScanTest, MissingFileIsNamed) {
+  LogScanner s;
+  Status st = s.Add({"/nonexistent/job.log", -1, ""});
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("/nonexistent/job.log"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsd::collectors
