@@ -30,6 +30,7 @@
 #include "agent/hostfile.h"
 #include "agent/launcher.h"
 #include "agent/token.h"
+#include "collectors/debug_profile.h"
 #include "collectors/log_classifier.h"
 #include "collectors/rank_monitor.h"
 #include "collectors/proc_stat.h"
@@ -454,6 +455,8 @@ int RunJob(const RunOptions& o) {
   char timeout_buf[32];
   std::snprintf(timeout_buf, sizeof timeout_buf, "%g", o.timeout_s);
   std::map<std::string, std::string> env = JobEnvironment();
+  // NCCL's WARN lines always; every library's debug output at --log-level/DSDOCTOR_LOG_LEVEL debug.
+  collectors::ApplyDiagnosticProfile(spdlog::get_level() <= spdlog::level::debug, &env);
   if (!env.count("DSDOCTOR_TIMEOUT")) env["DSDOCTOR_TIMEOUT"] = timeout_buf;
   env["PYTHONUNBUFFERED"] = "1";  // tracebacks and prints reach the log as they happen
   std::vector<std::vector<RankLaunch>> per_node(nnodes);

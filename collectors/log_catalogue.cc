@@ -32,26 +32,31 @@ constexpr LogRole kContext = LogRole::kContext;
 #define CUDA_ERR "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 
 const char* kPeerDiedRemedy =
-    "Usually a consequence: another rank died or stalled first and its peers saw the connection go. Find the first rank "
-    "that failed (the finding naming it comes first); if none did, test the network between the nodes with `dsdoctor check`.";
+    "Usually a consequence: another rank died or stalled first and its peers saw the connection go. Find the first "
+    "rank "
+    "that failed (the finding naming it comes first); if none did, test the network between the nodes with `dsdoctor "
+    "check`.";
 
 // Order matters: the first match wins, so within a family the specific entries come first.
 const std::vector<LogPattern> kCatalogue = {
     // ---- context (no finding): facts for attribution and cross-rank checks ------------------------
-    {"nccl_comm_init", R"(NCCL INFO (?:\w+ )?comm 0x[0-9a-f]+ rank (?P<self_rank>\d+) nranks (?P<nranks>\d+))", codes::kLogError, kInfo,
-     kContext, "NCCL communicator: rank {self_rank} of {nranks}", "", NCCL_ENV},
+    {"nccl_comm_init",
+     R"(NCCL INFO (?:\w+ )?comm 0x[0-9a-f]+ rank (?P<self_rank>\d+) nranks (?P<nranks>\d+)(?: cudaDev (?P<device>\d+))?)",
+     codes::kLogError, kInfo, kContext, "NCCL communicator: rank {self_rank} of {nranks}", "", NCCL_ENV},
     {"nccl_version", R"(NCCL INFO NCCL version (?P<version>\d+\.\d+\.\d+))", codes::kLogError, kInfo, kContext,
      "NCCL {version}", "", ""},
-    {"nccl_version_banner", R"(^NCCL version (?P<version>\d+\.\d+\.\d+))", codes::kLogError, kInfo, kContext, "NCCL {version}", "",
-     ""},
+    {"nccl_version_banner", R"(^NCCL version (?P<version>\d+\.\d+\.\d+))", codes::kLogError, kInfo, kContext,
+     "NCCL {version}", "", ""},
 
     // ---- wrappers: the message they carry decides the cause and the remedy (Classify() looks inside)
-    {"torch_async_exception", R"(Collective \w+\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:[^()]|\([^()]*\))*\) raised the following async exception: (?P<inner>.+))",
+    {"torch_async_exception",
+     R"(Collective \w+\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:[^()]|\([^()]*\))*\) raised the following async exception: (?P<inner>.+))",
      codes::kNcclError, kErr, kCause, "PyTorch: {op} SeqNum={seq} failed: {inner}",
      "NCCL failed inside the collective: the reason (and the NCCL WARN lines before it) name the cause.", TORCH_DIST},
-    {"torch_watchdog_terminated", R"(NCCL watchdog thread terminated with exception: (?P<inner>.+))", codes::kNcclError, kErr, kCause,
-     "PyTorch's NCCL watchdog ended the process: {inner}",
-     "The watchdog saw a CUDA error or a timeout on this rank's NCCL stream and took the process down; the inner message "
+    {"torch_watchdog_terminated", R"(NCCL watchdog thread terminated with exception: (?P<inner>.+))", codes::kNcclError,
+     kErr, kCause, "PyTorch's NCCL watchdog ended the process: {inner}",
+     "The watchdog saw a CUDA error or a timeout on this rank's NCCL stream and took the process down; the inner "
+     "message "
      "is the cause.",
      TORCH_DIST},
     // ---- NCCL: bootstrap and sockets --------------------------------------------------------------
@@ -62,27 +67,32 @@ const std::vector<LogPattern> kCatalogue = {
      "interfaces (`ip -br addr`) and set NCCL_SOCKET_IFNAME to one that exists on every node (a prefix such as `eth` "
      "or `=eth0` for an exact name; `^docker,lo` to exclude).",
      NCCL_ENV},
-    {"nccl_bootstrap_rank_mismatch", R"(Bootstrap Root : mismatch in rank count from procs (?P<got>\d+) : (?P<nranks>\d+))",
-     codes::kNcclError, kErr, kCause, "NCCL bootstrap: ranks disagree on the world size ({got} vs {nranks})",
-     "Two jobs share one MASTER_ADDR:MASTER_PORT / NCCL unique id, or ranks were started with different world sizes: give "
+    {"nccl_bootstrap_rank_mismatch",
+     R"(Bootstrap Root : mismatch in rank count from procs (?P<got>\d+) : (?P<nranks>\d+))", codes::kNcclError, kErr,
+     kCause, "NCCL bootstrap: ranks disagree on the world size ({got} vs {nranks})",
+     "Two jobs share one MASTER_ADDR:MASTER_PORT / NCCL unique id, or ranks were started with different world sizes: "
+     "give "
      "each job its own port and take WORLD_SIZE from the launcher.",
      NCCL_TROUBLE},
     {"nccl_connect_failed",
      R"((?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: Connect to (?P<peer>\S+) failed ?: ?(?P<error>.+))",
      codes::kNcclError, kErr, kCause, "NCCL could not connect to {peer}: {error}",
-     "A firewall between the nodes (NCCL uses random high ports unless NCCL_PORT_RANGE is set; open them or set a range "
+     "A firewall between the nodes (NCCL uses random high ports unless NCCL_PORT_RANGE is set; open them or set a "
+     "range "
      "the firewall allows), or NCCL_SOCKET_IFNAME picks an interface the peer cannot reach (a docker/NAT address): "
      "`dsdoctor check` tells DROP, REJECT and no route apart.",
      NCCL_TROUBLE " " NCCL_ENV},
     {"nccl_connect_exhausted",
-     R"((?P<function>\w+): connect (?:to (?P<peer>\S+) )?returned (?P<error>.+?), exceeded error retry count)", codes::kNcclError, kErr,
-     kCause, "NCCL gave up connecting to {peer}: {error}",
-     "NCCL retried the connection until NCCL_SOCKET_RETRY_CNT ran out: 'Connection refused' means nothing listened (the peer "
+     R"((?P<function>\w+): connect (?:to (?P<peer>\S+) )?returned (?P<error>.+?), exceeded error retry count)",
+     codes::kNcclError, kErr, kCause, "NCCL gave up connecting to {peer}: {error}",
+     "NCCL retried the connection until NCCL_SOCKET_RETRY_CNT ran out: 'Connection refused' means nothing listened "
+     "(the peer "
      "rank died or had not started: look for its first error), 'timed out' that SYNs were dropped (a firewall, or "
      "NCCL_SOCKET_IFNAME picking a link-local/NAT address). `dsdoctor check` tells them apart.",
      NCCL_TROUBLE " " NCCL_ENV},
-    {"nccl_connect_retry", R"((?:Call to connect returned (?P<error>[^,]+), retrying|connect (?:to \S+ )?returned (?P<error2>.+?), retrying))", codes::kNcclError, kWarn, kCause,
-     "NCCL retries a connection: {error}{error2}",
+    {"nccl_connect_retry",
+     R"((?:Call to connect returned (?P<error>[^,]+), retrying|connect (?:to \S+ )?returned (?P<error2>.+?), retrying))",
+     codes::kNcclError, kWarn, kCause, "NCCL retries a connection: {error}{error2}",
      "The peer's NCCL port is not accepting yet or is filtered: if it repeats until a timeout, a firewall or the wrong "
      "NCCL_SOCKET_IFNAME is the cause (`dsdoctor check`).",
      NCCL_TROUBLE},
@@ -91,63 +101,76 @@ const std::vector<LogPattern> kCatalogue = {
      codes::kNcclError, kErr, kConseq, "NCCL: a peer closed its connection", kPeerDiedRemedy, NCCL_TROUBLE},
     {"nccl_proxy_failed", R"(Proxy Call to rank (?P<peer>\d+) failed)", codes::kNcclError, kErr, kConseq,
      "NCCL proxy call to rank {peer} failed",
-     "Rank {peer}'s NCCL proxy did not answer: that rank died or hung first (look for its own error), or the connection to "
+     "Rank {peer}'s NCCL proxy did not answer: that rank died or hung first (look for its own error), or the "
+     "connection to "
      "it was cut.",
      NCCL_TROUBLE},
 
     // ---- NCCL: InfiniBand / RoCE -------------------------------------------------------------------
     {"nccl_ib_retry_exceeded",
-     R"(NET/IB\w*(?:/GIN)? ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:IBV_WC_\w+\()?12\b)", codes::kNcclError, kErr,
-     kCause, "InfiniBand transport retry counter exceeded talking to {peer} (IBV_WC_RETRY_EXC_ERR, status 12)",
+     R"(NET/IB\w*(?:/GIN)? ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:IBV_WC_\w+\()?12\b)",
+     codes::kNcclError, kErr, kCause,
+     "InfiniBand transport retry counter exceeded talking to {peer} (IBV_WC_RETRY_EXC_ERR, status 12)",
      "Packets to the peer were lost until the QP gave up: a bad cable/port or switch, the peer's HCA down, or RoCE "
      "without lossless configuration (PFC/ECN). Check `ibstat`/`ibv_devinfo` on both nodes and the switch counters; "
      "NCCL_IB_TIMEOUT (default 18 for 2.14+) and NCCL_IB_RETRY_CNT raise the tolerance, not the cause.",
      NCCL_ENV " " IBV_WC},
-    {"nccl_ib_flush", R"(NET/IB\w*(?:/GIN)? ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:IBV_WC_\w+\()?5\b)",
-     codes::kNcclError, kErr, kConseq, "InfiniBand work request flushed talking to {peer} (IBV_WC_WR_FLUSH_ERR, status 5)",
+    {"nccl_ib_flush",
+     R"(NET/IB\w*(?:/GIN)? ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:IBV_WC_\w+\()?5\b)",
+     codes::kNcclError, kErr, kConseq,
+     "InfiniBand work request flushed talking to {peer} (IBV_WC_WR_FLUSH_ERR, status 5)",
      "A flush follows an earlier error on the same queue pair (the QP went to the error state): the first completion "
      "error or the first rank that failed is the cause.",
      IBV_WC},
-    {"nccl_ib_local_protection", R"(NET/IB\w*(?:/GIN)? ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:IBV_WC_\w+\()?4\b)",
-     codes::kNcclError, kErr, kCause, "InfiniBand local protection error talking to {peer} (IBV_WC_LOC_PROT_ERR, status 4)",
+    {"nccl_ib_local_protection",
+     R"(NET/IB\w*(?:/GIN)? ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:IBV_WC_\w+\()?4\b)",
+     codes::kNcclError, kErr, kCause,
+     "InfiniBand local protection error talking to {peer} (IBV_WC_LOC_PROT_ERR, status 4)",
      "A buffer NCCL posted was not registered for the access it needed: usually GPUDirect RDMA trouble (nvidia-peermem "
      "not loaded, or an ACS/IOMMU setting that blocks peer-to-peer); try NCCL_NET_GDR_LEVEL=LOC to confirm.",
      NCCL_ENV " " IBV_WC},
     {"nccl_ib_completion_error",
-     R"(NET/IB\w*(?:/GIN)? ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:IBV_WC_\w+\()?(?P<status>\d+))", codes::kNcclError,
-     kErr, kCause, "InfiniBand completion error {status} talking to {peer}",
+     R"(NET/IB\w*(?:/GIN)? ?: ?Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:IBV_WC_\w+\()?(?P<status>\d+))",
+     codes::kNcclError, kErr, kCause, "InfiniBand completion error {status} talking to {peer}",
      "The HCA reported a failed work request (ibv_wc_status {status}): check the link (`ibstat`, `ibv_devinfo`), the "
      "peer node, and the fabric's error counters.",
      IBV_WC},
-    {"nccl_ib_async_event", R"(NET/IB ?: (?:\S+:\d+ )?(?:Got (?:non-fatal )?async event ?: ?|async fatal event(?: on \w+ \([^)]*\))?: )(?P<event>.+))", codes::kNcclError, kErr, kCause,
-     "InfiniBand async event: {event}",
-     "The HCA reported a port or device event (port error / link down): check the cable, the switch port and `ibstat` on "
+    {"nccl_ib_async_event",
+     R"(NET/IB ?: (?:\S+:\d+ )?(?:Got (?:non-fatal )?async event ?: ?|async fatal event(?: on \w+ \([^)]*\))?: )(?P<event>.+))",
+     codes::kNcclError, kErr, kCause, "InfiniBand async event: {event}",
+     "The HCA reported a port or device event (port error / link down): check the cable, the switch port and `ibstat` "
+     "on "
      "this node; other ranks' errors after this one are consequences.",
      NCCL_TROUBLE},
-    {"nccl_ib_reg_mr", R"((?:ibv_reg_mr|ibv_reg_dmabuf_mr)(?:_iova2)? failed(?: with error (?P<error>.+))?)", codes::kNcclError, kErr,
-     kCause, "NCCL could not register memory with the InfiniBand HCA (ibv_reg_mr)",
-     "Locked-memory limit too low: set `ulimit -l unlimited` (containers: --ulimit memlock=-1, Slurm: PropagateResourceLimits) "
+    {"nccl_ib_reg_mr", R"((?:ibv_reg_mr|ibv_reg_dmabuf_mr)(?:_iova2)? failed(?: with error (?P<error>.+))?)",
+     codes::kNcclError, kErr, kCause, "NCCL could not register memory with the InfiniBand HCA (ibv_reg_mr)",
+     "Locked-memory limit too low: set `ulimit -l unlimited` (containers: --ulimit memlock=-1, Slurm: "
+     "PropagateResourceLimits) "
      "on every node; for GPU buffers, load nvidia-peermem.",
      NCCL_TROUBLE},
     {"nccl_ib_modify_qp", R"(ibv_modify_qp failed(?: with (?:error )?(?P<error>.+))?)", codes::kNcclError, kErr, kCause,
      "NCCL could not bring an InfiniBand/RoCE queue pair up (ibv_modify_qp: {error})",
-     "On RoCE usually the GID index: pick the RoCE v2 GID with `show_gids` and set NCCL_IB_GID_INDEX (often 3), and the "
+     "On RoCE usually the GID index: pick the RoCE v2 GID with `show_gids` and set NCCL_IB_GID_INDEX (often 3), and "
+     "the "
      "same on every node; on IB check NCCL_IB_HCA names active ports.",
      NCCL_ENV},
-    {"nccl_ib_no_device", R"(NET/IB ?: ?No device found)", codes::kNcclError, kInfo, kContext, "NCCL found no InfiniBand device",
-     "", NCCL_ENV},
+    {"nccl_ib_no_device", R"(NET/IB ?: ?No device found)", codes::kNcclError, kInfo, kContext,
+     "NCCL found no InfiniBand device", "", NCCL_ENV},
 
     // ---- NCCL: shared memory, topology, usage ------------------------------------------------------
     {"nccl_shm",
      R"((?:Error while creating shared memory segment (?P<path>\S+)|Error: failed to extend (?P<path2>\S+) to \d+ bytes|unable to allocate shared memory|NCCL WARN .*(?:shm_open|ncclShmOpen)))",
      codes::kNcclError, kErr, kCause, "NCCL could not create a shared-memory segment",
-     "/dev/shm is too small (containers default to 64 MiB): run the container with --shm-size=1g or larger or --ipc=host "
+     "/dev/shm is too small (containers default to 64 MiB): run the container with --shm-size=1g or larger or "
+     "--ipc=host "
      "(Kubernetes: an emptyDir with medium Memory at /dev/shm); NCCL_SHM_DISABLE=1 works around it at a cost.",
      NCCL_TROUBLE},
-    {"nccl_shm_attach", R"(Error while attaching to shared memory segment (?P<path>\S+))", codes::kNcclError, kErr, kCause,
-     "NCCL could not attach to a peer's shared-memory segment {path}",
-     "The ranks of one node do not share /dev/shm: they run in different containers/pods without a shared IPC namespace "
-     "(use --ipc=host or one pod), systemd removed the segment (RemoveIPC=no in logind.conf), or the ranks load different "
+    {"nccl_shm_attach", R"(Error while attaching to shared memory segment (?P<path>\S+))", codes::kNcclError, kErr,
+     kCause, "NCCL could not attach to a peer's shared-memory segment {path}",
+     "The ranks of one node do not share /dev/shm: they run in different containers/pods without a shared IPC "
+     "namespace "
+     "(use --ipc=host or one pod), systemd removed the segment (RemoveIPC=no in logind.conf), or the ranks load "
+     "different "
      "NCCL versions. NCCL_SHM_DISABLE=1 works around it.",
      NCCL_TROUBLE},
     {"nccl_topology",
@@ -157,35 +180,43 @@ const std::vector<LogPattern> kCatalogue = {
      "NCCL_TOPO_FILE to the XML for this machine type; remove a stray NCCL_GRAPH_FILE or NCCL_TOPO_FILE (also in "
      "/etc/nccl.conf and ~/.nccl.conf) that describes another machine.",
      NCCL_ENV},
-    {"nccl_duplicate_gpu", R"(Duplicate GPU detected ?: ?rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<device>\w+))",
+    {"nccl_duplicate_gpu",
+     R"(Duplicate GPU detected ?: ?rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<device>\w+))",
      codes::kNcclError, kErr, kCause, "ranks {a} and {b} use the same GPU ({device})",
-     "Each rank must select its own GPU: call torch.cuda.set_device(local_rank) (LOCAL_RANK) before init_process_group or "
+     "Each rank must select its own GPU: call torch.cuda.set_device(local_rank) (LOCAL_RANK) before init_process_group "
+     "or "
      "the first CUDA call, and check CUDA_VISIBLE_DEVICES and the number of slots per node.",
      NCCL_TROUBLE},
     {"nccl_invalid_usage", R"((?:ncclInvalidUsage|invalid usage(?: \(run with NCCL_DEBUG=WARN for details\))?))",
      codes::kNcclError, kErr, kCause, "NCCL reports invalid usage",
-     "NCCL was called wrongly: two ranks on one GPU, a wrong world size or rank, mismatched collectives or a communicator used "
+     "NCCL was called wrongly: two ranks on one GPU, a wrong world size or rank, mismatched collectives or a "
+     "communicator used "
      "after abort. NCCL_DEBUG=WARN prints which argument.",
      NCCL_TROUBLE},
-    {"nccl_remote_error", R"((?:ncclRemoteError|remote process exited or there was a network error))", codes::kNcclError, kErr,
-     kConseq, "NCCL: a remote process exited or the network failed", kPeerDiedRemedy, NCCL_TROUBLE},
-    {"nccl_comm_aborted", R"(NCCL communicator was aborted(?: on rank (?P<self_rank>\d+))?)", codes::kNcclError, kErr, kConseq,
-     "the NCCL communicator was aborted (after another failure)", kPeerDiedRemedy, TORCH_DIST},
+    {"nccl_remote_error", R"((?:ncclRemoteError|remote process exited or there was a network error))",
+     codes::kNcclError, kErr, kConseq, "NCCL: a remote process exited or the network failed", kPeerDiedRemedy,
+     NCCL_TROUBLE},
+    {"nccl_comm_aborted", R"(NCCL communicator was aborted(?: on rank (?P<self_rank>\d+))?)", codes::kNcclError, kErr,
+     kConseq, "the NCCL communicator was aborted (after another failure)", kPeerDiedRemedy, TORCH_DIST},
     {"nccl_nvls_failure", R"(nvls\.cc:\d+ NCCL WARN Cuda failure)", codes::kNcclError, kErr, kCause,
      "NCCL NVLink SHARP (NVLS) setup failed",
      "Multicast objects on the NVSwitch could not be created: a driver older than the NCCL build expects, or "
-     "nvidia-fabricmanager/IMEX not running. Upgrade the driver or check the fabric manager; NCCL_NVLS_ENABLE=0 skips NVLS.",
+     "nvidia-fabricmanager/IMEX not running. Upgrade the driver or check the fabric manager; NCCL_NVLS_ENABLE=0 skips "
+     "NVLS.",
      NCCL_ENV},
-    {"nccl_library_mismatch", R"(Invalid config (?P<attribute>[\w/ ]+?) attribute value (?P<value>-?\d+))", codes::kNcclVersionMismatch,
-     kErr, kCause, "the NCCL library loaded is older than the one PyTorch was built with",
-     "Two NCCL copies are installed and the older one is loaded (LD_LIBRARY_PATH, a system libnccl, or a second nvidia-nccl "
+    {"nccl_library_mismatch", R"(Invalid config (?P<attribute>[\w/ ]+?) attribute value (?P<value>-?\d+))",
+     codes::kNcclVersionMismatch, kErr, kCause, "the NCCL library loaded is older than the one PyTorch was built with",
+     "Two NCCL copies are installed and the older one is loaded (LD_LIBRARY_PATH, a system libnccl, or a second "
+     "nvidia-nccl "
      "wheel): make the loaded library match torch.cuda.nccl.version() (`pip list | grep nccl`, `ldd`), or unset "
      "LD_LIBRARY_PATH/LD_PRELOAD entries that point to another NCCL.",
      NCCL_TROUBLE},
     {"nccl_ib_size_mismatch",
      R"(NET/IB ?: req \d+/\d+ tag \w+ peer (?P<peer>\S+) collective mismatch error, local size (?P<local>\d+) remote size (?P<remote>\d+))",
-     codes::kCollectiveMismatch, kErr, kCause, "NCCL over IB: sizes differ with {peer} (local {local}, remote {remote})",
-     "The ranks issued different collectives (sizes or order), or run different NCCL versions or NCCL_* settings (buffer "
+     codes::kCollectiveMismatch, kErr, kCause,
+     "NCCL over IB: sizes differ with {peer} (local {local}, remote {remote})",
+     "The ranks issued different collectives (sizes or order), or run different NCCL versions or NCCL_* settings "
+     "(buffer "
      "size, protocol): make every rank call the same collectives and use the same NCCL and environment everywhere.",
      NCCL_TROUBLE},
     {"nccl_no_net_plugin", R"(Failed to initialize any NET plugin)", codes::kNcclError, kErr, kCause,
@@ -193,96 +224,113 @@ const std::vector<LogPattern> kCatalogue = {
      "No network transport works on this node: on EFA/TCPX clusters install the vendor's NCCL net plugin and set "
      "NCCL_NET_PLUGIN; elsewhere check that NCCL_NET / NCCL_IB_DISABLE do not exclude every transport.",
      NCCL_ENV},
-    {"nccl_no_ibverbs", R"(Failed to open libibverbs)", codes::kNcclError, kInfo, kContext, "NCCL found no libibverbs", "", NCCL_ENV},
-    {"nccl_cuda_failure", R"((?:Cuda failure (?:\d+ )?'(?P<error>[^']+)'|ncclUnhandledCudaError|unhandled cuda error))", codes::kNcclError,
-     kErr, kCause, "CUDA call inside NCCL failed",
+    {"nccl_no_ibverbs", R"(Failed to open libibverbs)", codes::kNcclError, kInfo, kContext, "NCCL found no libibverbs",
+     "", NCCL_ENV},
+    {"nccl_cuda_failure", R"((?:Cuda failure (?:\d+ )?'(?P<error>[^']+)'|ncclUnhandledCudaError|unhandled cuda error))",
+     codes::kNcclError, kErr, kCause, "CUDA call inside NCCL failed",
      "A CUDA call inside NCCL failed ('out of memory': free GPU memory or lower NCCL buffers; 'peer access': check "
      "NVLink/P2P with `nvidia-smi topo -m`, NCCL_P2P_DISABLE=1 to confirm); the CUDA error named is the cause.",
      NCCL_TROUBLE},
     {"nccl_system_error", R"((?:ncclSystemError|unhandled system error))", codes::kNcclError, kErr, kCause,
      "NCCL: unhandled system error",
      "A system call inside NCCL failed: the NCCL WARN lines just before say which (socket connect: firewall or "
-     "NCCL_SOCKET_IFNAME; shm: /dev/shm too small, --shm-size/--ipc=host; ulimits). Rerun with NCCL_DEBUG=WARN or INFO if "
+     "NCCL_SOCKET_IFNAME; shm: /dev/shm too small, --shm-size/--ipc=host; ulimits). Rerun with NCCL_DEBUG=WARN or INFO "
+     "if "
      "there are none.",
      NCCL_TROUBLE},
-    {"nccl_internal_error", R"((?:ncclInternalError|NCCL error[^,]*, internal error))", codes::kNcclError, kErr,
-     kCause, "NCCL: internal error",
-     "Usually a mismatch NCCL cannot check: different NCCL versions across nodes, or ranks whose collective calls differ. "
+    {"nccl_internal_error", R"((?:ncclInternalError|NCCL error[^,]*, internal error))", codes::kNcclError, kErr, kCause,
+     "NCCL: internal error",
+     "Usually a mismatch NCCL cannot check: different NCCL versions across nodes, or ranks whose collective calls "
+     "differ. "
      "Compare the `NCCL version` lines of every rank (`dsdoctor check` does) before reporting a bug.",
      NCCL_TROUBLE},
     {"nccl_warn", R"(NCCL WARN (?P<message>.+))", codes::kNcclError, kErr, kCause, "NCCL WARN {message}",
-     "NCCL reported an error it has no code for: the message names the call and peer; rerun with NCCL_DEBUG=INFO for the "
+     "NCCL reported an error it has no code for: the message names the call and peer; rerun with NCCL_DEBUG=INFO for "
+     "the "
      "lines before it, and run `dsdoctor check` for interfaces, ports and versions.",
      NCCL_TROUBLE},
 
     // ---- PyTorch process groups: watchdog, NCCL errors -------------------------------------------------
-    {"runtime_watchdog", R"(watchdog: rank (?P<self_rank>\d+): (?P<call>.+) in flight for (?P<seconds>[0-9.]+) s(?P<rest>.*))",
+    {"runtime_watchdog",
+     R"(watchdog: rank (?P<self_rank>\d+): (?P<call>.+) in flight for (?P<seconds>[0-9.]+) s(?P<rest>.*))",
      codes::kWatchdogTimeout, kWarn, kCause, "watchdog: rank {self_rank}: {call} in flight for {seconds} s{rest}",
      "A call stayed in flight past DSDOCTOR_TIMEOUT; the other findings say why it could not finish.", ""},
     {"torch_watchdog",
      R"((?:PG ID (?P<pg>\d+)[^\]]*?)?(?:Rank (?P<self_rank>\d+)\] )?Watchdog caught collective operation timeout: Work\w*\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:.*Timeout\(ms\)=(?P<timeout_ms>\d+))?)",
      codes::kWatchdogTimeout, kErr, kCause, "PyTorch watchdog: {op} SeqNum={seq} timed out",
-     "The collective ran past the process group's timeout on this rank: compare which ranks report the same SeqNum. A rank "
-     "that never reports it never got there (its stack or last log line says where it is); if every rank reports it, the "
+     "The collective ran past the process group's timeout on this rank: compare which ranks report the same SeqNum. A "
+     "rank "
+     "that never reports it never got there (its stack or last log line says where it is); if every rank reports it, "
+     "the "
      "network stalled. init_process_group(timeout=...) only hides slow steps such as checkpoints.",
      TORCH_DIST},
     {"torch_blocking_wait_timeout",
-     R"(Work \w+\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:[^()]|\([^()]*\))*\) timed out in blocking wait)", codes::kWatchdogTimeout, kErr, kCause,
-     "PyTorch: {op} SeqNum={seq} timed out (blocking wait)",
-     "The collective ran past the process group's timeout: compare which ranks report the same SeqNum; a rank that never "
+     R"(Work \w+\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:[^()]|\([^()]*\))*\) timed out in blocking wait)",
+     codes::kWatchdogTimeout, kErr, kCause, "PyTorch: {op} SeqNum={seq} timed out (blocking wait)",
+     "The collective ran past the process group's timeout: compare which ranks report the same SeqNum; a rank that "
+     "never "
      "reports it never got there.",
      TORCH_DIST},
     {"torch_watchdog_stuck",
      R"((?:ProcessGroupNCCL's watchdog got stuck for (?P<seconds>\d+) seconds|Heartbeat monitor timed out|watchdog thread got stuck))",
      codes::kWatchdogTimeout, kErr, kCause, "PyTorch's NCCL watchdog thread itself got stuck",
-     "A CUDA or NCCL call blocked the watchdog (a hung kernel, a GPU fault or a driver problem): check `nvidia-smi` and the "
+     "A CUDA or NCCL call blocked the watchdog (a hung kernel, a GPU fault or a driver problem): check `nvidia-smi` "
+     "and the "
      "kernel log (Xid) on that node; TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC sets how long it waits.",
      TORCH_DIST},
-    {"torch_watchdog_takedown", R"(To avoid data inconsistency, we are taking the entire process down)", codes::kWatchdogTimeout,
-     kWarn, kConseq, "PyTorch took the process down after a failed or timed-out collective",
+    {"torch_watchdog_takedown", R"(To avoid data inconsistency, we are taking the entire process down)",
+     codes::kWatchdogTimeout, kWarn, kConseq, "PyTorch took the process down after a failed or timed-out collective",
      "This is PyTorch reacting to the timeout or NCCL error logged just before on the same rank.", TORCH_DIST},
-    {"torch_work_timeout", R"((?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
-     codes::kWatchdogTimeout, kWarn, kContext, "NCCL work {seq} timed out (last enqueued {enqueued}, completed {completed})", "",
-     TORCH_DIST},
+    {"torch_work_timeout",
+     R"((?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
+     codes::kWatchdogTimeout, kWarn, kContext,
+     "NCCL work {seq} timed out (last enqueued {enqueued}, completed {completed})", "", TORCH_DIST},
     {"torch_nccl_uniqueid_store",
      R"(\[(?P<self_rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(?P<subject>\d+)\] via c10d key-value store by key '(?P<key>[^']*)', but store->get\('[^']*'\) got error: (?P<error>[^.]+))",
-     codes::kRendezvousError, kErr, kConseq, "could not get NCCL's unique id from rank {subject} through the store: {error}",
-     "Rank {subject} holds the store and creates the NCCL id: it crashed or was not reachable (its own log says why), or it "
+     codes::kRendezvousError, kErr, kConseq,
+     "could not get NCCL's unique id from rank {subject} through the store: {error}",
+     "Rank {subject} holds the store and creates the NCCL id: it crashed or was not reachable (its own log says why), "
+     "or it "
      "was still busy before this collective (then raise init_process_group(timeout=...) or move the slow work).",
      TORCH_DIST},
-    {"torch_fingerprint_mismatch", R"(Detected mismatch between collectives on ranks)", codes::kCollectiveMismatch, kErr, kCause,
-     "ranks issued different collectives (TORCH_DISTRIBUTED_DEBUG fingerprints)",
-     "Every rank must call the same collectives with the same shapes and dtypes in the same order: the message names the "
+    {"torch_fingerprint_mismatch", R"(Detected mismatch between collectives on ranks)", codes::kCollectiveMismatch,
+     kErr, kCause, "ranks issued different collectives (TORCH_DISTRIBUTED_DEBUG fingerprints)",
+     "Every rank must call the same collectives with the same shapes and dtypes in the same order: the message names "
+     "the "
      "two ranks and both calls; look for a rank-dependent branch or uneven data.",
      TORCH_DIST},
     {"torch_ddp_unused_params",
      R"((?:Expected to have finished reduction in the prior iteration|Parameter(?: indice)?s which did not receive grad for rank (?P<self_rank>\d+)))",
      codes::kLogError, kErr, kCause, "DDP: some parameters did not receive gradients",
-     "Parts of the model were not used in the forward pass on some rank: pass find_unused_parameters=True to DDP, or make "
+     "Parts of the model were not used in the forward pass on some rank: pass find_unused_parameters=True to DDP, or "
+     "make "
      "every rank use the same parameters (TORCH_DISTRIBUTED_DEBUG=DETAIL names them).",
      "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html"},
     {"torch_nccl_error", R"(NCCL error in: (?P<where>[^,]+), (?P<message>.+))", codes::kNcclError, kErr, kCause,
      "NCCL error: {message}",
-     "NCCL failed: the NCCL WARN lines before this one (NCCL_DEBUG=WARN, the default under dsdoctor run) name the peer and "
+     "NCCL failed: the NCCL WARN lines before this one (NCCL_DEBUG=WARN, the default under dsdoctor run) name the peer "
+     "and "
      "the call.",
      NCCL_TROUBLE},
 
     // ---- PyTorch c10d store and rendezvous ---------------------------------------------------------
-    {"torch_eaddrinuse", R"((?:(?:port: (?P<port>\d+)|bind to \S*?:(?P<port2>\d+)).*?)?(?:EADDRINUSE|[Aa]ddress already in use))", codes::kRendezvousError, kErr, kCause,
-     "the rendezvous port is already in use",
+    {"torch_eaddrinuse",
+     R"((?:(?:port: (?P<port>\d+)|bind to \S*?:(?P<port2>\d+)).*?)?(?:EADDRINUSE|[Aa]ddress already in use))",
+     codes::kRendezvousError, kErr, kCause, "the rendezvous port is already in use",
      "Another process holds MASTER_PORT on the master node (a previous run still alive, or another job): pick a free "
      "--master_port / MASTER_PORT, or end the stale process (`ss -ltnp | grep PORT`).",
      TORCH_DIST},
     {"torch_store_retrying",
-     R"(TCP client failed to connect/validate to host (?P<host>[^\s]+):(?P<port>\d+) - (?P<state>retrying|timed out))", codes::kRendezvousError,
-     kWarn, kCause, "cannot reach the rendezvous store at {host}:{port} ({state})",
+     R"(TCP client failed to connect/validate to host (?P<host>[^\s]+):(?P<port>\d+) - (?P<state>retrying|timed out))",
+     codes::kRendezvousError, kWarn, kCause, "cannot reach the rendezvous store at {host}:{port} ({state})",
      "MASTER_ADDR/MASTER_PORT are wrong or unreachable from this node, or rank 0 has not started its store yet: check "
      "that {host} is the master node's address as seen from here and that port {port} is open.",
      TORCH_DIST},
     {"torch_store_connect_timeout",
      R"(The client socket has timed out after (?P<timeout>\d+(?:ms|s|min)) while trying to connect to \(?(?P<host>[^,()\s]+?)(?:, |:)(?P<port>\d+)\)?)",
      codes::kRendezvousError, kErr, kCause, "could not reach the rendezvous store at {host}:{port} within {timeout}",
-     "MASTER_ADDR/MASTER_PORT are wrong or unreachable from this node: check that {host} is the master node's address as "
+     "MASTER_ADDR/MASTER_PORT are wrong or unreachable from this node: check that {host} is the master node's address "
+     "as "
      "seen from here (not 127.0.0.1 or a NAT address), that rank 0 started and listens on {port}, and that no firewall "
      "drops the port (`dsdoctor check`).",
      TORCH_DIST},
@@ -294,7 +342,8 @@ const std::vector<LogPattern> kCatalogue = {
      TORCH_DIST},
     {"torch_store_wait_clients",
      R"(Timed out after (?P<seconds>\d+) seconds waiting for (?:clients|workers)\. (?P<joined>\d+)/(?P<total>\d+) (?:clients|workers) joined)",
-     codes::kRendezvousError, kErr, kCause, "the rendezvous store waited {seconds}s: only {joined} of {total} ranks joined",
+     codes::kRendezvousError, kErr, kCause,
+     "the rendezvous store waited {seconds}s: only {joined} of {total} ranks joined",
      "Some ranks never connected to the master's store: they failed to start (their nodes' logs), point at another "
      "MASTER_ADDR/PORT, or the launch started fewer ranks than WORLD_SIZE.",
      TORCH_DIST},
@@ -307,7 +356,8 @@ const std::vector<LogPattern> kCatalogue = {
      TORCH_DIST},
     {"torch_rendezvous_timeout", R"((?:RendezvousTimeoutError|RendezvousClosedError|rendezvous .*timed out))",
      codes::kRendezvousError, kErr, kCause, "the elastic rendezvous timed out or was closed",
-     "Not all nodes joined the elastic rendezvous in time: check that every node runs torchrun with the same --rdzv_id, "
+     "Not all nodes joined the elastic rendezvous in time: check that every node runs torchrun with the same "
+     "--rdzv_id, "
      "--rdzv_endpoint and --nnodes, and that the endpoint is reachable from every node.",
      TORCH_ELASTIC},
     {"torch_dist_store_error", R"(DistStoreError: (?P<message>.+))", codes::kRendezvousError, kErr, kCause,
@@ -319,53 +369,69 @@ const std::vector<LogPattern> kCatalogue = {
      R"(failed \(exitcode: (?P<exit_code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\) of binary)",
      codes::kRankExited, kErr, kExit, "torchrun: local rank {local_rank} failed with exit code {exit_code}",
      "torchrun saw this worker fail and stopped the others; the worker's own output says why.", TORCH_ELASTIC},
-    {"elastic_closing_signal", R"((?:Sending process (?P<pid>\d+) closing signal|Closing process (?P<pid2>\d+) via signal) (?P<signame>SIG\w+))", codes::kRankExited, kInfo,
-     kContext, "torchrun stops worker {pid} ({signame}) after another failed", "", TORCH_ELASTIC},
+    {"elastic_closing_signal",
+     R"((?:Sending process (?P<pid>\d+) closing signal|Closing process (?P<pid2>\d+) via signal) (?P<signame>SIG\w+))",
+     codes::kRankExited, kInfo, kContext, "torchrun stops worker {pid} ({signame}) after another failed", "",
+     TORCH_ELASTIC},
     {"elastic_signal_received", R"(Signal (?P<signal>\d+) \((?P<signame>SIG\w+)\) received by PID (?P<pid>\d+))",
      codes::kRankExited, kErr, kExit, "worker {pid} received {signame}",
      "A signal from outside ended the worker: SIGKILL is usually the host's OOM killer or the scheduler's memory/time "
      "limit (dmesg, sacct); SIGTERM a launcher or person stopping the job.",
      TORCH_ELASTIC},
-    {"ds_launcher_exit", R"((?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<exit_code>-?\d+))", codes::kRankExited, kErr, kExit,
-     "DeepSpeed launcher: a worker exited with code {exit_code}",
-     "DeepSpeed's launcher saw this worker fail and killed the others on the node; the worker's own lines above say why "
+    {"ds_launcher_exit", R"((?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<exit_code>-?\d+))",
+     codes::kRankExited, kErr, kExit, "DeepSpeed launcher: a worker exited with code {exit_code}",
+     "DeepSpeed's launcher saw this worker fail and killed the others on the node; the worker's own lines above say "
+     "why "
      "(-9: SIGKILL, usually the host's OOM killer).",
      DS_LAUNCH},
-    {"ds_launcher_killing", R"(\[launch\.py:\d+:sigkill_handler\] Killing subprocess (?P<pid>\d+))", codes::kRankExited, kInfo,
-     kContext, "DeepSpeed launcher kills worker {pid}", "", DS_LAUNCH},
-    {"ssh_connect_failed", R"(ssh: connect to host (?P<host>\S+) port (?P<port>\d+): (?P<error>.+))", codes::kLaunchError, kErr,
-     kCause, "ssh to {host}:{port} failed: {error}",
-     "The launcher (deepspeed/pdsh/mpirun) could not ssh to {host}: check the host name in the hostfile, that sshd runs "
+    {"ds_launcher_killing", R"(\[launch\.py:\d+:sigkill_handler\] Killing subprocess (?P<pid>\d+))", codes::kRankExited,
+     kInfo, kContext, "DeepSpeed launcher kills worker {pid}", "", DS_LAUNCH},
+    {"ssh_connect_failed", R"(ssh: connect to host (?P<host>\S+) port (?P<port>\d+): (?P<error>.+))",
+     codes::kLaunchError, kErr, kCause, "ssh to {host}:{port} failed: {error}",
+     "The launcher (deepspeed/pdsh/mpirun) could not ssh to {host}: check the host name in the hostfile, that sshd "
+     "runs "
      "there, and passwordless ssh from this node (`ssh {host} true`).",
      DS_LAUNCH},
     {"ssh_host_unresolved", R"(ssh: Could not resolve hostname (?P<host>\S+):)", codes::kLaunchError, kErr, kCause,
-     "ssh could not resolve {host}", "Fix the hostfile entry {host} or /etc/hosts / DNS on the launching node.", DS_LAUNCH},
+     "ssh could not resolve {host}", "Fix the hostfile entry {host} or /etc/hosts / DNS on the launching node.",
+     DS_LAUNCH},
     {"ssh_permission_denied", R"(Permission denied \((?:publickey|password)[^)]*\))", codes::kLaunchError, kErr, kCause,
      "ssh authentication failed",
-     "The launcher needs passwordless ssh to every node: install this user's public key on them (ssh-copy-id).", DS_LAUNCH},
+     "The launcher needs passwordless ssh to every node: install this user's public key on them (ssh-copy-id).",
+     DS_LAUNCH},
+    {"pdsh_ssh_unreachable", R"(pdsh@(?P<from>[^:]+): (?P<host>[^:]+): ssh exited with exit code 255)",
+     codes::kLaunchError, kErr, kCause, "pdsh could not run the job on {host} (ssh exit code 255)",
+     "ssh itself failed to reach {host} or to log in: check the host name in the hostfile, sshd on the node, and "
+     "passwordless ssh from the launching node (`ssh {host} true`).",
+     DS_LAUNCH},
     {"pdsh_ssh_exit", R"(pdsh@(?P<from>[^:]+): (?P<host>[^:]+): ssh exited with exit code (?P<exit_code>\d+))",
-     codes::kLaunchError, kErr, kCause, "pdsh: the job on {host} ended with exit code {exit_code}",
-     "{host}'s processes failed (its lines above say why); 255 means ssh itself failed to reach the node.", DS_LAUNCH},
-    {"pdsh_command_timeout", R"(pdsh@(?P<from>[^:]+): (?P<host>[^:]+): command timeout)", codes::kLaunchError, kErr, kCause,
-     "pdsh: the command on {host} timed out", "pdsh gave up on {host}: the node is unreachable or hung.", DS_LAUNCH},
-    {"slurm_task_oom", R"(srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): Out Of Memory)", codes::kOutOfMemory, kErr, kCause,
-     "Slurm: tasks {tasks} on {host} ran out of memory",
-     "The job step hit its memory limit (cgroup OOM): ask for more memory (--mem / --mem-per-gpu) or lower host memory use "
+     codes::kLaunchError, kWarn, kConseq, "pdsh: the job on {host} ended with exit code {exit_code}",
+     "The processes on {host} failed; their own lines above (prefixed with {host}:) say why.", DS_LAUNCH},
+    {"pdsh_command_timeout", R"(pdsh@(?P<from>[^:]+): (?P<host>[^:]+): command timeout)", codes::kLaunchError, kErr,
+     kCause, "pdsh: the command on {host} timed out", "pdsh gave up on {host}: the node is unreachable or hung.",
+     DS_LAUNCH},
+    {"slurm_task_oom", R"(srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): Out Of Memory)",
+     codes::kOutOfMemory, kErr, kCause, "Slurm: tasks {tasks} on {host} ran out of memory",
+     "The job step hit its memory limit (cgroup OOM): ask for more memory (--mem / --mem-per-gpu) or lower host memory "
+     "use "
      "(data-loader workers, dataset in RAM, CPU offload).",
      "https://slurm.schedmd.com/srun.html"},
     {"slurm_task_exit",
      R"(srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>Exited with exit code (?P<exit_code>\d+)|Killed|Segmentation fault|Bus error|Aborted))",
      codes::kRankExited, kErr, kCause, "Slurm: tasks {tasks} on {host}: {what}",
-     "srun reports how these tasks ended; the first task to fail (its own output) is the cause, the rest usually follow it.",
+     "srun reports how these tasks ended; the first task to fail (its own output) is the cause, the rest usually "
+     "follow it.",
      "https://slurm.schedmd.com/srun.html"},
     {"slurm_oom_kill", R"(Detected (?P<count>\d+) oom[-_ ]kill events?)", codes::kOutOfMemory, kErr, kCause,
      "Slurm: the step's cgroup OOM killer fired ({count} times)",
      "A process of the step exceeded the memory the job asked for: request more (--mem / --mem-per-gpu) or lower host "
      "memory use.",
      "https://slurm.schedmd.com/sbatch.html"},
-    {"slurm_cancelled", R"(\*\*\* (?:STEP|JOB) (?P<step>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)(?P<why>.*)\*\*\*)",
+    {"slurm_cancelled",
+     R"(\*\*\* (?:STEP|JOB) (?P<step>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)(?P<why>.*)\*\*\*)",
      codes::kLaunchError, kErr, kCause, "Slurm cancelled {step} on {host} at {at}{why}",
-     "The scheduler ended the job: DUE TO TIME LIMIT means --time ran out (checkpoint more often or ask for more time); "
+     "The scheduler ended the job: DUE TO TIME LIMIT means --time ran out (checkpoint more often or ask for more "
+     "time); "
      "otherwise a person or a node failure cancelled it (sacct -j shows why).",
      "https://slurm.schedmd.com/scancel.html"},
     {"ds_build_extension", R"(Error building extension '(?P<extension>[^']+)')", codes::kLogError, kErr, kCause,
@@ -373,29 +439,34 @@ const std::vector<LogPattern> kCatalogue = {
      "The op's JIT build failed: install ninja and a CUDA toolkit matching torch.version.cuda, or pre-build the ops "
      "(DS_BUILD_OPS=1 pip install deepspeed), or pick an optimizer that needs no custom op.",
      "https://www.deepspeed.ai/tutorials/advanced-install/"},
-    {"mpi_daemon_start", R"((?:ORTE|PRTE) was unable to reliably start one or more daemons)", codes::kLaunchError, kErr, kCause,
-     "mpirun could not start its daemons on the nodes",
-     "mpirun's ssh/launch of orted/prted failed on a node: check passwordless ssh to every node, that the same Open MPI is "
+    {"mpi_daemon_start", R"((?:ORTE|PRTE) was unable to reliably start one or more daemons)", codes::kLaunchError, kErr,
+     kCause, "mpirun could not start its daemons on the nodes",
+     "mpirun's ssh/launch of orted/prted failed on a node: check passwordless ssh to every node, that the same Open "
+     "MPI is "
      "in the PATH there, and that no firewall blocks the daemons' TCP ports (--mca oob_tcp_if_include <iface>).",
      OMPI_FAQ},
-    {"mpi_daemon_lost", R"((?:An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch|(?:ORTE|PRTE) has lost communication with (?:a|its) (?:remote )?daemon))",
+    {"mpi_daemon_lost",
+     R"((?:An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch|(?:ORTE|PRTE) has lost communication with (?:a|its) (?:remote )?daemon))",
      codes::kLaunchError, kErr, kCause, "mpirun lost a daemon",
      "A node's daemon died or became unreachable (node crash, OOM, network cut): check that node's kernel log and the "
      "network between it and the launching node.",
      OMPI_FAQ},
     {"mpi_tcp_connect", R"(Open MPI failed to TCP connect to a peer MPI process)", codes::kCommError, kErr, kCause,
      "Open MPI's TCP transport could not connect to a peer",
-     "btl_tcp picked an interface the peer cannot reach (docker0 172.17.x, virbr, a NAT or down interface): restrict it "
+     "btl_tcp picked an interface the peer cannot reach (docker0 172.17.x, virbr, a NAT or down interface): restrict "
+     "it "
      "with --mca btl_tcp_if_include <iface or subnet> (and oob_tcp_if_include), or open the ports in the firewall.",
      OMPI_TCP},
-    {"mpi_connect_detail", R"(connect\(\) to (?P<address>[0-9.]+):(?P<port>\d+) failed)", codes::kCommError, kErr, kCause,
-     "Open MPI: connect() to {address}:{port} failed",
-     "If {address} is a docker/bridge/NAT address (172.17.x.x, 192.168.122.x) btl_tcp chose the wrong interface: set --mca "
+    {"mpi_connect_detail", R"(connect\(\) to (?P<address>[0-9.]+):(?P<port>\d+) failed)", codes::kCommError, kErr,
+     kCause, "Open MPI: connect() to {address}:{port} failed",
+     "If {address} is a docker/bridge/NAT address (172.17.x.x, 192.168.122.x) btl_tcp chose the wrong interface: set "
+     "--mca "
      "btl_tcp_if_include to the cluster network; otherwise a firewall blocks the port.",
      OMPI_TCP},
     {"mpi_unreachable", R"(unable to complete a TCP connection)", codes::kCommError, kErr, kCause,
      "Open MPI could not complete a TCP connection between processes",
-     "A firewall between the nodes or the wrong interface: --mca btl_tcp_if_include / oob_tcp_if_include <iface>.", OMPI_TCP},
+     "A firewall between the nodes or the wrong interface: --mca btl_tcp_if_include / oob_tcp_if_include <iface>.",
+     OMPI_TCP},
     {"mpi_not_enough_slots", R"(There are not enough slots available in the system)", codes::kLaunchError, kErr, kCause,
      "mpirun: not enough slots for the requested processes",
      "The hostfile offers fewer slots than -np asks for: add slots=N to the hostfile lines, lower -np, or use "
@@ -405,96 +476,112 @@ const std::vector<LogPattern> kCatalogue = {
      R"((?:mpirun|mpiexec|prterun) noticed that process rank (?P<subject>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) exited on signal (?P<signal>\d+))",
      codes::kRankExited, kErr, kExit, "mpirun: rank {subject} on {host} died of signal {signal}",
      "mpirun saw this rank die and ended the others; the rank's own output says why.", OMPI_FAQ},
-    {"mpirun_exited_due_to", R"((?:mpirun|mpiexec|prterun) has exited due to process rank (?P<subject>\d+) with PID (?P<pid>\d+) on\s+node (?P<host>\S+))",
+    {"mpirun_exited_due_to",
+     R"((?:mpirun|mpiexec|prterun) has exited due to process rank (?P<subject>\d+) with PID (?P<pid>\d+) on\s+node (?P<host>\S+))",
      codes::kRankExited, kErr, kExit, "mpirun: rank {subject} on {host} exited without finalizing",
      "This rank exited (or called exit) before MPI_Finalize; its own output says why.", OMPI_FAQ},
-    {"mpirun_exit_code", R"(mpirun detected that one or more processes exited with non-zero status)", codes::kRankExited, kErr,
-     kCause, "mpirun: a process exited with a non-zero status",
+    {"mpirun_exit_code", R"(mpirun detected that one or more processes exited with non-zero status)",
+     codes::kRankExited, kErr, kContext, "mpirun: a process exited with a non-zero status (the rank follows)",
      "The first failing process is named in the lines that follow (Process name / Exit code); its own output says why.",
      OMPI_FAQ},
     {"mpi_abort", R"(MPI_ABORT was invoked on rank (?P<subject>\d+))", codes::kCommError, kErr, kCause,
-     "MPI_ABORT was called on rank {subject}", "Rank {subject} aborted the job on purpose: its own output says why.", OMPI_FAQ},
-    {"mpi_error", R"((?:MPI_ERR_\w+|An error occurred in MPI_\w+))", codes::kCommError, kErr, kCause, "an MPI call failed",
+     "MPI_ABORT was called on rank {subject}", "Rank {subject} aborted the job on purpose: its own output says why.",
+     OMPI_FAQ},
+    {"mpi_error", R"((?:MPI_ERR_\w+|An error occurred in MPI_\w+))", codes::kCommError, kErr, kCause,
+     "an MPI call failed",
      "The message names the MPI call and error class: with btl/tcp check the interfaces (--mca btl_tcp_if_include) and "
      "firewalls; a truncation or type error means the ranks' calls do not match.",
      OMPI_FAQ},
 
     // ---- Gloo and plain sockets -------------------------------------------------------------------
-    {"gloo_size_mismatch", R"(enforce fail at [^\]]*gloo[^\]]*\] op\.preamble\.length <= op\.nbytes\. (?P<got>\d+) vs (?P<expected>\d+))",
+    {"gloo_size_mismatch",
+     R"(enforce fail at [^\]]*gloo[^\]]*\] op\.preamble\.length <= op\.nbytes\. (?P<got>\d+) vs (?P<expected>\d+))",
      codes::kCollectiveMismatch, kErr, kCause, "Gloo: a peer sent {got} bytes where {expected} were expected",
      "The ranks called the same collective with different tensor sizes: every rank must pass tensors of the same shape "
      "(look for rank-dependent shapes or a last batch of another size).",
      TORCH_DIST},
     {"gloo_enforce", R"(\[enforce fail at (?P<where>[^\]]+)\] (?P<condition>.+))", codes::kCommError, kErr, kCause,
-     "Gloo check failed: {condition}", "Gloo found an inconsistency between ranks or a broken connection; see the condition.",
-     TORCH_DIST},
+     "Gloo check failed: {condition}",
+     "Gloo found an inconsistency between ranks or a broken connection; see the condition.", TORCH_DIST},
     {"gloo_timeout", R"(Timed out waiting (?P<ms>\d+)ms for (?P<what>\w+) operation)", codes::kCommError, kErr, kCause,
      "Gloo timed out after {ms} ms waiting for a {what}",
-     "Gloo waited for a peer's data until its timeout: the peer never made the matching call (find the rank that did not), "
+     "Gloo waited for a peer's data until its timeout: the peer never made the matching call (find the rank that did "
+     "not), "
      "or the link between them is blocked.",
      TORCH_DIST},
-    {"peer_closed", R"(Connection closed by peer(?: \[(?P<peer>[^\]]+)\]:(?P<port>\d+))?)", codes::kCommError, kErr, kConseq,
-     "connection closed by peer", kPeerDiedRemedy, ""},
-    {"peer_reset", R"((?:Connection reset by peer|\bECONNRESET\b))", codes::kCommError, kErr, kConseq, "connection reset by peer",
-     kPeerDiedRemedy, ""},
-    {"broken_pipe", R"((?:Broken pipe|\bEPIPE\b))", codes::kCommError, kErr, kConseq, "broken pipe (the peer closed first)",
-     kPeerDiedRemedy, ""},
-    {"socket_refused", R"((?:Connection refused|\bECONNREFUSED\b))", codes::kCommError, kErr, kCause, "connection refused",
+    {"peer_closed", R"(Connection closed by peer(?: \[(?P<peer>[^\]]+)\]:(?P<port>\d+))?)", codes::kCommError, kErr,
+     kConseq, "connection closed by peer", kPeerDiedRemedy, ""},
+    {"peer_reset", R"((?:Connection reset by peer|\bECONNRESET\b))", codes::kCommError, kErr, kConseq,
+     "connection reset by peer", kPeerDiedRemedy, ""},
+    {"broken_pipe", R"((?:Broken pipe|\bEPIPE\b))", codes::kCommError, kErr, kConseq,
+     "broken pipe (the peer closed first)", kPeerDiedRemedy, ""},
+    {"socket_refused", R"((?:Connection refused|\bECONNREFUSED\b))", codes::kCommError, kErr, kCause,
+     "connection refused",
      "Nothing listened at the address this rank dialled: the peer or the rendezvous (MASTER_ADDR:MASTER_PORT) had not "
      "started yet or had died, a REJECT firewall rule, or the wrong interface (GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME). "
      "`dsdoctor check` tells these apart.",
      ""},
-    {"socket_no_route", R"((?:No route to host|Network is unreachable|\bEHOSTUNREACH\b|\bENETUNREACH\b))", codes::kCommError, kErr,
-     kCause, "no route to the peer",
+    {"socket_no_route", R"((?:No route to host|Network is unreachable|\bEHOSTUNREACH\b|\bENETUNREACH\b))",
+     codes::kCommError, kErr, kCause, "no route to the peer",
      "The peer's address is not routable from this node: a wrong MASTER_ADDR or interface (GLOO_SOCKET_IFNAME / "
      "NCCL_SOCKET_IFNAME), or a firewall answering with host-unreachable.",
      ""},
 
     // ---- CUDA and memory --------------------------------------------------------------------------------
-    {"cuda_oom", R"((?:CUDA out of memory|OutOfMemoryError: CUDA|CUBLAS_STATUS_ALLOC_FAILED|CUDA error: out of memory))",
+    {"cuda_oom",
+     R"((?:CUDA out of memory|OutOfMemoryError: CUDA|CUBLAS_STATUS_ALLOC_FAILED|CUDA error: out of memory))",
      codes::kOutOfMemory, kErr, kCause, "the GPU ran out of memory",
      "Lower the micro batch size, enable activation checkpointing, ZeRO stage 2/3 or offload; "
      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps when reserved-but-unallocated memory is large.",
      TORCH_CUDA_SEM},
-    {"cuda_illegal_address", R"((?:an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS))",
+    {"cuda_illegal_address",
+     R"((?:an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS))",
      codes::kCudaError, kErr, kCause, "CUDA: an illegal memory access",
      "A kernel read or wrote out of bounds (an index/shape bug, a custom kernel, or a library bug); rerun with "
-     "CUDA_LAUNCH_BLOCKING=1 to see the kernel, or under compute-sanitizer. The error also poisons NCCL on this rank, so "
+     "CUDA_LAUNCH_BLOCKING=1 to see the kernel, or under compute-sanitizer. The error also poisons NCCL on this rank, "
+     "so "
      "the others fail after it.",
      CUDA_ERR},
     {"cuda_device_assert", R"(device-side assert(?:ion)? triggered)", codes::kCudaError, kErr, kCause,
      "CUDA: a device-side assert fired",
-     "Usually an index out of range (labels >= num_classes, token ids >= vocab size): rerun with CUDA_LAUNCH_BLOCKING=1 "
+     "Usually an index out of range (labels >= num_classes, token ids >= vocab size): rerun with "
+     "CUDA_LAUNCH_BLOCKING=1 "
      "(and TORCH_USE_CUDA_DSA=1) for the failing op.",
      CUDA_ERR},
     {"cuda_ecc", R"((?:uncorrectable ECC error|ECC error encountered))", codes::kCudaError, kErr, kCause,
      "CUDA: uncorrectable ECC error on the GPU",
-     "A hardware memory error: drain this node and have the GPU checked (`nvidia-smi -q -d ECC`, kernel log Xid 48/63/64).",
+     "A hardware memory error: drain this node and have the GPU checked (`nvidia-smi -q -d ECC`, kernel log Xid "
+     "48/63/64).",
      CUDA_ERR},
     {"cuda_driver_mismatch",
      R"((?:CUDA driver version is insufficient for CUDA runtime version|no kernel image is available for execution on the device|no CUDA-capable device is detected))",
      codes::kCudaError, kErr, kCause, "CUDA: the driver, the GPU and the build do not fit",
-     "The node's driver is older than the CUDA the program was built for, the build lacks this GPU's architecture, or no "
-     "GPU is visible (CUDA_VISIBLE_DEVICES, container --gpus): compare `nvidia-smi` and torch.version.cuda across nodes.",
+     "The node's driver is older than the CUDA the program was built for, the build lacks this GPU's architecture, or "
+     "no "
+     "GPU is visible (CUDA_VISIBLE_DEVICES, container --gpus): compare `nvidia-smi` and torch.version.cuda across "
+     "nodes.",
      CUDA_ERR},
     {"cuda_error", R"(CUDA error: (?P<message>.+))", codes::kCudaError, kErr, kCause, "CUDA error: {message}",
      "A CUDA call failed: rerun with CUDA_LAUNCH_BLOCKING=1 to see which operation.", CUDA_ERR},
-    {"kernel_oom_kill", R"(Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]+)\))", codes::kOutOfMemory, kErr, kCause,
-     "the kernel's OOM killer ended {comm} (pid {pid})",
+    {"kernel_oom_kill", R"(Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]+)\))", codes::kOutOfMemory,
+     kErr, kCause, "the kernel's OOM killer ended {comm} (pid {pid})",
      "The node ran out of host memory: lower data-loader workers or prefetch, pin_memory, CPU offload or the number of "
      "ranks per node, or request more memory from the scheduler.",
      ""},
     {"shell_killed", R"(^(?:Killed|/bin/(?:ba)?sh: line \d+: +\d+ Killed .*)\s*$)", codes::kOutOfMemory, kErr, kCause,
      "the process was killed (SIGKILL), most likely by the host's OOM killer",
-     "A bare `Killed` is the shell reporting SIGKILL: usually the kernel's OOM killer (check `dmesg | grep -i oom` or the "
-     "scheduler's memory accounting on that node), else a time/memory limit. Lower host memory use (data-loader workers, "
+     "A bare `Killed` is the shell reporting SIGKILL: usually the kernel's OOM killer (check `dmesg | grep -i oom` or "
+     "the "
+     "scheduler's memory accounting on that node), else a time/memory limit. Lower host memory use (data-loader "
+     "workers, "
      "dataset in RAM, CPU offload) or ask for more memory.",
      ""},
     {"python_memory_error", R"(^MemoryError\b)", codes::kOutOfMemory, kErr, kCause, "Python ran out of host memory",
      "The process could not allocate host memory: lower data-loader workers/prefetch or the dataset held in RAM.", ""},
-    {"crash", R"((?:Segmentation fault|Bus error|Fatal Python error|\*\*\* SIGSEGV|signal 11 \(SIGSEGV\)))", codes::kLogError, kErr,
-     kCause, "the process crashed in native code",
-     "The stack in the log (or a core dump, or `py-spy dump --native`) says where; mismatched CUDA/NCCL/PyTorch builds across "
+    {"crash", R"((?:Segmentation fault|Bus error|Fatal Python error|\*\*\* SIGSEGV|signal 11 \(SIGSEGV\)))",
+     codes::kLogError, kErr, kCause, "the process crashed in native code",
+     "The stack in the log (or a core dump, or `py-spy dump --native`) says where; mismatched CUDA/NCCL/PyTorch builds "
+     "across "
      "nodes and a full /dev/shm are common causes.",
      ""},
     {"no_space_left", R"((?:No space left on device|\bENOSPC\b|Disk quota exceeded))", codes::kLogError, kErr, kCause,
@@ -541,8 +628,10 @@ std::string TriggerOf(const char* regex) {
     r.replace(p, close - p + 1, "(?:");
   }
   if (!r.empty() && r[0] == '^') r.erase(0, 1);
-  if (r.size() >= 4 && r.compare(r.size() - 4, 4, "\\s*$") == 0) r.erase(r.size() - 4);
-  else if (!r.empty() && r.back() == '$' && (r.size() < 2 || r[r.size() - 2] != '\\')) r.pop_back();
+  if (r.size() >= 4 && r.compare(r.size() - 4, 4, "\\s*$") == 0)
+    r.erase(r.size() - 4);
+  else if (!r.empty() && r.back() == '$' && (r.size() < 2 || r[r.size() - 2] != '\\'))
+    r.pop_back();
   // "(^…\s*$)" forms: anchors inside the outer group.
   if (r.rfind("(^", 0) == 0) r.erase(1, 1);
   if (size_t p = r.rfind("\\s*$)"); p != std::string::npos && p + 5 == r.size()) r.erase(p, 4);
@@ -597,7 +686,8 @@ bool LogPatternSet::Match(std::string_view message, PatternMatch* out) const {
   out->fields.clear();
   if (!re.Match(text, 0, text.size(), RE2::UNANCHORED, sub.data(), groups + 1)) return true;  // the set said so
   for (const auto& [name, index] : re.NamedCapturingGroups())
-    if (sub[index].data() && !sub[index].empty()) out->fields[name] = std::string(sub[index].data(), std::min<size_t>(sub[index].size(), 300));
+    if (sub[index].data() && !sub[index].empty())
+      out->fields[name] = std::string(sub[index].data(), std::min<size_t>(sub[index].size(), 300));
   return true;
 }
 

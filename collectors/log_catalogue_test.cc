@@ -107,7 +107,8 @@ const Example kExamples[] = {
   {"ssh_connect_failed", "worker-2: ssh: connect to host worker-2 port 22: Connection refused", "host=worker-2;port=22;error=Connection refused", "https://github.com/deepspeedai/DeepSpeedExamples/issues/894"},
   {"ssh_host_unresolved", "ssh: Could not resolve hostname worker-9: Name or service not known", "host=worker-9", "OpenSSH client message (format)"},
   {"ssh_permission_denied", "worker-2: user@worker-2: Permission denied (publickey,password).", "", "OpenSSH client message; https://www.deepspeed.ai/getting-started/#resource-configuration-multi-node"},
-  {"pdsh_ssh_exit", "pdsh@launcher: worker-2: ssh exited with exit code 255", "host=worker-2;exit_code=255", "https://github.com/deepspeedai/DeepSpeed/pull/1994 (pdsh exit codes)"},
+  {"pdsh_ssh_unreachable", "pdsh@launcher: worker-2: ssh exited with exit code 255", "host=worker-2", "https://github.com/deepspeedai/DeepSpeed/pull/1994 (pdsh exit codes)"},
+  {"pdsh_ssh_exit", "pdsh@launcher: worker-1: ssh exited with exit code 1", "host=worker-1;exit_code=1", "https://github.com/deepspeedai/DeepSpeed/pull/1994 (pdsh -S exit codes)"},
   {"pdsh_command_timeout", "pdsh@fortoy0: fortoy101: command timeout", "host=fortoy101", "pdsh(1) -u timeout message"},
   {"slurm_task_oom", "srun: error: nid001277: tasks 1-3: Out Of Memory", "host=nid001277;tasks=1-3", "https://github.com/chrisknewman/tusas/issues/149"},
   {"slurm_task_exit", "srun: error: slurm-job-compute-0-0: tasks 2-7: Exited with exit code 1", "host=slurm-job-compute-0-0;tasks=2-7;exit_code=1", "https://github.com/facebookresearch/ParlAI/issues/3084"},
@@ -204,8 +205,9 @@ TEST_P(CatalogueEntryTest, BothPreScannersFindTheLine) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Catalogue, CatalogueEntryTest, ::testing::ValuesIn(kExamples),
-                         [](const auto& info) { return std::string(info.param.kind) + "_" + std::to_string(info.index); });
+INSTANTIATE_TEST_SUITE_P(Catalogue, CatalogueEntryTest, ::testing::ValuesIn(kExamples), [](const auto& info) {
+  return std::string(info.param.kind) + "_" + std::to_string(info.index);
+});
 
 TEST(CatalogueTest, EveryEntryHasAnExampleAndAUniqueKind) {
   std::set<std::string> with_example, kinds;
@@ -234,11 +236,14 @@ TEST(CatalogueTest, TriggerDropsGroupsAndAnchors) {
 }
 
 TEST(CatalogueTest, OrdinaryTrainingOutputMatchesNothing) {
-  for (const char* line : {"step 10 loss 0.25 lr 1e-4", "[2024-05-01 12:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0",
-                           "node1:1234:1300 [0] NCCL INFO Channel 00/02 :    0   1", "node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+  for (const char* line : {"step 10 loss 0.25 lr 1e-4",
+                           "[2024-05-01 12:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0",
+                           "node1:1234:1300 [0] NCCL INFO Channel 00/02 :    0   1",
+                           "node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
                            "node1:1234:1300 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
                            "node1:1234:1300 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.",
-                           "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12,  4.41it/s, loss=0.123]", "saving checkpoint to /ckpt/step100"}) {
+                           "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12,  4.41it/s, loss=0.123]",
+                           "saving checkpoint to /ckpt/step100"}) {
     PatternMatch m;
     EXPECT_FALSE(LogPatternSet::Default().Match(line, &m)) << line << " matched " << m.pattern->kind;
   }

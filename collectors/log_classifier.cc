@@ -123,7 +123,11 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
       if (nranks >= facts_.nranks) {
         facts_.nranks = nranks;
         facts_.self_rank = SafeInt(m.Field("self_rank"));
+        if (!m.Field("device").empty()) facts_.device = SafeInt(m.Field("device"));
       }
+    } else if (kind == "mpirun_exit_code") {
+      // "Process name: [[job,1],rank]" and "Exit code: N" follow.
+      in_table_ = true, table_rows_ = 0, table_rank_ = -1, table_host_.clear();
     } else if (kind == "nccl_version" || kind == "nccl_version_banner") {
       if (facts_.nccl_version.empty()) facts_.nccl_version = m.Field("version"), facts_.nccl_version_line = line_no_;
     }
@@ -220,8 +224,10 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
     if (++traceback_lines_ > kMaxTracebackLines) {
       EmitTraceback(out, "(traceback cut off)");
     } else {
-      if (StartsWith(line, "    ") || StartsWith(line, "\t") || Trim(line).empty() || Has(line, "^^^") ||
-          Has(line, "~~~"))
+      // Python prints the exception at column 0; source lines and carets are indented (by how much
+      // depends on the launcher prefix that was stripped).
+      if (StartsWith(line, " ") || StartsWith(line, "\t") || Trim(line).empty() || Has(line, "^^^") ||
+          Has(line, "~~~") || Trim(line).find_first_not_of("^~ ") == std::string_view::npos)
         return;
       if (StartsWith(line, "During handling") || StartsWith(line, "The above exception")) {
         frames_.clear();
@@ -290,6 +296,24 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
       std::string_view v = Trim(t.substr(t.find(':') + 1));
       table_rank_ = SafeInt(v.substr(0, v.find(' ')));
       return;
+    } else if (StartsWith(t, "Process name:")) {
+      // mpirun: "Process name: [[2269,1],2]"
+      size_t close = t.rfind(']');
+      size_t comma = close == std::string_view::npos ? std::string_view::npos : t.rfind(',', close);
+      table_rank_ = comma == std::string_view::npos ? -1 : SafeInt(t.substr(comma + 1, t.find(']', comma) - comma - 1));
+      return;
+    } else if (StartsWith(t, "Exit code:") && table_rank_ >= 0) {
+      int code = SafeInt(Trim(t.substr(t.find(':') + 1)));
+      auto e = Make(codes::kRankExited, "mpirun_first_failure",
+                    "mpirun: rank " + std::to_string(table_rank_) +
+                        " was the first process to exit non-zero (exit code " + std::to_string(code) + ")",
+                    line, "mpirun ended the job because this rank failed first; its own output says why.");
+      e.subject_rank = table_rank_;
+      e.exit_code = code;
+      out.push_back(std::move(e));
+      table_rank_ = -1;
+      in_table_ = false;
+      return;
     } else if (StartsWith(t, "exitcode") && table_rank_ >= 0) {
       std::string_view v = Trim(t.substr(t.find(':') + 1));
       int code = SafeInt(v.substr(0, v.find(' ')));
@@ -309,7 +333,8 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
       return;
     } else if (StartsWith(t, "time") || StartsWith(t, "error_file") || StartsWith(t, "traceback") ||
                StartsWith(t, "[") || StartsWith(t, "Root Cause") || StartsWith(t, "Failures") ||
-               StartsWith(t, "<NO_OTHER") || StartsWith(t, "---") || t.empty()) {
+               StartsWith(t, "<NO_OTHER") || StartsWith(t, "---") || StartsWith(t, "the job to be terminated") ||
+               t.empty()) {
       return;  // rows that add nothing
     } else if (StartsWith(t, "====")) {
       // Closing rule after the rows ends the table.

@@ -20,8 +20,9 @@ namespace dsd::collectors {
 // Facts a stream's context lines gave (no finding by themselves).
 struct StreamFacts {
   int self_rank =
-      -1;          // the rank that printed the stream (NCCL comm init of the largest communicator, watchdog of PG 0)
-  int nranks = 0;  // the largest communicator it joined (a lower bound of the world size)
+      -1;           // the rank that printed the stream (NCCL comm init of the largest communicator, watchdog of PG 0)
+  int nranks = 0;   // the largest communicator it joined (a lower bound of the world size)
+  int device = -1;  // its CUDA device in that communicator (the local rank, by the usual convention)
   std::string nccl_version;  // "2.21.5"
   int nccl_version_line = 0;
 };

@@ -18,7 +18,8 @@ TEST(LogClassifierTest, PythonTracebackNamesTheCollectiveAndTheProgramLine) {
       "    dist.barrier()\n"
       "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 3152, in barrier\n"
       "    work.wait()\n"
-      "RuntimeError: [./gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 8000ms for recv operation to complete\n");
+      "RuntimeError: [./gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 8000ms for recv operation to "
+      "complete\n");
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].kind, "python_traceback");
   EXPECT_EQ(ev[0].rank, 3);
@@ -36,8 +37,10 @@ TEST(LogClassifierTest, TracebackCutOffByDeathIsStillReported) {
 }
 
 TEST(LogClassifierTest, NcclWarnConnectFailureGetsTheFirewallRemedy) {
-  auto ev = Classify("node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
-                     "node1:1234:1300 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43123> failed : Connection refused\n");
+  auto ev = Classify(
+      "node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+      "node1:1234:1300 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43123> failed : "
+      "Connection refused\n");
   ASSERT_EQ(ev.size(), 1u) << "INFO lines are not events";
   EXPECT_EQ(ev[0].code, "NCCL_ERROR");
   EXPECT_EQ(ev[0].line, 2);
@@ -46,8 +49,10 @@ TEST(LogClassifierTest, NcclWarnConnectFailureGetsTheFirewallRemedy) {
 
 TEST(LogClassifierTest, TorchNcclErrorAndWatchdog) {
   auto ev = Classify(
-      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.14.3\n"
-      "[E ProcessGroupNCCL.cpp:821] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, "
+      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, unhandled system error, "
+      "NCCL version 2.14.3\n"
+      "[E ProcessGroupNCCL.cpp:821] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+      "OpType=ALLREDUCE, "
       "Timeout(ms)=1800000) ran for 1800312 milliseconds before timing out.\n");
   ASSERT_EQ(ev.size(), 2u);
   EXPECT_EQ(ev[0].code, "NCCL_ERROR");
@@ -60,8 +65,10 @@ TEST(LogClassifierTest, TorchNcclErrorAndWatchdog) {
 
 TEST(LogClassifierTest, GlooAndMpiAndRuntimeLines) {
   auto ev = Classify(
-      "gloo allreduce: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:4321\n"
-      "[2026-12-02 10:00:00.000] [runtime] [warning] watchdog: rank 0: barrier#5 @save_checkpoint in flight for 3.0 s (timeout 3.0 s); policy abort\n"
+      "gloo allreduce: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+      "[127.0.0.1]:4321\n"
+      "[2026-12-02 10:00:00.000] [runtime] [warning] watchdog: rank 0: barrier#5 @save_checkpoint in flight for 3.0 s "
+      "(timeout 3.0 s); policy abort\n"
       "mpirun noticed that process rank 2 with PID 0 on node worker-2 exited on signal 9 (Killed).\n"
       "[worker-1:01234] *** An error occurred in MPI_Allreduce\n"
       "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
@@ -118,26 +125,32 @@ TEST(ReduceStackTest, EuStackMainThreadWithoutWaitWrappers) {
       "#5  0x000056549d72b260 std::_Function_handler<dsd::Status (), x>::_M_invoke(std::_Any_data const&)\n"
       "#6  0x000056549d72ebf2 dsd::runtime::ProcessGroup::Traced(dsd::runtime::OpInfo)\n"
       "TID 6997:\n#0  0x00007f7def4a3f16 dsd::runtime::Watchdog::Loop()\n";
-  EXPECT_EQ(ReduceStack(text),
-            "gloo::transport::tcp::UnboundBuffer::waitRecv < gloo::barrier < dsd::runtime::{anon}::GlooBackend::Barrier < "
-            "dsd::runtime::ProcessGroup::Traced");
+  EXPECT_EQ(
+      ReduceStack(text),
+      "gloo::transport::tcp::UnboundBuffer::waitRecv < gloo::barrier < dsd::runtime::{anon}::GlooBackend::Barrier < "
+      "dsd::runtime::ProcessGroup::Traced");
 }
 
 TEST(ReduceStackTest, GdbAndPySpyFormats) {
-  EXPECT_EQ(ReduceStack("Thread 1 (Thread 0x7f (LWP 12) \"python3\"):\n#0  0x00007f in __GI___poll (fds=0x1) at poll.c:29\n"
-                        "#1  0x00007f in gloo::transport::tcp::Pair::recv (this=0x2) at pair.cc:10\n#2  main () at m.c:3\n", 2),
-            "gloo::transport::tcp::Pair::recv < main");
-  EXPECT_EQ(ReduceStack("Process 42: python3 train.py\nThread 42 (idle): \"MainThread\"\n    barrier (torch/distributed/distributed_c10d.py:3152)\n"
+  EXPECT_EQ(
+      ReduceStack("Thread 1 (Thread 0x7f (LWP 12) \"python3\"):\n#0  0x00007f in __GI___poll (fds=0x1) at poll.c:29\n"
+                  "#1  0x00007f in gloo::transport::tcp::Pair::recv (this=0x2) at pair.cc:10\n#2  main () at m.c:3\n",
+                  2),
+      "gloo::transport::tcp::Pair::recv < main");
+  EXPECT_EQ(ReduceStack("Process 42: python3 train.py\nThread 42 (idle): \"MainThread\"\n    barrier "
+                        "(torch/distributed/distributed_c10d.py:3152)\n"
                         "    main (/tmp/train.py:14)\n",
                         2),
             "barrier (distributed_c10d.py:3152) < main (train.py:14)");
   // DeepSpeed's layers between torch and the program: kept until the program's own frame is in.
-  EXPECT_EQ(ReduceStack("Thread 42 (idle): \"MainThread\"\n    barrier (torch/distributed/distributed_c10d.py:3152)\n"
-                        "    traced (<dsdoctor tracer: barrier>:29)\n"
-                        "    barrier (deepspeed/comm/torch.py:336)\n    barrier (deepspeed/comm/comm.py:408)\n"
-                        "    log_wrapper (deepspeed/comm/comm.py:117)\n    save_checkpoint (deepspeed/runtime/engine.py:3153)\n"
-                        "    main (/home/u/ds_train.py:48)\n    <module> (/home/u/ds_train.py:60)\n"),
-            "barrier (distributed_c10d.py:3152) < barrier (torch.py:336) < barrier (comm.py:408) < log_wrapper (comm.py:117) < "
+  EXPECT_EQ(ReduceStack(
+                "Thread 42 (idle): \"MainThread\"\n    barrier (torch/distributed/distributed_c10d.py:3152)\n"
+                "    traced (<dsdoctor tracer: barrier>:29)\n"
+                "    barrier (deepspeed/comm/torch.py:336)\n    barrier (deepspeed/comm/comm.py:408)\n"
+                "    log_wrapper (deepspeed/comm/comm.py:117)\n    save_checkpoint (deepspeed/runtime/engine.py:3153)\n"
+                "    main (/home/u/ds_train.py:48)\n    <module> (/home/u/ds_train.py:60)\n"),
+            "barrier (distributed_c10d.py:3152) < barrier (torch.py:336) < barrier (comm.py:408) < log_wrapper "
+            "(comm.py:117) < "
             "save_checkpoint (engine.py:3153) < main (ds_train.py:48)");
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/strings.h"
+
 namespace dsd::collectors {
 namespace {
 
@@ -95,9 +97,10 @@ size_t MpiTag(std::string_view s, int* rank, std::string* host) {
   size_t i = 0;
   int64_t job, r;
   if (!Expect(s, &i, '[')) return 0;
+  bool prrte = false;
   if (size_t at = s.find('@', i);
       at != std::string_view::npos && at < 128 && s.substr(i, at - i).find_first_of("],") == std::string_view::npos)
-    i = at + 1;  // the PRRTE namespace
+    i = at + 1, prrte = true;  // the PRRTE namespace
   if (!Digits(s, &i, 9, &job) || !Expect(s, &i, ',')) return 0;
   if (s.substr(i, 8) == "mpirank:") i += 8;
   if (!Digits(s, &i, 9, &r)) return 0;
@@ -112,7 +115,9 @@ size_t MpiTag(std::string_view s, int* rank, std::string* host) {
   if (close == std::string_view::npos || close - i > 8) return 0;
   *rank = static_cast<int>(r);
   i = close + 2;
-  return i < s.size() && s[i] == ' ' ? i + 1 : i;
+  // PRRTE (Open MPI 5) writes a space after the tag; ORTE (4.x) does not, and the text's own
+  // indentation must stay.
+  return prrte && i < s.size() && s[i] == ' ' ? i + 1 : i;
 }
 
 // [rank3]: → rank;  [default0]: / [trainer3|0]: → local rank
@@ -264,6 +269,9 @@ std::string_view StripPrefixes(std::string_view line, const PrefixDialect& diale
     } else if ((n = MpiTag(s, &rank, &host))) {
       out->rank = rank;
       if (!host.empty()) out->host = host;
+      out->mpi_tag = std::string(Trim(s.substr(0, n)));
+      size_t lt = out->mpi_tag.rfind('<'), gt = out->mpi_tag.rfind('>');
+      if (lt != std::string::npos && gt > lt) out->channel = out->mpi_tag.substr(lt + 1, gt - lt - 1);
     } else if ((n = RayTag(s, &pid, &host))) {
       out->pid = pid;
       if (!host.empty()) out->host = host;

@@ -26,6 +26,12 @@ struct LinePrefix {
   int local_rank = -1;  // rank on its node (torchrun [default0]:)
   int pid = 0;          // NCCL host:pid:tid
   int64_t time_ns = 0;  // a leading timestamp (UTC when no zone is given)
+  // mpirun tags every write, not every line: "RuntimeError[1,0]<stderr>:: boom". The tag as it
+  // appeared, so the caller can remove its repeats inside the message.
+  std::string mpi_tag;
+  // The output stream a tag names ("stdout", "stderr"): a rank's two pipes reach the launcher
+  // separately, so a print can land inside a traceback; they are kept apart.
+  std::string channel;
 };
 
 struct PrefixDialect {

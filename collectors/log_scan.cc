@@ -30,8 +30,10 @@ struct StreamKey {
   int file = 0;
   std::string host;
   int rank = -1, local_rank = -1, pid = 0;
+  std::string channel;  // stdout/stderr when the launcher says which
   bool operator<(const StreamKey& o) const {
-    return std::tie(file, host, rank, local_rank, pid) < std::tie(o.file, o.host, o.rank, o.local_rank, o.pid);
+    return std::tie(file, host, rank, local_rank, pid, channel) <
+           std::tie(o.file, o.host, o.rank, o.local_rank, o.pid, o.channel);
   }
 };
 
@@ -89,12 +91,12 @@ struct LogScanner::Impl {
   std::set<size_t> pending;  // streams with an open traceback or table
 
   Stream& StreamFor(const LinePrefix& p) {
-    StreamKey k{file, p.host, p.rank, p.local_rank, p.pid};
+    StreamKey k{file, p.host, p.rank, p.local_rank, p.pid, p.channel};
     auto it = index.find(k);
     if (it != index.end()) return *streams[it->second];
     if (streams.size() >= options.max_streams) {
       // Bizarre prefixes (a different "host" on every line): one stream per file from here on.
-      k = StreamKey{file, "", -2, -1, 0};
+      k = StreamKey{file, "", -2, -1, 0, ""};
       it = index.find(k);
       if (it != index.end()) return *streams[it->second];
     }
@@ -130,6 +132,17 @@ struct LogScanner::Impl {
     if (line.size() > options.max_line_bytes) line = line.substr(0, options.max_line_bytes);
     LinePrefix p;
     std::string_view message = StripPrefixes(line, dialect, &p);
+    std::string untagged;
+    if (!p.mpi_tag.empty() && message.find(p.mpi_tag) != std::string_view::npos) {
+      // The same tag again inside the line (mpirun tags each write): drop its repeats.
+      for (size_t i = 0; i < message.size();) {
+        if (message.compare(i, p.mpi_tag.size(), p.mpi_tag) == 0)
+          i += p.mpi_tag.size();
+        else
+          untagged += message[i++];
+      }
+      message = untagged;
+    }
     Stream& s = StreamFor(p);
     size_t id = &s == streams.back().get() ? streams.size() - 1 : index[s.key];
     s.last_line = number;
@@ -366,6 +379,10 @@ LogScanResult LogScanner::Finish() {
     if (rank < 0) continue;
     if (st->key.pid) by_pid[{st->key.host, st->key.pid}] = rank;
     if (st->key.local_rank >= 0) by_local[{st->key.host, st->key.local_rank}] = rank;
+    // Without a local-rank prefix, NCCL's cudaDev stands for the local rank (one GPU per rank,
+    // set_device(local_rank): what torchrun and DeepSpeed set up).
+    else if (int dev = st->classifier->facts().device; dev >= 0 && !st->key.host.empty())
+      by_local.emplace(std::make_pair(st->key.host, dev), rank);
   }
   for (auto& st : s.streams) {
     int rank = rank_of(*st);

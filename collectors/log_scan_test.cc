@@ -83,6 +83,24 @@ TEST(LogScanTest, PdshHostsAndNcclPidsResolveToRanks) {
   EXPECT_TRUE(closed->consequence);
 }
 
+TEST(LogScanTest, MpirunTagsInsideALineAreDropped) {
+  // mpirun --tag-output tags each write, so a traceback line can carry the tag several times (seen
+  // in this project's real mpirun e2e runs).
+  auto r = Scan(
+      "[1,2]<stderr>:Traceback (most recent call last):\n"
+      "[1,2]<stderr>:  File \"/w/t.py\", line 20, in <module>\n"
+      "[1,2]<stderr>:    [1,2]<stderr>:buf = bytearray(10**15)[1,2]<stderr>:\n"
+      "[1,2]<stderr>: [1,2]<stderr>:^[1,2]<stderr>:^[1,2]<stderr>:\n"
+      "[1,2]<stdout>:rank 2 step 1 done\n"  // stdout reaches mpirun on its own pipe, out of order
+      "[1,2]<stderr>:MemoryError[1,2]<stderr>:\n");
+  const LogEvent* tb = Find(r, "python_traceback");
+  ASSERT_TRUE(tb);
+  EXPECT_EQ(tb->rank, 2);
+  EXPECT_EQ(tb->code, "OUT_OF_MEMORY");
+  EXPECT_EQ(tb->location, "t.py:20");
+  EXPECT_EQ(tb->text, "MemoryError");
+}
+
 TEST(LogScanTest, UnattributedLinesAreKeptAsJobLevelEvidence) {
   auto r = Scan("loading data\nKilled\n");
   const LogEvent* k = Find(r, "shell_killed");

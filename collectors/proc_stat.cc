@@ -50,14 +50,22 @@ Result<ProcStat> ReadProcStat(pid_t pid) {
 
 const char* DescribeProcState(char state) {
   switch (state) {
-    case 'R': return "running";
-    case 'S': return "sleeping";
-    case 'D': return "uninterruptible sleep";
-    case 'T': return "stopped";
-    case 't': return "traced";
-    case 'Z': return "zombie";
-    case 'X': return "dead";
-    case 'I': return "idle";
+    case 'R':
+      return "running";
+    case 'S':
+      return "sleeping";
+    case 'D':
+      return "uninterruptible sleep";
+    case 'T':
+      return "stopped";
+    case 't':
+      return "traced";
+    case 'Z':
+      return "zombie";
+    case 'X':
+      return "dead";
+    case 'I':
+      return "idle";
   }
   return "unknown";
 }

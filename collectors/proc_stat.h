@@ -14,12 +14,12 @@ namespace dsd::collectors {
 
 struct ProcStat {
   pid_t pid = 0;
-  std::string comm;     // executable name as the kernel keeps it (may contain spaces or ')')
-  char state = '?';     // R running, S sleeping, D disk sleep, T stopped, t traced, Z zombie
+  std::string comm;  // executable name as the kernel keeps it (may contain spaces or ')')
+  char state = '?';  // R running, S sleeping, D disk sleep, T stopped, t traced, Z zombie
   pid_t ppid = 0;
   uint64_t utime_ticks = 0, stime_ticks = 0;
   uint64_t num_threads = 0;
-  std::string wchan;    // kernel function it sleeps in ("" or "0" when running)
+  std::string wchan;  // kernel function it sleeps in ("" or "0" when running)
   uint64_t cpu_ticks() const { return utime_ticks + stime_ticks; }
 };
 

@@ -15,8 +15,9 @@ namespace dsd::collectors {
 namespace {
 
 TEST(ProcStatTest, ParsesCommWithSpacesAndParens) {
-  auto s = ParseProcStat("4242 (my (weird) rank) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3 0 "
-                         "1000 1000 100 18446744073709551615");
+  auto s = ParseProcStat(
+      "4242 (my (weird) rank) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 5 0 0 20 0 3 0 "
+      "1000 1000 100 18446744073709551615");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->pid, 4242);
   EXPECT_EQ(s->comm, "my (weird) rank");

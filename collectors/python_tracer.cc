@@ -13,14 +13,17 @@ std::optional<PythonTracer> FindPythonTracer() {
   if (ec) return std::nullopt;
   auto root = exe.parent_path().parent_path() / "lib" / "dsdoctor";
   PythonTracer t{(root / "python").string(), (root / "libdsdoctor_pytrace.so").string()};
-  if (::access((t.python_dir + "/sitecustomize.py").c_str(), R_OK) != 0 || ::access(t.library.c_str(), R_OK) != 0) return std::nullopt;
+  if (::access((t.python_dir + "/sitecustomize.py").c_str(), R_OK) != 0 || ::access(t.library.c_str(), R_OK) != 0)
+    return std::nullopt;
   return t;
 }
 
 void AddPythonTracer(const PythonTracer& tracer, std::map<std::string, std::string>* env) {
   std::string path;
-  if (auto it = env->find("PYTHONPATH"); it != env->end()) path = it->second;
-  else if (const char* p = std::getenv("PYTHONPATH")) path = p;
+  if (auto it = env->find("PYTHONPATH"); it != env->end())
+    path = it->second;
+  else if (const char* p = std::getenv("PYTHONPATH"))
+    path = p;
   (*env)["PYTHONPATH"] = path.empty() ? tracer.python_dir : tracer.python_dir + ":" + path;
   (*env)["DSDOCTOR_TRACER_LIB"] = tracer.library;
 }

@@ -19,7 +19,8 @@ RankMonitor::RankMonitor(int rank, int local_rank, std::string node, std::string
   state_.node = std::move(node);
 }
 
-Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::string& cwd) {
+Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                          const std::string& cwd) {
   ::unlink(log_path_.c_str());
   ::unlink(trace_path_.c_str());
   std::string exit_path = log_path_.substr(0, log_path_.size() - 4) + ".exit";

@@ -20,7 +20,8 @@ class RankMonitor {
   RankMonitor(int rank, int local_rank, std::string node, std::string log_path, std::string trace_path);
 
   // Truncates the rank's old files and starts it; its death signal is SIGKILL when we die.
-  Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::string& cwd);
+  Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+               const std::string& cwd);
   // Polls the exit, reads the trace and /proc, appends the log's new bytes to *new_log. Returns
   // true when the rank's exit was seen in this tick (its `.exit` file is then written).
   bool Tick(int64_t now_ns, std::string* new_log, size_t recent = 64);

@@ -68,7 +68,10 @@ TEST(RankMonitorTest, TellsSpinningFromBlocked) {
 TEST(RankMonitorTest, LogIsCompleteOnDiskAndStreamedOnce) {
   std::string d = Dir("log");
   RankMonitor m(3, 0, "n", d + "/rank-3.log", d + "/rank-3.trace");
-  ASSERT_TRUE(m.Start({"/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.1; done; printf '\\377 bad byte'; exit 4"}, {{"FOO", "bar"}}, "").ok());
+  ASSERT_TRUE(
+      m.Start({"/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.1; done; printf '\\377 bad byte'; exit 4"},
+              {{"FOO", "bar"}}, "")
+          .ok());
   std::string streamed = TickFor(m, 1.0);
   EXPECT_EQ(m.state().status, diagnosis::RankStatus::kExited);
   EXPECT_EQ(m.state().exit_code, 4);

@@ -61,7 +61,8 @@ void AddVersionEvents(const LogScanResult& logs, diagnosis::JobState* job) {
   for (auto& [rank, facts] : logs.ranks)
     if (!facts.nccl_version.empty()) by_version[facts.nccl_version].push_back(rank);
   if (by_version.size() < 2) return;
-  auto majority = std::max_element(by_version.begin(), by_version.end(), [](auto& a, auto& b) { return a.second.size() < b.second.size(); });
+  auto majority = std::max_element(by_version.begin(), by_version.end(),
+                                   [](auto& a, auto& b) { return a.second.size() < b.second.size(); });
   for (auto& [version, ranks] : by_version) {
     if (version == majority->first) continue;
     for (int r : ranks) {
@@ -70,15 +71,16 @@ void AddVersionEvents(const LogScanResult& logs, diagnosis::JobState* job) {
       e.rank = r;
       e.code = diagnosis::codes::kNcclVersionMismatch;
       e.kind = "nccl_version_mismatch";
-      e.summary = "NCCL " + version + " is loaded here, NCCL " + majority->first + " on " + std::to_string(majority->second.size()) +
-                  " other rank(s)";
+      e.summary = "NCCL " + version + " is loaded here, NCCL " + majority->first + " on " +
+                  std::to_string(majority->second.size()) + " other rank(s)";
       e.text = "NCCL version " + version;
       size_t colon = f.version_where.rfind(':');
       e.file = f.version_where.substr(0, colon);
       e.line = colon == std::string::npos ? 0 : std::atoi(f.version_where.c_str() + colon + 1);
       e.host = f.host;
-      e.remedy = "Every rank must load the same NCCL: install the same NCCL (or the same PyTorch wheel, which bundles it) on "
-                 "every node, and check LD_LIBRARY_PATH / NCCL_* paths; `dsdoctor check` compares the versions before a run.";
+      e.remedy =
+          "Every rank must load the same NCCL: install the same NCCL (or the same PyTorch wheel, which bundles it) on "
+          "every node, and check LD_LIBRARY_PATH / NCCL_* paths; `dsdoctor check` compares the versions before a run.";
       job->events.push_back(std::move(e));
     }
   }
@@ -108,7 +110,8 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   for (const std::string& p : paths) {
     struct stat st;
     if (p != "-" && ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      if (paths.size() > 1) return InvalidArgument("analyze: '" + p + "' is a run dir: give it alone, or give log files only");
+      if (paths.size() > 1)
+        return InvalidArgument("analyze: '" + p + "' is a run dir: give it alone, or give log files only");
       return LoadRunDir(p, options, warnings);
     }
   }
@@ -141,12 +144,13 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   for (auto& e : logs.events) job.events.push_back(std::move(e));
   AddVersionEvents(logs, &job);
   ApplyExitEvents(&job);
-  job.job_ended = !job.ranks.empty() &&
-                  std::all_of(job.ranks.begin(), job.ranks.end(), [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
+  job.job_ended = !job.ranks.empty() && std::all_of(job.ranks.begin(), job.ranks.end(),
+                                                    [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
   return job;
 }
 
-Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options, std::vector<std::string>* warnings) {
+Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options,
+                                       std::vector<std::string>* warnings) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return NotFound("analyze: cannot open log dir '" + dir + "'");
   static const std::regex kName(R"(^rank-(\d{1,7})\.(log|trace|exit|stack)$)");
@@ -155,8 +159,10 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     std::cmatch m;
     if (!std::regex_match(e->d_name, m, kName)) continue;
     int rank = std::stoi(m[1].str());  // at most 7 digits: cannot overflow
-    if (rank < kMaxRanks) files[rank][m[2].str()] = dir + "/" + e->d_name;
-    else if (warnings) warnings->push_back(dir + "/" + e->d_name + ": rank above " + std::to_string(kMaxRanks) + ", ignored");
+    if (rank < kMaxRanks)
+      files[rank][m[2].str()] = dir + "/" + e->d_name;
+    else if (warnings)
+      warnings->push_back(dir + "/" + e->d_name + ": rank above " + std::to_string(kMaxRanks) + ", ignored");
   }
   ::closedir(d);
   diagnosis::JobState job;
@@ -171,7 +177,8 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     if (j.is_discarded() || !j.is_object()) return InvalidArgument(dir + "/run.json: not valid JSON");
     if (!j.contains("world_size") || !j["world_size"].is_number_integer() || j["world_size"].get<int64_t>() < 0 ||
         j["world_size"].get<int64_t>() > kMaxRanks)
-      return InvalidArgument(dir + "/run.json: field 'world_size' must be an integer from 0 to " + std::to_string(kMaxRanks));
+      return InvalidArgument(dir + "/run.json: field 'world_size' must be an integer from 0 to " +
+                             std::to_string(kMaxRanks));
     job.world_size = j.value("world_size", 0);
     stopped_by_us = j.contains("stopped_by_dsdoctor") && j["stopped_by_dsdoctor"].is_object();
     if (j.contains("now_ns") && j["now_ns"].is_number_integer()) manifest_now_ns = j["now_ns"].get<int64_t>();
@@ -183,7 +190,8 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       }
     }
   }
-  if (files.empty() && from_manifest.empty()) return NotFound("analyze: '" + dir + "' holds no rank-<r>.log/.trace files and no run.json");
+  if (files.empty() && from_manifest.empty())
+    return NotFound("analyze: '" + dir + "' holds no rank-<r>.log/.trace files and no run.json");
   int max_rank = -1;
   for (auto& [r, f] : files) max_rank = std::max(max_rank, r);
   for (auto& [r, s] : from_manifest) max_rank = std::max(max_rank, r);
@@ -201,7 +209,8 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       if (t.ok()) {
         ApplyTrace(*t, &rs, t->records.size());  // all of it: old mismatches count post-mortem
         if (rs.node.empty()) rs.node = t->hostname;
-        latest_ns = std::max({latest_ns, t->heartbeat_ns, rs.last ? std::max(rs.last->started_ns, rs.last->ended_ns) : int64_t{0}});
+        latest_ns = std::max(
+            {latest_ns, t->heartbeat_ns, rs.last ? std::max(rs.last->started_ns, rs.last->ended_ns) : int64_t{0}});
       } else if (warnings) {
         warnings->push_back(t.status().message());
       }
@@ -220,8 +229,10 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
         if (warnings) warnings->push_back(f["exit"] + ": not an exit status");
       } else {
         rs.status = diagnosis::RankStatus::kExited;
-        if (code > 128) rs.signal = code - 128;  // the shell's 128 + signal
-        else rs.exit_code = code;
+        if (code > 128)
+          rs.signal = code - 128;  // the shell's 128 + signal
+        else
+          rs.exit_code = code;
       }
     }
     if (rs.status == diagnosis::RankStatus::kNotStarted && (f.count("log") || rs.has_trace)) {
@@ -243,7 +254,8 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     if (warnings) warnings->push_back(w);
   for (auto& e : logs.events) job.events.push_back(std::move(e));
   AddVersionEvents(logs, &job);
-  job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(), [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
+  job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(),
+                              [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
   job.now_ns = stopped_by_us && manifest_now_ns ? manifest_now_ns : latest_ns;
   for (auto& r : job.ranks) {
     if (!(stopped_by_us && manifest_now_ns)) job.now_ns = std::max(job.now_ns, r.exit_ns);

@@ -36,7 +36,8 @@ struct RunDirOptions {
 // Reads every rank's log, trace and exit status. Errors: the folder is missing or holds no rank
 // files; a corrupt trace or run.json names the file (a corrupt trace is reported, not fatal:
 // the rank is analysed from its log). Logs are streamed (log_scan.h): any size, bounded memory.
-Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options, std::vector<std::string>* warnings);
+Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options,
+                                       std::vector<std::string>* warnings);
 
 // What `dsdoctor analyze PATH…` reads: one run dir, or any number of log files ("-" is standard
 // input) — per-rank logs (rank-<r>.log) or combined logs of any launcher, split per rank by their

@@ -20,10 +20,26 @@ bool OnPath(const std::string& tool) {
 
 // Frames that say nothing about where the program waits.
 bool Boring(const std::string& f) {
-  static const char* kSkip[] = {"__futex_abstimed_wait", "futex_wait", "__GI___futex", "__lll_lock_wait", "pthread_cond_wait",
-                                "pthread_cond_timedwait", "pthread_cond_clockwait", "___pthread_cond", "__pthread_clockjoin", "__GI___poll", "__poll",
-                                "epoll_wait", "__libc_recv", "__libc_read", "nanosleep", "clock_nanosleep", "__GI___clock_nanosleep",
-                                "std::condition_variable::wait", "__syscall_cancel", "syscall"};
+  static const char* kSkip[] = {"__futex_abstimed_wait",
+                                "futex_wait",
+                                "__GI___futex",
+                                "__lll_lock_wait",
+                                "pthread_cond_wait",
+                                "pthread_cond_timedwait",
+                                "pthread_cond_clockwait",
+                                "___pthread_cond",
+                                "__pthread_clockjoin",
+                                "__GI___poll",
+                                "__poll",
+                                "epoll_wait",
+                                "__libc_recv",
+                                "__libc_read",
+                                "nanosleep",
+                                "clock_nanosleep",
+                                "__GI___clock_nanosleep",
+                                "std::condition_variable::wait",
+                                "__syscall_cancel",
+                                "syscall"};
   for (const char* s : kSkip)
     if (f.find(s) != std::string::npos) return true;
   return f == "??" || f.empty();
@@ -46,7 +62,8 @@ std::string ReduceStack(const std::string& text, size_t frames) {
     if (line.size() > 4096) continue;  // no tool prints such a frame; never feed one to std::regex
     if (StartsWith(line, "TID ") || StartsWith(line, "Thread ")) {
       if (++threads > 1) break;  // the first thread is the main thread
-      py = line.find("(active") != std::string::npos || line.find("(idle") != std::string::npos || line.find("\"MainThread\"") != std::string::npos;
+      py = line.find("(active") != std::string::npos || line.find("(idle") != std::string::npos ||
+           line.find("\"MainThread\"") != std::string::npos;
       continue;
     }
     std::smatch m;
@@ -90,10 +107,14 @@ bool PySpyAvailable() {
 Result<StackCapture> CaptureStack(pid_t pid, bool python, Duration timeout) {
   std::vector<std::pair<std::string, std::vector<std::string>>> tools;
   const char* py_spy = std::getenv("DSDOCTOR_PY_SPY");  // an exact path (scripts/setup.sh fetches one into .deps)
-  if (python && py_spy && *py_spy && ::access(py_spy, X_OK) == 0) tools.push_back({"py-spy", {py_spy, "dump", "--pid", std::to_string(pid)}});
-  else if (python && OnPath("py-spy")) tools.push_back({"py-spy", {"py-spy", "dump", "--pid", std::to_string(pid)}});
+  if (python && py_spy && *py_spy && ::access(py_spy, X_OK) == 0)
+    tools.push_back({"py-spy", {py_spy, "dump", "--pid", std::to_string(pid)}});
+  else if (python && OnPath("py-spy"))
+    tools.push_back({"py-spy", {"py-spy", "dump", "--pid", std::to_string(pid)}});
   if (OnPath("eu-stack")) tools.push_back({"eu-stack", {"eu-stack", "-p", std::to_string(pid)}});
-  if (OnPath("gdb")) tools.push_back({"gdb", {"gdb", "-p", std::to_string(pid), "-batch", "-nx", "-q", "-ex", "thread apply all bt 30"}});
+  if (OnPath("gdb"))
+    tools.push_back(
+        {"gdb", {"gdb", "-p", std::to_string(pid), "-batch", "-nx", "-q", "-ex", "thread apply all bt 30"}});
   if (tools.empty()) return NotFound("stack capture: none of py-spy, eu-stack, gdb is installed");
   std::string errors;
   for (auto& [name, argv] : tools) {
@@ -105,7 +126,8 @@ Result<StackCapture> CaptureStack(pid_t pid, bool python, Duration timeout) {
       c.signature = ReduceStack(r->out);
       return c;
     }
-    errors += (errors.empty() ? "" : "; ") + name + ": " + (r.ok() ? std::string(Trim(r->err)).substr(0, 200) : r.status().message());
+    errors += (errors.empty() ? "" : "; ") + name + ": " +
+              (r.ok() ? std::string(Trim(r->err)).substr(0, 200) : r.status().message());
   }
   return Unavailable("stack capture of pid " + std::to_string(pid) + " failed: " + errors);
 }

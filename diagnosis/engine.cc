@@ -463,6 +463,8 @@ void TracebackMismatch(Ctx& c) {
 
 // ---- RANK_EXITED ---------------------------------------------------------------------------------
 
+std::string EventEvidence(const LogEvent& e);
+
 bool HasCommEvent(const JobState& job, int rank) {
   for (const LogEvent& e : job.events)
     if (e.rank == rank && (e.code == codes::kCommError || e.code == codes::kNcclError)) return true;
@@ -471,7 +473,7 @@ bool HasCommEvent(const JobState& job, int rank) {
 
 std::string FirstErrorEvent(const JobState& job, int rank) {
   for (const LogEvent& e : job.events)
-    if (e.rank == rank && e.severity == Severity::kError) return "log line " + std::to_string(e.line) + ": " + e.summary;
+    if (e.rank == rank && e.severity == Severity::kError) return e.Where() + ": " + e.summary;
   return "";
 }
 
@@ -599,6 +601,9 @@ void Exits(Ctx& c) {
     if (!r->last_error.empty()) f.evidence.push_back("last error: " + r->last_error);
     std::string ev = FirstErrorEvent(c.job, r->rank);
     if (!ev.empty()) f.evidence.push_back(ev);
+    // A launcher's line that reported the exit (analyze of logs).
+    for (const LogEvent& e : c.job.events)
+      if (e.code == codes::kRankExited && e.subject_rank == r->rank && f.evidence.size() < 6) f.evidence.push_back(EventEvidence(e));
     if (!consequence_ranks.empty()) f.evidence.push_back(RankWord(consequence_ranks) + " failed after it with communication errors (a consequence)");
     if (others_wait) {
       std::vector<int> waiting;
@@ -1181,7 +1186,12 @@ void Events(Ctx& c) {
         c.job.ranks[e.subject_rank].status == RankStatus::kExited)
       continue;  // the launcher's line repeats what the rank's exit says (Exits() reports it)
     auto echo = c.echoes.find(&e);
-    std::string key = e.code + "\x1f" + e.kind + "\x1f" + e.summary + (echo != c.echoes.end() ? "\x1f" + echo->second : "");
+    // Lines that differ only in numbers (ports, pids, sizes) are one finding.
+    std::string shape;
+    for (char ch : e.summary)
+      if (!(ch >= '0' && ch <= '9')) shape += ch;
+      else if (shape.empty() || shape.back() != '#') shape += '#';
+    std::string key = e.code + "\x1f" + e.kind + "\x1f" + shape + (echo != c.echoes.end() ? "\x1f" + echo->second : "");
     auto [it, inserted] = index.emplace(key, buckets.size());
     if (inserted) buckets.push_back({&e, {}, {}, {}, echo != c.echoes.end() ? echo->second : "", true});
     Bucket& b = buckets[it->second];

@@ -408,5 +408,23 @@ TEST(RunE2eTest, PytorchHangIsPinpointedLiveFromPythonStacks) {
   EXPECT_EQ(stack->rfind("# py-spy", 0), 0u) << *stack;
 }
 
+// The ranks get NCCL's WARN lines by default and every library's debug output at debug level;
+// a value the user set wins (docs/run.md, "Rank environment").
+TEST(RunE2eTest, RanksGetTheDiagnosticProfile) {
+  const std::vector<std::string> show = {"/bin/sh", "-c",
+                                         "echo NCCL_DEBUG=$NCCL_DEBUG TDD=$TORCH_DISTRIBUTED_DEBUG CPP=$TORCH_CPP_LOG_LEVEL "
+                                         "ST=$TORCH_SHOW_CPP_STACKTRACES LL=$DSDOCTOR_LOG_LEVEL"};
+  auto plain = RunJob("profile-default", show, {}, {{"DSDOCTOR_LOG_LEVEL", ""}});
+  EXPECT_EQ(plain.exit_code, 0) << plain.out;
+  auto log = ReadFile(plain.dir + "/rank-1.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("NCCL_DEBUG=WARN TDD= CPP= ST= LL="), std::string::npos) << *log;
+  auto debug = RunJob("profile-debug", show, {}, {{"DSDOCTOR_LOG_LEVEL", "debug"}, {"TORCH_CPP_LOG_LEVEL", "ERROR"}});
+  EXPECT_EQ(debug.exit_code, 0) << debug.out;
+  log = ReadFile(debug.dir + "/rank-0.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("NCCL_DEBUG=INFO TDD=DETAIL CPP=ERROR ST=1 LL=debug"), std::string::npos) << *log;
+}
+
 }  // namespace
 }  // namespace dsd

@@ -1,0 +1,203 @@
+// `dsdoctor analyze` on the single log file a user has: a real combined log of a real PyTorch job
+// under a real launcher (Open MPI's mpirun --tag-output), standard input, and combined logs in
+// the formats of public bug reports (cited beside each) for what cannot run here (NCCL on GPUs,
+// multi-node pdsh).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "common/file.h"
+#include "common/net.h"
+#include "common/process.h"
+#include "tests/e2e/run_report.h"
+
+namespace dsd {
+namespace {
+
+namespace fs = std::filesystem;
+using e2e::FindingOf;
+using e2e::Ranks;
+
+struct Analysis {
+  int exit_code = -1;
+  std::string out, err;
+  nlohmann::json report;
+};
+
+Analysis Analyze(std::vector<std::string> args, bool json = true) {
+  std::vector<std::string> argv = {DSDOCTOR_BIN, "analyze"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (json) argv.push_back("--json");
+  auto r = RunCommand(argv, e2e::WithTimeout(120));
+  Analysis a;
+  EXPECT_TRUE(r.ok());
+  if (!r.ok()) return a;
+  a.exit_code = r->exit_code;
+  a.out = r->out;
+  a.err = r->err;
+  if (json) a.report = nlohmann::json::parse(r->out, nullptr, false);
+  return a;
+}
+
+// Log files the tests write, removed when the test binary ends.
+struct TempLogs : ::testing::Environment {
+  std::vector<std::string> paths;
+  void TearDown() override {
+    for (auto& p : paths) fs::remove(p);
+  }
+};
+TempLogs* temp_logs = static_cast<TempLogs*>(::testing::AddGlobalTestEnvironment(new TempLogs));
+
+std::string WriteLog(const std::string& name, const std::string& text) {
+  std::string path = fs::temp_directory_path() / ("dsd-analyze-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(path) << text;
+  temp_logs->paths.push_back(path);
+  return path;
+}
+
+// The line of `path` that `where` ("file:line") points at.
+std::string LineAt(const std::string& where) {
+  size_t colon = where.rfind(':');
+  std::ifstream in(where.substr(0, colon));
+  int want = std::stoi(where.substr(colon + 1));
+  std::string line;
+  for (int i = 1; std::getline(in, line); ++i)
+    if (i == want) return line;
+  return "";
+}
+
+TEST(AnalyzeE2eTest, RealMpirunTorchJobNamesTheRankThatRanOutOfMemoryFirst) {
+  REQUIRE_TORCH();
+  std::string log = fs::temp_directory_path() / ("dsd-analyze-mpi-" + std::to_string(::getpid()) + ".log");
+  int free_port = 0;
+  {
+    auto l = net::Listen("127.0.0.1", 0, &free_port, 1);
+    ASSERT_TRUE(l.ok());
+  }
+  std::string port = std::to_string(free_port);
+  // mpirun --tag-output: every line "[1,R]<stdout|stderr>:"; one combined file, as users paste it.
+  auto run = RunCommand({"/bin/sh", "-c",
+                         "mpirun --allow-run-as-root --oversubscribe --tag-output -np 3 -x MASTER_PORT=" + port +
+                             " /usr/bin/python3 " TORCH_OOM_RANK " > " + log + " 2>&1"},
+                        e2e::WithTimeout(120));
+  ASSERT_TRUE(run.ok());
+  EXPECT_NE(run->exit_code, 0);
+  auto a = Analyze({log});
+  EXPECT_EQ(a.exit_code, 1) << a.out << a.err;
+  ASSERT_TRUE(a.report.is_object()) << a.out;
+  const auto& first = a.report["findings"][0];
+  EXPECT_EQ(first["code"], "OUT_OF_MEMORY") << a.report.dump(2);
+  EXPECT_EQ(Ranks(first), std::vector<int>{2});
+  // Its evidence points at the real line.
+  std::string where;
+  for (const auto& ev : first["evidence"]) {
+    std::string s = ev;
+    if (s.rfind(log + ":", 0) == 0) where = s.substr(0, s.find(' '));
+  }
+  ASSERT_FALSE(where.empty()) << first.dump(2);
+  EXPECT_NE(LineAt(where).find("[1,2]<stderr>:Traceback"), std::string::npos) << where;
+  // The others' lost connections (closed or reset, as the race goes) are its echo, not errors of
+  // their own.
+  std::set<int> echo_ranks;
+  for (const auto& f : a.report["findings"]) {
+    if (f["code"] == "OUT_OF_MEMORY" || f["code"] == "RANK_EXITED") continue;
+    EXPECT_EQ(f["severity"], "warning") << f.dump(2);
+    for (int r : Ranks(f)) echo_ranks.insert(r);
+  }
+  EXPECT_FALSE(echo_ranks.empty()) << a.report.dump(2);
+  EXPECT_FALSE(echo_ranks.count(2));
+  // mpirun's "first process to exit" table makes rank 2's exit known.
+  const auto* exited = FindingOf(a.report, "RANK_EXITED");
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(Ranks(*exited), std::vector<int>{2});
+  // The same from standard input.
+  auto piped =
+      RunCommand({"/bin/sh", "-c", std::string(DSDOCTOR_BIN) + " analyze - --json < " + log}, e2e::WithTimeout(60));
+  ASSERT_TRUE(piped.ok());
+  EXPECT_EQ(piped->exit_code, 1);
+  auto report = nlohmann::json::parse(piped->out, nullptr, false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["findings"][0]["code"], "OUT_OF_MEMORY");
+  EXPECT_NE(report["findings"][0]["evidence"].dump().find("<stdin>:"), std::string::npos);
+  fs::remove(log);
+}
+
+TEST(AnalyzeE2eTest, WatchdogReportsNameTheRankThatNeverArrived) {
+  // torch >= 2.2 under torchrun: "[rankN]:" then the C++ logger; ranks 1-3 time out in ALLREDUCE
+  // SeqNum=2, rank 0 never does (format: https://github.com/hiyouga/LlamaFactory/issues/6269).
+  std::string text =
+      "[rank0]:step 1 loss 2.31\n[rank1]:step 1 loss 2.29\n[rank2]:step 1 loss 2.30\n[rank3]:step 1 loss 2.28\n";
+  for (int r = 1; r < 4; ++r)
+    text +=
+        "[rank" + std::to_string(r) + "]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank " +
+        std::to_string(r) +
+        "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=1800000) ran for 1800012 milliseconds before timing out.\n";
+  auto a = Analyze({WriteLog("watchdog.log", text)});
+  EXPECT_EQ(a.exit_code, 1);
+  const auto& first = a.report["findings"][0];
+  EXPECT_EQ(first["code"], "RANK_MISSING") << a.report.dump(2);
+  EXPECT_EQ(Ranks(first), std::vector<int>{0});
+  EXPECT_NE(first["summary"].get<std::string>().find("ALLREDUCE SeqNum=2"), std::string::npos);
+  const auto* wd = FindingOf(a.report, "WATCHDOG_TIMEOUT");
+  ASSERT_TRUE(wd);
+  EXPECT_EQ((*wd)["severity"], "warning");
+}
+
+TEST(AnalyzeE2eTest, DeepSpeedPdshLogOfAHostOomKill) {
+  // The deepspeed launcher over pdsh: "host: " before every line (https://github.com/hiyouga/LlamaFactory/issues/2470);
+  // a worker killed by the OOM killer (exit -9, https://github.com/deepspeedai/DeepSpeed/issues/5066);
+  // NCCL on the other node loses the connection after it (https://github.com/NVIDIA/nccl/issues/914).
+  std::string text =
+      "[2024-02-03 11:40:00,000] [INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w worker-0,worker-1 ...\n"
+      "worker-0: [2024-02-03 11:40:02,000] [INFO] [launch.py:146:main] WORLD INFO DICT: {'worker-0': [0, 1], "
+      "'worker-1': [0, 1]}\n"
+      "worker-1: [2024-02-03 11:40:02,000] [INFO] [launch.py:146:main] WORLD INFO DICT: {'worker-0': [0, 1], "
+      "'worker-1': [0, 1]}\n"
+      "worker-0: worker-0:1000:1060 [0] NCCL INFO comm 0x55d1 rank 0 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE\n"
+      "worker-0: worker-0:1001:1061 [1] NCCL INFO comm 0x55d2 rank 1 nranks 4 cudaDev 1 busId 2000 - Init COMPLETE\n"
+      "worker-1: worker-1:2000:2060 [0] NCCL INFO comm 0x55d3 rank 2 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE\n"
+      "worker-1: worker-1:2001:2061 [1] NCCL INFO comm 0x55d4 rank 3 nranks 4 cudaDev 1 busId 2000 - Init COMPLETE\n"
+      "worker-0: step 10 loss 1.2\n"
+      "worker-1: [2024-02-03 11:48:17,107] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 2001\n"
+      "worker-1: [2024-02-03 11:48:17,300] [ERROR] [launch.py:322:sigkill_handler] ['/usr/bin/python', '-u', "
+      "'train.py', "
+      "'--local_rank=1', '--deepspeed'] exits with return code = -9\n"
+      "worker-0: \n"
+      "worker-0: worker-0:1000:1070 [0] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer "
+      "worker-1<47861>\n"
+      "pdsh@launcher: worker-1: ssh exited with exit code 247\n";
+  auto a = Analyze({WriteLog("pdsh.log", text)});
+  EXPECT_EQ(a.exit_code, 1);
+  const auto* exited = FindingOf(a.report, "RANK_EXITED");
+  ASSERT_TRUE(exited) << a.report.dump(2);
+  EXPECT_EQ(Ranks(*exited), std::vector<int>{3})
+      << "local rank 1 of worker-1 is global rank 3 (NCCL's comm init lines)";
+  EXPECT_NE((*exited)["summary"].get<std::string>().find("SIGKILL"), std::string::npos);
+  EXPECT_NE((*exited)["remedy"].get<std::string>().find("OOM"), std::string::npos);
+  EXPECT_NE((*exited)["evidence"].dump().find("pdsh.log:10"), std::string::npos) << "the launcher's line";
+  const auto* nccl = FindingOf(a.report, "NCCL_ERROR");
+  ASSERT_TRUE(nccl);
+  EXPECT_EQ((*nccl)["severity"], "warning") << "a consequence of rank 3's death";
+}
+
+TEST(AnalyzeE2eTest, BadInputIsNamedAndNeverCrashes) {
+  auto missing = Analyze({"/nonexistent/job.log"}, false);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/job.log"), std::string::npos);
+  // Binary garbage: no finding, exit 0, no crash.
+  std::string junk;
+  for (int i = 0; i < 1 << 20; ++i) junk += static_cast<char>((i * 2654435761u) >> 24);
+  auto bin = Analyze({WriteLog("junk.bin", junk)});
+  EXPECT_EQ(bin.exit_code, 0) << bin.err;
+  EXPECT_TRUE(bin.report.is_object());
+  // A dir mixed with files is refused with a reason.
+  auto mixed = Analyze({fs::temp_directory_path().string(), WriteLog("x.log", "x\n")}, false);
+  EXPECT_EQ(mixed.exit_code, 2);
+  EXPECT_NE(mixed.err.find("run dir"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsd
