@@ -111,7 +111,8 @@ int Main(int argc, char** argv) {
   AnalyzeOptions analyze;
   auto* analyze_cmd = app.add_subcommand(
       "analyze", "Post-mortem diagnosis of a run's log dir, or of log files of any launcher (torchrun, deepspeed/pdsh, mpirun, srun, kubectl)");
-  analyze_cmd->add_option("path", analyze.paths, "A run dir, or one or more log files; - reads standard input")->required();
+  analyze_cmd->add_option("path", analyze.paths, "A run dir, or one or more log files; - reads standard input");
+  analyze_cmd->add_flag("--list-patterns", analyze.list_patterns, "Print the log pattern catalogue (Markdown) and exit");
   analyze_cmd->add_flag("--json", analyze.json, "Print the JSON report (docs/run.md)");
   analyze_cmd->add_option("--timeout", analyze.timeout_s, "Stall threshold in seconds")->check(CLI::Range(0.5, 86400.0));
   analyze_cmd->add_option("--hang-after", analyze.hang_after_s, "Missing-rank threshold in seconds")->check(CLI::Range(0.2, 86400.0));

@@ -89,6 +89,7 @@ int RunTui(const TuiOptions& options);
 
 struct AnalyzeOptions {
   std::vector<std::string> paths;  // a run dir, or log files ("-" = standard input)
+  bool list_patterns = false;      // print the log pattern catalogue (docs/log-patterns.md) instead
   bool json = false;
   double timeout_s = 60;
   double hang_after_s = 5;

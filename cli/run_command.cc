@@ -31,6 +31,7 @@
 #include "agent/launcher.h"
 #include "agent/token.h"
 #include "collectors/debug_profile.h"
+#include "collectors/log_catalogue.h"
 #include "collectors/log_classifier.h"
 #include "collectors/rank_monitor.h"
 #include "collectors/proc_stat.h"
@@ -819,6 +820,14 @@ int RunJob(const RunOptions& o) {
 }
 
 int RunAnalyze(const AnalyzeOptions& o) {
+  if (o.list_patterns) {
+    std::cout << collectors::CatalogueMarkdown();
+    return kExitOk;
+  }
+  if (o.paths.empty()) {
+    std::cerr << "dsdoctor analyze: give a run dir, one or more log files, or - for standard input\n";
+    return kExitUsage;
+  }
   std::vector<std::string> warnings;
   collectors::RunDirOptions opts{o.timeout_s, o.hang_after_s};
   auto job = collectors::LoadLogs(o.paths, opts, &warnings);

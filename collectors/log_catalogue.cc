@@ -620,6 +620,51 @@ std::string PatternMatch::Summary() const {
   return out;
 }
 
+std::string CatalogueMarkdown() {
+  auto cell = [](std::string_view text) {
+    std::string out;
+    for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+    return out;
+  };
+  auto role = [](LogRole r) {
+    switch (r) {
+      case LogRole::kCause:
+        return "cause";
+      case LogRole::kConsequence:
+        return "consequence";
+      case LogRole::kExit:
+        return "exit";
+      case LogRole::kContext:
+        return "context";
+    }
+    return "";
+  };
+  std::string md =
+      "# Log pattern catalogue\n\n"
+      "Generated from collectors/log_catalogue.cc by `dsdoctor analyze --list-patterns`; a test keeps this file equal\n"
+      "to it. Entries are tried in this order and the first that matches a line wins. The expression is RE2\n"
+      "syntax, matched anywhere in the line after its launcher prefixes (docs/run.md, \"Analyzing log files\");\n"
+      "its named groups are the fields. Roles: a *cause* can be the root of a failure, a *consequence* usually\n"
+      "follows another rank's failure, an *exit* line reports how a rank ended, *context* gives facts only.\n"
+      "Each entry's test line, in the format of the public report cited beside it, is in\n"
+      "collectors/log_catalogue_test.cc.\n\n"
+      "| kind | code | role | pattern | cause and remedy | documentation |\n|---|---|---|---|---|---|\n";
+  for (const LogPattern& p : kCatalogue) {
+    std::string refs;
+    for (std::string_view r = p.refs; !r.empty();) {
+      size_t sp = r.find(' ');
+      std::string_view one = r.substr(0, sp);
+      if (!one.empty()) refs += (refs.empty() ? "" : " ") + std::string("<") + std::string(one) + ">";
+      if (sp == std::string_view::npos) break;
+      r.remove_prefix(sp + 1);
+    }
+    std::string what = std::string(p.summary) + (*p.remedy ? std::string(". ") + p.remedy : std::string());
+    md += "| " + std::string(p.kind) + " | " + p.code + (p.severity == Severity::kWarning ? " (warning)" : "") + " | " +
+          role(p.role) + " | `" + cell(p.regex) + "` | " + cell(what) + " | " + refs + " |\n";
+  }
+  return md;
+}
+
 std::string TriggerOf(const char* regex) {
   std::string r(regex);
   // Named groups become plain ones (the pre-scanner need not capture).

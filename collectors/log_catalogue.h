@@ -90,6 +90,10 @@ class LogPatternSet {
   std::unique_ptr<Impl> impl_;
 };
 
+// The catalogue as Markdown: docs/log-patterns.md is this text (a test keeps them equal), and
+// `dsdoctor analyze --list-patterns` prints it.
+std::string CatalogueMarkdown();
+
 // The regular expression a fast pre-scanner (log_matcher.h) may use to find candidate lines for an
 // entry in raw text with prefixes: named groups made plain and line anchors dropped, so it matches
 // a superset of the lines whose message the entry matches.

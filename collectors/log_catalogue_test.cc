@@ -10,6 +10,7 @@
 
 #include "collectors/log_classifier.h"
 #include "collectors/log_matcher.h"
+#include "common/file.h"
 
 namespace dsd::collectors {
 namespace {
@@ -227,6 +228,12 @@ TEST(CatalogueTest, HyperscanCompilesEveryTrigger) {
   auto hs = MakeHyperscanScanner(triggers, &why);
   if (!hs && why == "built without Hyperscan") GTEST_SKIP() << why;
   EXPECT_TRUE(hs) << why;
+}
+
+TEST(CatalogueTest, DocsListEveryEntryAsTheCatalogueHasIt) {
+  auto doc = ReadFile(DOCS_DIR "/log-patterns.md");
+  ASSERT_TRUE(doc.ok()) << doc.status().message();
+  EXPECT_EQ(*doc, CatalogueMarkdown()) << "regenerate: ./build/bin/dsdoctor analyze --list-patterns > docs/log-patterns.md";
 }
 
 TEST(CatalogueTest, TriggerDropsGroupsAndAnchors) {

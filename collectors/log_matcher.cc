@@ -125,11 +125,5 @@ std::unique_ptr<LineScanner> MakeRe2Scanner(const std::vector<std::string>& trig
   return std::make_unique<Re2Scanner>(triggers);
 }
 
-std::unique_ptr<LineScanner> MakeLineScanner(const std::vector<std::string>& triggers) {
-  const char* forced = std::getenv("DSDOCTOR_LOG_SCANNER");
-  if (!(forced && std::strcmp(forced, "re2") == 0))
-    if (auto hs = MakeHyperscanScanner(triggers, nullptr)) return hs;
-  return MakeRe2Scanner(triggers);
-}
 
 }  // namespace dsd::collectors

@@ -28,7 +28,5 @@ class LineScanner {
 // nullptr when this build has no Hyperscan, or a trigger does not compile there (`why` says which).
 std::unique_ptr<LineScanner> MakeHyperscanScanner(const std::vector<std::string>& triggers, std::string* why);
 std::unique_ptr<LineScanner> MakeRe2Scanner(const std::vector<std::string>& triggers);
-// Hyperscan when available, else RE2; DSDOCTOR_LOG_SCANNER=re2 forces RE2.
-std::unique_ptr<LineScanner> MakeLineScanner(const std::vector<std::string>& triggers);
 
 }  // namespace dsd::collectors

@@ -63,6 +63,9 @@ class LogScanner {
 
   // Reads the whole input. Errors name the file (cannot open, read error); a partial read keeps
   // what was read.
+  // The total size of the inputs about to be added, when known: picks the faster pre-scanner
+  // for big inputs from the start.
+  void ExpectBytes(uint64_t bytes);
   Status Add(const LogInput& input);
   Status AddFd(int fd, const LogInput& input);
   void AddText(std::string_view text, const LogInput& input);

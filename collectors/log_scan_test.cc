@@ -172,8 +172,11 @@ TEST(LogScanTest, SameEventsWhateverTheBlockSizeAndPreScanner) {
   LogScanOptions tiny;
   tiny.block_bytes = 64;  // lines cross blocks all the time
   EXPECT_EQ(Keys(Scan(log, tiny)), reference);
-  setenv("DSDOCTOR_LOG_SCANNER", "re2", 1);
-  EXPECT_EQ(Keys(Scan(log, big)), reference);
+  for (const char* engine : {"re2", "hyperscan"}) {
+    setenv("DSDOCTOR_LOG_SCANNER", engine, 1);
+    EXPECT_EQ(Keys(Scan(log, big)), reference) << engine;
+    EXPECT_EQ(Keys(Scan(log, tiny)), reference) << engine;
+  }
   unsetenv("DSDOCTOR_LOG_SCANNER");
   // Through a pipe, as `analyze -` reads standard input.
   int fds[2];

@@ -11,6 +11,7 @@
 #include "collectors/log_scan.h"
 #include "collectors/stack.h"
 #include "common/file.h"
+#include "common/log.h"
 #include "common/strings.h"
 
 namespace dsd::collectors {
@@ -116,6 +117,12 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
     }
   }
   LogScanner scanner;
+  uint64_t log_bytes = 0;
+  for (const std::string& p : paths) {
+    struct stat info;
+    if (p != "-" && ::stat(p.c_str(), &info) == 0) log_bytes += static_cast<uint64_t>(info.st_size);
+  }
+  scanner.ExpectBytes(log_bytes);
   static const std::regex kRankLog(R"((?:^|/)rank-(\d{1,7})\.log$)");
   for (const std::string& p : paths) {
     std::smatch m;
@@ -130,6 +137,8 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   LogScanResult logs = scanner.Finish();
   for (auto& w : logs.warnings)
     if (warnings) warnings->push_back(w);
+  log::Get("analyze")->debug("scanned {} bytes, {} lines, {} looked at ({}), {} events", logs.bytes, logs.lines, logs.candidate_lines,
+                             logs.engine, logs.events.size());
   diagnosis::JobState job;
   job.logs_only = true;
   job.stall_after_s = options.stall_after_s;
@@ -198,6 +207,12 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   job.world_size = std::max(job.world_size, max_rank + 1);
   job.ranks.resize(job.world_size);
   LogScanner scanner;
+  uint64_t log_bytes = 0;
+  for (auto& [r, f] : files) {
+    struct stat info;
+    if (f.count("log") && ::stat(f["log"].c_str(), &info) == 0) log_bytes += static_cast<uint64_t>(info.st_size);
+  }
+  scanner.ExpectBytes(log_bytes);
   int64_t latest_ns = 0;
   for (int r = 0; r < job.world_size; ++r) {
     diagnosis::RankState& rs = job.ranks[r];

@@ -1106,6 +1106,8 @@ void WatchdogCulprits(Ctx& c) {
   for (int r = 0; r < c.job.world_size; ++r)
     if (!std::binary_search(reporters.begin(), reporters.end(), r)) missing.push_back(r);
   if (missing.empty()) return;  // every rank waits in it: the collective itself is stuck (network), Events says so
+  // Most ranks silent: the logs at hand are more likely partial than most ranks missing.
+  if (missing.size() > reporters.size()) return;
   // Ranks that visibly failed before are named by Exits(); this rule is about silent ones.
   bool all_failed = std::all_of(missing.begin(), missing.end(), [&](int r) { return Failed(c.job.ranks[r]); });
   if (all_failed) return;

@@ -1,5 +1,7 @@
 #include "runtime/distributed.h"
 
+#include <signal.h>
+
 #include <arpa/inet.h>
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -167,6 +169,11 @@ void World::Finish() {
 }
 
 Result<std::unique_ptr<World>> InitDistributed(const DistributedOptions& options) {
+  // A peer that died closes its sockets: a write to one must fail the collective with EPIPE (a
+  // traced failure with a message), not kill this rank with SIGPIPE. Only the default action is
+  // replaced; a program's own handler stays.
+  struct sigaction old_action {};
+  if (::sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   auto log = log::Get("runtime");
   std::map<std::string, std::string> env = options.env.empty() ? ProcessEnvironment() : options.env;
   std::string backend = options.backend;

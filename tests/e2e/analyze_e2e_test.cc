@@ -193,6 +193,9 @@ TEST(AnalyzeE2eTest, BadInputIsNamedAndNeverCrashes) {
   auto bin = Analyze({WriteLog("junk.bin", junk)});
   EXPECT_EQ(bin.exit_code, 0) << bin.err;
   EXPECT_TRUE(bin.report.is_object());
+  auto nothing = Analyze({}, false);
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_NE(nothing.err.find("standard input"), std::string::npos);
   // A dir mixed with files is refused with a reason.
   auto mixed = Analyze({fs::temp_directory_path().string(), WriteLog("x.log", "x\n")}, false);
   EXPECT_EQ(mixed.exit_code, 2);
