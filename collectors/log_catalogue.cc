@@ -392,6 +392,12 @@ const std::vector<LogPattern> kCatalogue = {
      "runs "
      "there, and passwordless ssh from this node (`ssh {host} true`).",
      DS_LAUNCH},
+    {"ds_host_not_reachable", R"(Using hostfile at (?P<hostfile>\S+) but host=(?P<host>\S+) was not reachable via ssh)",
+     codes::kLaunchError, kErr, kCause, "DeepSpeed's launcher could not ssh to {host} (hostfile {hostfile})",
+     "The deepspeed launcher checks every hostfile host with `ssh <host> hostname` first: set up passwordless ssh to "
+     "{host} from this node (and accept its host key), fix the name in {hostfile}, or remove the hostfile for a "
+     "single-node run.",
+     DS_LAUNCH},
     {"ssh_host_unresolved", R"(ssh: Could not resolve hostname (?P<host>\S+):)", codes::kLaunchError, kErr, kCause,
      "ssh could not resolve {host}", "Fix the hostfile entry {host} or /etc/hosts / DNS on the launching node.",
      DS_LAUNCH},
@@ -456,6 +462,14 @@ const std::vector<LogPattern> kCatalogue = {
      "btl_tcp picked an interface the peer cannot reach (docker0 172.17.x, virbr, a NAT or down interface): restrict "
      "it "
      "with --mca btl_tcp_if_include <iface or subnet> (and oob_tcp_if_include), or open the ports in the firewall.",
+     OMPI_TCP},
+    {"mpi_connect_bridge",
+     R"(connect\(\) to (?P<address>172\.1[7-9]\.\d+\.\d+|192\.168\.122\.\d+|169\.254\.\d+\.\d+|10\.0\.2\.\d+):(?P<port>\d+) failed)",
+     codes::kCommError, kErr, kCause, "Open MPI dialled {address}:{port}, a docker/libvirt/link-local address",
+     "btl_tcp offered the peer an address of a local bridge (docker0 172.17-19.x, virbr0 192.168.122.x, link-local "
+     "169.254.x, a NAT 10.0.2.x) that other nodes cannot reach: restrict it to the cluster network with "
+     "--mca btl_tcp_if_include <iface or CIDR> (and --mca oob_tcp_if_include), or exclude the bridges with "
+     "--mca btl_tcp_if_exclude lo,docker0,virbr0.",
      OMPI_TCP},
     {"mpi_connect_detail", R"(connect\(\) to (?P<address>[0-9.]+):(?P<port>\d+) failed)", codes::kCommError, kErr,
      kCause, "Open MPI: connect() to {address}:{port} failed",

@@ -265,6 +265,14 @@ struct LogScanner::Impl {
   }
 
   void Learn(std::string_view head) {
+    // UTF-16 logs (Windows tools, some exports) hide every pattern behind NUL bytes: say so.
+    std::string_view start = head.substr(0, 4096);
+    size_t nuls = std::count(start.begin(), start.end(), '\0');
+    if (start.substr(0, 2) == "\xff\xfe" || start.substr(0, 2) == "\xfe\xff" ||
+        (start.size() >= 64 && nuls * 4 > start.size()))
+      result.warnings.push_back(files[file] +
+                                ": looks like UTF-16 text (NUL bytes between characters); convert it first: "
+                                "iconv -f UTF-16 -t UTF-8 < FILE > FILE.utf8");
     DialectLearner learner;
     size_t pos = 0;
     for (int i = 0; i < kDialectLines && pos < head.size(); ++i) {

@@ -233,6 +233,14 @@ TEST(LogScanTest, BinaryAndBadUtf8NeverCrashAndPrintSafely) {
   EXPECT_NE(e->text.find("??"), std::string::npos);
 }
 
+TEST(LogScanTest, Utf16LogsAreNamedWithTheConversion) {
+  std::string text = "\xff\xfe";
+  for (char c : std::string("RuntimeError: CUDA error: an illegal memory access was encountered\n")) text += c, text += '\0';
+  auto r = Scan(text);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("iconv -f UTF-16"), std::string::npos);
+}
+
 TEST(LogScanTest, RepeatedLinesAreCountedNotKept) {
   std::string log;
   for (int i = 0; i < 1000; ++i) log += "ConnectionRefusedError: [Errno 111] Connection refused\n";

@@ -1,10 +1,11 @@
 #include "diagnosis/engine.h"
 
+#include <string.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
-#include <string.h>
 #include <unordered_map>
 
 #include "common/strings.h"
@@ -28,7 +29,9 @@ double AgeS(int64_t now_ns, int64_t since_ns) {
 // The moment a rank's state was read: ages of its calls count to then, not to the coordinator's
 // now, so a sample that arrived late (a lagging node, a coordinator that was paused) never makes a
 // rank look stuck for longer than it was seen stuck.
-int64_t SeenAt(const JobState& job, const RankState& r) { return r.sample_ns > 0 ? std::min(r.sample_ns, job.now_ns) : job.now_ns; }
+int64_t SeenAt(const JobState& job, const RankState& r) {
+  return r.sample_ns > 0 ? std::min(r.sample_ns, job.now_ns) : job.now_ns;
+}
 
 std::string Seconds(double s) {
   char buf[32];
@@ -42,16 +45,26 @@ std::string RankWord(const std::vector<int>& ranks) {
 
 const char* SignalName(int sig) {
   switch (sig) {
-    case 1: return "SIGHUP";
-    case 2: return "SIGINT";
-    case 6: return "SIGABRT";
-    case 7: return "SIGBUS";
-    case 8: return "SIGFPE";
-    case 9: return "SIGKILL";
-    case 11: return "SIGSEGV";
-    case 13: return "SIGPIPE";
-    case 15: return "SIGTERM";
-    default: return "signal";
+    case 1:
+      return "SIGHUP";
+    case 2:
+      return "SIGINT";
+    case 6:
+      return "SIGABRT";
+    case 7:
+      return "SIGBUS";
+    case 8:
+      return "SIGFPE";
+    case 9:
+      return "SIGKILL";
+    case 11:
+      return "SIGSEGV";
+    case 13:
+      return "SIGPIPE";
+    case 15:
+      return "SIGTERM";
+    default:
+      return "signal";
   }
 }
 
@@ -66,12 +79,24 @@ std::string ProcWords(const ProcSample& p) {
   if (!p.valid) return "";
   std::string s;
   switch (p.state) {
-    case 'R': s = "running"; break;
-    case 'S': s = "sleeping"; break;
-    case 'D': s = "in uninterruptible I/O"; break;
-    case 'T': case 't': s = "stopped"; break;
-    case 'Z': s = "zombie"; break;
-    default: s = std::string("state ") + p.state;
+    case 'R':
+      s = "running";
+      break;
+    case 'S':
+      s = "sleeping";
+      break;
+    case 'D':
+      s = "in uninterruptible I/O";
+      break;
+    case 'T':
+    case 't':
+      s = "stopped";
+      break;
+    case 'Z':
+      s = "zombie";
+      break;
+    default:
+      s = std::string("state ") + p.state;
   }
   if (!p.wchan.empty() && p.wchan != "0") s += " in " + p.wchan;
   char buf[64];
@@ -88,16 +113,20 @@ std::string ProcWords(const ProcSample& p) {
 std::string WhereIs(const JobState& job, const RankState& r) {
   std::string s;
   if (r.status == RankStatus::kNotStarted) return "not started";
-  if (r.status == RankStatus::kExited) return r.signal ? std::string("killed by ") + SignalName(r.signal) : "exited with code " + std::to_string(r.exit_code);
+  if (r.status == RankStatus::kExited)
+    return r.signal ? std::string("killed by ") + SignalName(r.signal)
+                    : "exited with code " + std::to_string(r.exit_code);
   if (!r.has_trace) {
     s = "no trace (it never reached init_distributed, or the program does not use the bundled runtime)";
   } else if (r.in_flight) {
     double age = AgeS(SeenAt(job, r), r.in_flight->started_ns);
-    s = r.in_flight->async ? "not blocked in a call; its asynchronous " + r.in_flight->Describe() + " unfinished for " + Seconds(age)
-                           : "in " + r.in_flight->Describe() + " for " + Seconds(age);
+    s = r.in_flight->async
+            ? "not blocked in a call; its asynchronous " + r.in_flight->Describe() + " unfinished for " + Seconds(age)
+            : "in " + r.in_flight->Describe() + " for " + Seconds(age);
   } else {
     s = "outside any collective";
-    if (!r.phase.empty()) s += ", phase " + r.phase + (r.phase_ns ? " for " + Seconds(AgeS(SeenAt(job, r), r.phase_ns)) : "");
+    if (!r.phase.empty())
+      s += ", phase " + r.phase + (r.phase_ns ? " for " + Seconds(AgeS(SeenAt(job, r), r.phase_ns)) : "");
     if (r.last) s += ", last call " + r.last->Describe() + " (" + r.last->state + ")";
   }
   std::string proc = ProcWords(r.proc);
@@ -118,15 +147,18 @@ bool Blocked(const RankState& r, double for_s) {
 bool InCheckpoint(const OpRecord& r) { return r.callsite.find("checkpoint") != std::string::npos; }
 
 std::string CheckpointRemedy(const char* which) {
-  return std::string(which) + " makes collectives (a barrier, a gather of shards), so every rank must call it: DeepSpeed's engine." + which +
-         "() saves each rank's own (ZeRO) shard and they agree before `latest` moves. Remove the `if rank == 0:` guard around "
+  return std::string(which) +
+         " makes collectives (a barrier, a gather of shards), so every rank must call it: DeepSpeed's engine." + which +
+         "() saves each rank's own (ZeRO) shard and they agree before `latest` moves. Remove the `if rank == 0:` guard "
+         "around "
          "the call; inside your own function, keep the collectives on every rank and guard only the file write "
          "(`if dist.get_rank() == 0: torch.save(...)`).";
 }
 
 const char* const kUnevenInputsRemedy =
     "Some ranks are in DDP's gradient all-reduce (backward of another step) while the others already left the training "
-    "loop or do something else: the ranks ran different numbers of iterations (uneven inputs). Give every rank the same "
+    "loop or do something else: the ranks ran different numbers of iterations (uneven inputs). Give every rank the "
+    "same "
     "number of batches (DistributedSampler(drop_last=True), or pad the shards), or run the loop inside DDP's join() "
     "context manager (torch.distributed.algorithms.Join) so finished ranks shadow the others.";
 bool Failed(const RankState& r) { return r.status == RankStatus::kExited && (r.signal != 0 || r.exit_code != 0); }
@@ -136,8 +168,9 @@ struct Ctx {
   Diagnosis out;
   std::set<int> explained;  // ranks already named as a culprit by a stronger rule
   std::set<std::pair<uint32_t, uint64_t>> mismatched;
-  std::set<int> init_consequences;  // ranks that failed or wait in init because of a world-size disagreement
-  std::set<int> traceback_mismatch;  // ranks whose traceback shows them in a mismatched collective  // (comm, seq) of collectives found to differ
+  std::set<int> init_consequences;   // ranks that failed or wait in init because of a world-size disagreement
+  std::set<int> traceback_mismatch;  // ranks whose traceback shows them in a mismatched collective  // (comm, seq) of
+                                     // collectives found to differ
   // Log events explained by a culprit another rule named (watchdog reports of ranks that waited
   // for a missing rank; errors that followed the first failure): event → why.
   std::map<const LogEvent*, std::string> echoes;
@@ -169,9 +202,11 @@ struct Entry {
 };
 
 std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
-  bool some_ckpt = false, all_ckpt = true, op_differs = false, size_differs = false, dtype_differs = false, reduce_differs = false;
+  bool some_ckpt = false, all_ckpt = true, op_differs = false, size_differs = false, dtype_differs = false,
+       reduce_differs = false;
   for (const OpRecord* s : sides) {
-    bool ckpt = s->callsite.find("save_checkpoint") != std::string::npos || s->callsite.find("load_checkpoint") != std::string::npos;
+    bool ckpt = s->callsite.find("save_checkpoint") != std::string::npos ||
+                s->callsite.find("load_checkpoint") != std::string::npos;
     some_ckpt |= ckpt;
     all_ckpt &= ckpt;
     op_differs |= s->op != sides[0]->op;
@@ -203,7 +238,8 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
            "them identical on every rank, or pad to a common size.";
   }
   if (root_differs) {
-    return "The ranks name different root ranks (src/dst) for the same call: it pairs the wrong data or waits for a root "
+    return "The ranks name different root ranks (src/dst) for the same call: it pairs the wrong data or waits for a "
+           "root "
            "that is not sending. Compute the root the same way on every rank (a global rank, not a local one).";
   }
   if (reduce_differs) {
@@ -294,8 +330,10 @@ void TraceMismatch(Ctx& c) {
           f.evidence.push_back(ev);
         }
         std::sort(f.ranks.begin(), f.ranks.end());
-        f.summary = "collective #" + std::to_string(entries[i].seq) + (entries[i].comm ? " of group " + std::to_string(entries[i].comm) : "") +
-                    " differs between ranks: " + Join(parts, "; ") + (in_flight ? "" : " (it completed: results are wrong)");
+        f.summary = "collective #" + std::to_string(entries[i].seq) +
+                    (entries[i].comm ? " of group " + std::to_string(entries[i].comm) : "") +
+                    " differs between ranks: " + Join(parts, "; ") +
+                    (in_flight ? "" : " (it completed: results are wrong)");
         f.remedy = MismatchRemedy(sides);
         f.proof = proof::kTrace;
         for (int r : f.ranks) c.explained.insert(r);
@@ -320,7 +358,9 @@ void CrossGroupMismatch(Ctx& c) {
   std::map<std::pair<uint32_t, uint64_t>, Call> calls;
   std::vector<const std::pair<const std::pair<uint32_t, uint64_t>, Call>*> of_rank(c.job.ranks.size(), nullptr);
   for (const RankState& r : c.job.ranks) {
-    if (!Running(r) || !r.in_flight || !r.in_flight->blocking() || !r.in_flight->collective() || r.in_flight->op == "rendezvous") continue;
+    if (!Running(r) || !r.in_flight || !r.in_flight->blocking() || !r.in_flight->collective() ||
+        r.in_flight->op == "rendezvous")
+      continue;
     if (AgeS(SeenAt(c.job, r), r.in_flight->started_ns) < kProofSettleS) continue;
     auto& call = calls[{r.in_flight->comm, r.in_flight->seq}];
     if (!call.rec) call.rec = &*r.in_flight;
@@ -354,11 +394,16 @@ void CrossGroupMismatch(Ctx& c) {
       if (odd != 1) f.ranks.insert(f.ranks.end(), ca.ranks.begin(), ca.ranks.end());
       if (odd != 0) f.ranks.insert(f.ranks.end(), cb.ranks.begin(), cb.ranks.end());
       std::sort(f.ranks.begin(), f.ranks.end());
-      auto group = [](uint32_t comm) { return comm ? "group " + std::to_string(comm) : std::string("the world group"); };
-      f.summary = "ranks wait in collectives of different groups that need each other: " + RankWord(ca.ranks) + " in " + ca.rec->Describe() +
-                  " on " + group(a.first) + "; " + RankWord(cb.ranks) + " in " + cb.rec->Describe() + " on " + group(b.first);
-      f.evidence.push_back(RankWord(ca.ranks) + ": " + ca.rec->Describe() + " [started] for " + Seconds(AgeS(c.job.now_ns, ca.rec->started_ns)));
-      f.evidence.push_back(RankWord(cb.ranks) + ": " + cb.rec->Describe() + " [started] for " + Seconds(AgeS(c.job.now_ns, cb.rec->started_ns)));
+      auto group = [](uint32_t comm) {
+        return comm ? "group " + std::to_string(comm) : std::string("the world group");
+      };
+      f.summary = "ranks wait in collectives of different groups that need each other: " + RankWord(ca.ranks) + " in " +
+                  ca.rec->Describe() + " on " + group(a.first) + "; " + RankWord(cb.ranks) + " in " +
+                  cb.rec->Describe() + " on " + group(b.first);
+      f.evidence.push_back(RankWord(ca.ranks) + ": " + ca.rec->Describe() + " [started] for " +
+                           Seconds(AgeS(c.job.now_ns, ca.rec->started_ns)));
+      f.evidence.push_back(RankWord(cb.ranks) + ": " + cb.rec->Describe() + " [started] for " +
+                           Seconds(AgeS(c.job.now_ns, cb.rec->started_ns)));
       f.remedy = MismatchRemedy(sides);
       f.proof = proof::kTrace;
       c.mismatched.insert(a);
@@ -389,7 +434,8 @@ void TracebackMismatch(Ctx& c) {
     if (!Running(r) || r.stack.empty()) continue;
     if (StackCollective(r.stack, &w.collective, &w.location) ||
         // DDP's gradient all-reduce runs in C++: a rank blocked in backward() waits in it.
-        (Blocked(r, kLookS) && StackInDdpBackward(r.stack, &w.location) && (w.collective = "all_reduce (DDP gradients)", true))) {
+        (Blocked(r, kLookS) && StackInDdpBackward(r.stack, &w.location) &&
+         (w.collective = "all_reduce (DDP gradients)", true))) {
       w.summary = "waiting there now (stack: " + r.stack + ")";
       wheres.push_back(w);
       seen.insert(r.rank);
@@ -425,7 +471,8 @@ void TracebackMismatch(Ctx& c) {
       if (tie || name != largest_name) f.ranks.push_back(e.rank);
     }
     std::string at = where.empty() ? "" : " at " + Join({where.begin(), where.end()}, ", ");
-    std::string call = name.find(' ') == std::string::npos ? name + "()" : name;  // "barrier()", "all_reduce (DDP gradients)"
+    std::string call =
+        name.find(' ') == std::string::npos ? name + "()" : name;  // "barrier()", "all_reduce (DDP gradients)"
     parts.push_back(RankWord(ranks) + " in " + call + at);
     f.evidence.push_back(RankWord(ranks) + ": " + call + at + ": " + evs[0].summary);
   }
@@ -444,16 +491,19 @@ void TracebackMismatch(Ctx& c) {
         for (const Ev& e : evs) f.ranks.push_back(e.rank);
   }
   std::sort(f.ranks.begin(), f.ranks.end());
-  f.summary = std::string(live ? "ranks wait inside different collectives: " : "ranks failed inside different collectives: ") + Join(parts, "; ");
+  f.summary =
+      std::string(live ? "ranks wait inside different collectives: " : "ranks failed inside different collectives: ") +
+      Join(parts, "; ");
   bool ckpt = false, ddp = false;
   for (auto& [name, evs] : by_call) {
     ckpt |= in_ckpt(evs);
     ddp |= name.find("DDP gradients") != std::string::npos;
   }
-  f.remedy = ckpt  ? CheckpointRemedy("save_checkpoint")
-             : ddp ? kUnevenInputsRemedy
-                   : "Every rank must call the same collectives in the same order: the call sites above are reached by some "
-                     "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
+  f.remedy =
+      ckpt  ? CheckpointRemedy("save_checkpoint")
+      : ddp ? kUnevenInputsRemedy
+            : "Every rank must call the same collectives in the same order: the call sites above are reached by some "
+              "ranks only (a rank-dependent branch such as `if rank != 0:` around a barrier, or an early return).";
   f.proof = live ? proof::kStacks : proof::kLog;
   for (int r : f.ranks) c.explained.insert(r);
   for (auto& [name, evs] : by_call)
@@ -479,12 +529,24 @@ std::string FirstErrorEvent(const JobState& job, int rank) {
 
 std::string ExitRemedy(const RankState& r) {
   switch (r.signal) {
-    case 9: return "SIGKILL comes from outside the program: the kernel's OOM killer (look for 'Out of memory: Killed process' in dmesg on its node), the scheduler (time or memory limit) or a person. Check the node's memory and the job's limits.";
-    case 11: case 7: return "A crash in native code: read the rank's log for the faulting frame, run it under gdb, and check for mismatched CUDA/NCCL/PyTorch builds across nodes.";
-    case 6: return "abort(): an assertion failed or a C++ exception was not caught (the log lines just before it say which).";
-    case 13: return "SIGPIPE: the rank wrote to a connection its peer had closed; the peer that went first is the cause.";
-    case 15: case 2: return "The rank was asked to stop (SIGTERM/SIGINT): by a person, the scheduler or a launcher that saw another rank fail.";
-    default: break;
+    case 9:
+      return "SIGKILL comes from outside the program: the kernel's OOM killer (look for 'Out of memory: Killed "
+             "process' in dmesg on its node), the scheduler (time or memory limit) or a person. Check the node's "
+             "memory and the job's limits.";
+    case 11:
+    case 7:
+      return "A crash in native code: read the rank's log for the faulting frame, run it under gdb, and check for "
+             "mismatched CUDA/NCCL/PyTorch builds across nodes.";
+    case 6:
+      return "abort(): an assertion failed or a C++ exception was not caught (the log lines just before it say which).";
+    case 13:
+      return "SIGPIPE: the rank wrote to a connection its peer had closed; the peer that went first is the cause.";
+    case 15:
+    case 2:
+      return "The rank was asked to stop (SIGTERM/SIGINT): by a person, the scheduler or a launcher that saw another "
+             "rank fail.";
+    default:
+      break;
   }
   if (r.signal) return "The rank was killed by a signal: see its log and its node's kernel log.";
   if (r.exit_code == 0)
@@ -494,7 +556,6 @@ std::string ExitRemedy(const RankState& r) {
            "(torch.distributed.algorithms.Join) so a finished rank shadows the others' collectives.";
   return "The program failed on this rank: its log shows the error (the traceback or last error line).";
 }
-
 
 // Every failed rank failed with a communication error or timeout inside a collective: if a live
 // rank never reached that collective, it is the culprit (the others timed out waiting for it), not
@@ -512,9 +573,12 @@ bool MissingRankCausedTheFailures(Ctx& c, const std::vector<const RankState*>& f
     if (!Running(r)) continue;
     // A traced failing call: the live ranks that never reached it. An untraced one (a collective
     // DDP issues from C++): the live ranks that are in no call at all, while the others timed out.
-    if (call ? (!MemberOf(r, call->comm) || Reached(r, call->comm, call->seq)) : (r.in_flight && r.in_flight->blocking())) continue;
+    if (call ? (!MemberOf(r, call->comm) || Reached(r, call->comm, call->seq))
+             : (r.in_flight && r.in_flight->blocking()))
+      continue;
     missing.push_back(r.rank);
-    f.evidence.push_back("rank " + std::to_string(r.rank) + (r.node.empty() ? "" : " (" + r.node + ")") + ": " + WhereIs(c.job, r));
+    f.evidence.push_back("rank " + std::to_string(r.rank) + (r.node.empty() ? "" : " (" + r.node + ")") + ": " +
+                         WhereIs(c.job, r));
   }
   if (missing.empty()) return false;
   f.code = codes::kRankMissing;
@@ -527,9 +591,10 @@ bool MissingRankCausedTheFailures(Ctx& c, const std::vector<const RankState*>& f
     std::string ev = FirstErrorEvent(c.job, r->rank);
     if (!ev.empty()) f.evidence.push_back("rank " + std::to_string(r->rank) + " " + ev);
   }
-  f.remedy = "The failed ranks are the consequence: they waited in the collective until their timeout. The missing rank is "
-             "where its state and stack above say (a data loader, a lock, I/O, a different code path); every rank must make "
-             "the same collective calls in the same order.";
+  f.remedy =
+      "The failed ranks are the consequence: they waited in the collective until their timeout. The missing rank is "
+      "where its state and stack above say (a data loader, a lock, I/O, a different code path); every rank must make "
+      "the same collective calls in the same order.";
   f.proof = call ? proof::kTrace : proof::kLog;
   for (int r : missing) c.explained.insert(r);
   for (int r : failed_ranks) c.explained.insert(r);
@@ -538,7 +603,8 @@ bool MissingRankCausedTheFailures(Ctx& c, const std::vector<const RankState*>& f
   e.code = codes::kRankExited;
   e.severity = Severity::kWarning;
   e.ranks = failed_ranks;
-  e.summary = RankWord(failed_ranks) + " exited with an error after waiting for " + RankWord(missing) + " (a consequence)";
+  e.summary =
+      RankWord(failed_ranks) + " exited with an error after waiting for " + RankWord(missing) + " (a consequence)";
   e.remedy = "Fix the missing rank above; these ranks failed because it never came.";
   e.proof = proof::kExit;
   c.Add(std::move(e), false);
@@ -549,7 +615,8 @@ void Exits(Ctx& c) {
   std::vector<const RankState*> failed, early_zero;
   uint64_t max_waiting_seq = 0;
   for (const RankState& r : c.job.ranks)
-    if (Running(r) && r.in_flight && r.in_flight->collective()) max_waiting_seq = std::max(max_waiting_seq, r.in_flight->seq);
+    if (Running(r) && r.in_flight && r.in_flight->collective())
+      max_waiting_seq = std::max(max_waiting_seq, r.in_flight->seq);
   for (const RankState& r : c.job.ranks) {
     // The runtime's watchdog ended this rank on purpose (abort policy): the hang is the cause.
     if (r.watchdog_fired && r.signal == 6) continue;
@@ -560,7 +627,8 @@ void Exits(Ctx& c) {
     if (c.init_consequences.count(r.rank)) continue;   // init failed because the ranks disagree on the world size
     if (Failed(r)) failed.push_back(&r);
     // Exit 0 is a problem only when others wait in a collective it never reached.
-    else if (r.status == RankStatus::kExited && max_waiting_seq > 0 && (!r.last || r.last->seq < max_waiting_seq || !r.last->collective()))
+    else if (r.status == RankStatus::kExited && max_waiting_seq > 0 &&
+             (!r.last || r.last->seq < max_waiting_seq || !r.last->collective()))
       early_zero.push_back(&r);
   }
   std::vector<const RankState*> all = failed;
@@ -583,19 +651,22 @@ void Exits(Ctx& c) {
     if ((a->signal != 0) != (b->signal != 0)) return a->signal != 0;  // same tick: the signal went first
     return a->rank < b->rank;
   });
-  bool others_wait = std::any_of(c.job.ranks.begin(), c.job.ranks.end(), [](const RankState& r) { return Running(r) && r.in_flight; });
+  bool others_wait =
+      std::any_of(c.job.ranks.begin(), c.job.ranks.end(), [](const RankState& r) { return Running(r) && r.in_flight; });
   std::vector<int> consequence_ranks;
   for (auto* r : consequences) consequence_ranks.push_back(r->rank);
   for (const RankState* r : culprits) {
     Finding f;
     f.code = codes::kRankExited;
     f.ranks = {r->rank};
-    std::string how = r->signal ? std::string("was killed by ") + SignalName(r->signal) + " (signal " + std::to_string(r->signal) + ")"
+    std::string how = r->signal ? std::string("was killed by ") + SignalName(r->signal) + " (signal " +
+                                      std::to_string(r->signal) + ")"
                                 : "exited with code " + std::to_string(r->exit_code);
     f.summary = "rank " + std::to_string(r->rank) + (r->node.empty() ? "" : " (" + r->node + ")") + " " + how;
     const OpRecord* at = r->in_flight ? &*r->in_flight : r->last ? &*r->last : nullptr;
     if (at) f.summary += (r->in_flight ? " in " : " after ") + at->Describe();
-    if (r->exit_code == 0 && !r->signal) f.summary += " while other ranks still wait in collective #" + std::to_string(max_waiting_seq);
+    if (r->exit_code == 0 && !r->signal)
+      f.summary += " while other ranks still wait in collective #" + std::to_string(max_waiting_seq);
     if (at) f.evidence.push_back("last traced call: " + at->Describe() + " [" + at->state + "]");
     if (!r->phase.empty()) f.evidence.push_back("phase " + r->phase + ", step " + std::to_string(r->step));
     if (!r->last_error.empty()) f.evidence.push_back("last error: " + r->last_error);
@@ -603,8 +674,10 @@ void Exits(Ctx& c) {
     if (!ev.empty()) f.evidence.push_back(ev);
     // A launcher's line that reported the exit (analyze of logs).
     for (const LogEvent& e : c.job.events)
-      if (e.code == codes::kRankExited && e.subject_rank == r->rank && f.evidence.size() < 6) f.evidence.push_back(EventEvidence(e));
-    if (!consequence_ranks.empty()) f.evidence.push_back(RankWord(consequence_ranks) + " failed after it with communication errors (a consequence)");
+      if (e.code == codes::kRankExited && e.subject_rank == r->rank && f.evidence.size() < 6)
+        f.evidence.push_back(EventEvidence(e));
+    if (!consequence_ranks.empty())
+      f.evidence.push_back(RankWord(consequence_ranks) + " failed after it with communication errors (a consequence)");
     if (others_wait) {
       std::vector<int> waiting;
       for (const RankState& o : c.job.ranks)
@@ -655,7 +728,8 @@ std::vector<Group> WaitGroups(const JobState& job) {
 bool MemberOf(const RankState& r, uint32_t comm) {
   if (comm == 0) return true;
   if (r.in_flight && r.in_flight->comm == comm) return true;
-  return std::any_of(r.recent.begin(), r.recent.end(), [&](const OpRecord& o) { return o.comm == comm && o.collective(); });
+  return std::any_of(r.recent.begin(), r.recent.end(),
+                     [&](const OpRecord& o) { return o.comm == comm && o.collective(); });
 }
 
 // The rank already made its seq-th call on this communicator (the same call, or a different one
@@ -676,7 +750,9 @@ void Deadlocks(Ctx& c) {
   const int n = static_cast<int>(c.job.ranks.size());
   std::vector<int> next(n, -1);
   auto has_matching = [&](const RankState& p, const OpRecord& mine, int me) {
-    auto matches = [&](const OpRecord& o) { return o.in_flight() && !o.collective() && o.peer == me && o.op != mine.op; };
+    auto matches = [&](const OpRecord& o) {
+      return o.in_flight() && !o.collective() && o.peer == me && o.op != mine.op;
+    };
     if (p.in_flight && matches(*p.in_flight)) return true;
     return std::any_of(p.recent.begin(), p.recent.end(), matches);
   };
@@ -724,12 +800,14 @@ void Deadlocks(Ctx& c) {
           all_recv &= c.job.ranks[r].in_flight->op == "recv";
           all_send &= c.job.ranks[r].in_flight->op == "send";
         }
-        f.remedy = std::string(all_recv ? "Every rank of the cycle receives first, so no one sends. "
-                               : all_send ? "Every rank of the cycle sends first with a blocking send (large messages do not fit the "
-                                            "transport's buffer), so no one receives. "
-                                          : "Each rank waits on a peer that waits on another. ") +
-                   "Order the calls so one side receives first (even ranks send, odd ranks receive), or post both with "
-                   "isend/irecv (torch.distributed.batch_isend_irecv) and wait on them together.";
+        f.remedy =
+            std::string(all_recv ? "Every rank of the cycle receives first, so no one sends. "
+                        : all_send
+                            ? "Every rank of the cycle sends first with a blocking send (large messages do not fit the "
+                              "transport's buffer), so no one receives. "
+                            : "Each rank waits on a peer that waits on another. ") +
+            "Order the calls so one side receives first (even ranks send, odd ranks receive), or post both with "
+            "isend/irecv (torch.distributed.batch_isend_irecv) and wait on them together.";
         f.proof = proof::kTrace;
         for (int r : cycle) c.explained.insert(r);
         c.Add(std::move(f), true);
@@ -769,7 +847,8 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
       // Proof needs a cycle: the rank blocked in a call of its own that needs some of the waiting
       // ranks. A rank outside any collective, even blocked with flat CPU and a stack that says
       // where (an evaluation waiting on the GPU, a slow read), may still come: a suspicion.
-      bool cycle = r.in_flight && r.in_flight->blocking() && AgeS(SeenAt(c.job, r), r.in_flight->started_ns) >= c.job.hang_after_s &&
+      bool cycle = r.in_flight && r.in_flight->blocking() &&
+                   AgeS(SeenAt(c.job, r), r.in_flight->started_ns) >= c.job.hang_after_s &&
                    WaitsOnGroup(c.job, *r.in_flight, g);
       (cycle ? proven : suspected).push_back(r.rank);
       if (!cycle && Blocked(r, c.job.hang_after_s)) blocked_elsewhere = true;
@@ -785,22 +864,29 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
     f.code = codes::kRankMissing;
     f.ranks = all;
     f.evidence = evidence;
-    f.summary = RankWord(all) + " never joined " + g.call->Describe() + " that " + RankWord(g.ranks) + " have waited in for " +
-                Seconds(waited_max);
+    f.summary = RankWord(all) + " never joined " + g.call->Describe() + " that " + RankWord(g.ranks) +
+                " have waited in for " + Seconds(waited_max);
     if (!proven.empty()) {
       f.proof = proof::kTrace;
       f.summary += " (blocked in another call of their own that needs the waiting ranks: a deadlock)";
-      f.remedy = "The waiting ranks cannot finish " + g.call->op + " until every rank calls it, and the missing rank is blocked in a "
-                 "different call (above) that needs them: the ranks issue collectives in different orders or on different groups. "
+      f.remedy = "The waiting ranks cannot finish " + g.call->op +
+                 " until every rank calls it, and the missing rank is blocked in a "
+                 "different call (above) that needs them: the ranks issue collectives in different orders or on "
+                 "different groups. "
                  "Every rank must make the same collective calls in the same order.";
       for (int r : proven) c.explained.insert(r);
     } else {
       f.proof = proof::kHeuristic;
-      f.summary += blocked_elsewhere ? " (blocked outside any collective: its stack says where)" : " (it is still computing)";
-      f.remedy = "If that rank does extra work on purpose (evaluation, logging or checkpoint I/O on rank 0), the others simply wait "
-                 "and this resolves itself; if it never ends, the missing rank's stack (above, or py-spy dump --pid) says where it "
-                 "is stuck: a data loader whose workers died or hang, a lock, I/O, input(). dsdoctor does not stop a job for this; "
-                 "torch's process-group timeout will. Every rank must make the same collective calls in the same order.";
+      f.summary +=
+          blocked_elsewhere ? " (blocked outside any collective: its stack says where)" : " (it is still computing)";
+      f.remedy =
+          "If that rank does extra work on purpose (evaluation, logging or checkpoint I/O on rank 0), the others "
+          "simply wait "
+          "and this resolves itself; if it never ends, the missing rank's stack (above, or py-spy dump --pid) says "
+          "where it "
+          "is stuck: a data loader whose workers died or hang, a lock, I/O, input(). dsdoctor does not stop a job for "
+          "this; "
+          "torch's process-group timeout will. Every rank must make the same collective calls in the same order.";
     }
     c.Add(f, true);
   }
@@ -813,27 +899,33 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
     traced += r.has_trace;
   }
   if (running == 0) return;
-  if (groups.size() == 1 && static_cast<int>(groups[0].ranks.size()) == running && static_cast<int>(c.job.ranks.size()) == running) {
+  if (groups.size() == 1 && static_cast<int>(groups[0].ranks.size()) == running &&
+      static_cast<int>(c.job.ranks.size()) == running) {
     const Group& g = groups[0];
     double waited = AgeS(g.seen_ns, g.last_arrival_ns);
     if (waited < c.job.stall_after_s) return;
     Finding f;
     f.code = codes::kCollectiveStall;
     f.ranks = g.ranks;
-    f.summary = "all " + std::to_string(running) + " ranks have been in " + g.call->Describe() + " for " + Seconds(waited) +
-                " (threshold " + Seconds(c.job.stall_after_s) + "): they agree on the call but it does not finish";
+    f.summary = "all " + std::to_string(running) + " ranks have been in " + g.call->Describe() + " for " +
+                Seconds(waited) + " (threshold " + Seconds(c.job.stall_after_s) +
+                "): they agree on the call but it does not finish";
     int spinning = 0;
     for (int r : g.ranks) spinning += c.job.ranks[r].proc.valid && c.job.ranks[r].proc.cpu_fraction >= 0.5;
-    if (spinning) f.evidence.push_back(std::to_string(spinning) + " ranks spin (CPU busy): the transport is polling for data that never arrives");
+    if (spinning)
+      f.evidence.push_back(std::to_string(spinning) +
+                           " ranks spin (CPU busy): the transport is polling for data that never arrives");
     for (const LogEvent& e : c.job.events)
       if (e.code == codes::kCommError || e.code == codes::kNcclError) {
-        f.evidence.push_back("rank " + std::to_string(e.rank) + " log line " + std::to_string(e.line) + ": " + e.summary);
+        f.evidence.push_back("rank " + std::to_string(e.rank) + " log line " + std::to_string(e.line) + ": " +
+                             e.summary);
         if (f.evidence.size() > 6) break;
       }
     for (const Finding& n : c.job.network) f.evidence.push_back("network: " + n.code + ": " + n.summary);
-    f.remedy = "A collective every rank entered is stuck in the transport: a firewall dropping the NCCL/Gloo ports between "
-               "some nodes, the wrong NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, or a dead link. Run `dsdoctor check` on these "
-               "nodes and rerun with NCCL_DEBUG=INFO.";
+    f.remedy =
+        "A collective every rank entered is stuck in the transport: a firewall dropping the NCCL/Gloo ports between "
+        "some nodes, the wrong NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, or a dead link. Run `dsdoctor check` on these "
+        "nodes and rerun with NCCL_DEBUG=INFO.";
     f.proof = proof::kTrace;
     c.Add(std::move(f), true);
     return;
@@ -842,9 +934,12 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
   // whole process tree and no output (a rank that never printed counts as silent), for hang_after_s.
   // Ranks in no traced call that blocks them count as untraced here: a Python rank blocked in a
   // collective DDP issues from C++ (backward), or in its data loader.
-  bool blocked_in_traced_call = std::any_of(c.job.ranks.begin(), c.job.ranks.end(),
-                                            [](const RankState& r) { return Running(r) && r.in_flight && r.in_flight->blocking(); });
-  if (blocked_in_traced_call || static_cast<int>(c.job.ranks.size()) != running || c.HasCode(codes::kCollectiveMismatch)) return;
+  bool blocked_in_traced_call = std::any_of(c.job.ranks.begin(), c.job.ranks.end(), [](const RankState& r) {
+    return Running(r) && r.in_flight && r.in_flight->blocking();
+  });
+  if (blocked_in_traced_call || static_cast<int>(c.job.ranks.size()) != running ||
+      c.HasCode(codes::kCollectiveMismatch))
+    return;
   std::vector<int> ranks;
   double min_flat = 1e18;
   for (const RankState& r : c.job.ranks) {
@@ -858,24 +953,31 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
   std::vector<int> elsewhere, unknown;
   for (const RankState& r : c.job.ranks) {
     std::string collective, location;
-    if (r.stack.empty()) unknown.push_back(r.rank);
-    else if (StackCollective(r.stack, &collective, &location)) in_collective[collective].push_back(r.rank);
-    else if (StackInDdpBackward(r.stack, &location)) in_collective["all_reduce (DDP gradients)"].push_back(r.rank);
-    else elsewhere.push_back(r.rank);
+    if (r.stack.empty())
+      unknown.push_back(r.rank);
+    else if (StackCollective(r.stack, &collective, &location))
+      in_collective[collective].push_back(r.rank);
+    else if (StackInDdpBackward(r.stack, &location))
+      in_collective["all_reduce (DDP gradients)"].push_back(r.rank);
+    else
+      elsewhere.push_back(r.rank);
   }
   Finding f;
   if (unknown.empty() && !in_collective.empty() && !elsewhere.empty()) {
     f.code = codes::kRankMissing;
     f.ranks = elsewhere;
     std::vector<std::string> waiting;
-    for (auto& [name, rs] : in_collective) waiting.push_back(RankWord(rs) + " in " + (name.find(' ') == std::string::npos ? name + "()" : name));
+    for (auto& [name, rs] : in_collective)
+      waiting.push_back(RankWord(rs) + " in " + (name.find(' ') == std::string::npos ? name + "()" : name));
     f.summary = RankWord(elsewhere) + " blocked outside any collective while " + Join(waiting, ", ") + " wait for " +
                 (elsewhere.size() == 1 ? "it" : "them") + " (all blocked for " + Seconds(min_flat) + ")";
     for (int r : elsewhere) f.evidence.push_back("rank " + std::to_string(r) + ": " + WhereIs(c.job, c.job.ranks[r]));
     for (auto& [name, rs] : in_collective) f.evidence.push_back(RankWord(rs) + ": stack: " + c.job.ranks[rs[0]].stack);
-    f.remedy = "The waiting ranks cannot finish until the missing rank joins, and it waits where its stack says (a data loader "
-               "whose workers died or hang, a lock, I/O, input(), or a legitimately long step on one rank). Fix what it waits "
-               "for; every rank must make the same collective calls in the same order.";
+    f.remedy =
+        "The waiting ranks cannot finish until the missing rank joins, and it waits where its stack says (a data "
+        "loader "
+        "whose workers died or hang, a lock, I/O, input(), or a legitimately long step on one rank). Fix what it waits "
+        "for; every rank must make the same collective calls in the same order.";
     // Blocked outside a collective may still end (a GPU-bound evaluation waits with flat CPU too).
     f.proof = proof::kHeuristic;
     for (int r : elsewhere) c.explained.insert(r);
@@ -885,12 +987,15 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
   f.code = codes::kCollectiveStall;
   f.ranks = ranks;
   bool same_call = unknown.empty() && elsewhere.empty() && in_collective.size() == 1;
-  f.summary = "all " + std::to_string(running) + " ranks are blocked: no CPU use and no output for " + Seconds(min_flat) +
-              (same_call ? " inside " + in_collective.begin()->first : std::string(" (none in a traced call: where they wait comes from their stacks)"));
+  f.summary = "all " + std::to_string(running) + " ranks are blocked: no CPU use and no output for " +
+              Seconds(min_flat) +
+              (same_call ? " inside " + in_collective.begin()->first
+                         : std::string(" (none in a traced call: where they wait comes from their stacks)"));
   for (const RankClass& cl : ClassifyRanks(c.job)) f.evidence.push_back(RankWord(cl.ranks) + ": " + cl.description);
-  f.remedy = "Every rank is waiting and none computes: a collective some rank did not call (compare the stacks above), a "
-             "deadlock, or a stuck transport. Set a short process-group timeout (init_process_group(timeout=…)) so the "
-             "ranks fail with a traceback, and compare where each one waits.";
+  f.remedy =
+      "Every rank is waiting and none computes: a collective some rank did not call (compare the stacks above), a "
+      "deadlock, or a stuck transport. Set a short process-group timeout (init_process_group(timeout=…)) so the "
+      "ranks fail with a traceback, and compare where each one waits.";
   // Stacks in one collective for the stall threshold prove it; anything less is a suspicion.
   f.proof = same_call && min_flat >= c.job.stall_after_s ? proof::kStacks : proof::kHeuristic;
   c.Add(std::move(f), true);
@@ -906,9 +1011,9 @@ void Rendezvous(Ctx& c) {
   for (const RankState& r : c.job.ranks) {
     // Ranks waiting in init, or whose last call was init (they died in it: a rank with another
     // world size can also make Gloo's connect fail at once instead of waiting).
-    const OpRecord* rz = Running(r) && r.in_flight && r.in_flight->op == "rendezvous" ? &*r.in_flight
-                         : r.last && r.last->op == "rendezvous" && r.last->state == "failed"  ? &*r.last
-                                                                                              : nullptr;
+    const OpRecord* rz = Running(r) && r.in_flight && r.in_flight->op == "rendezvous"        ? &*r.in_flight
+                         : r.last && r.last->op == "rendezvous" && r.last->state == "failed" ? &*r.last
+                                                                                             : nullptr;
     if (!rz) continue;
     in_init.push_back(r.rank);
     if (rz->in_flight()) {
@@ -927,30 +1032,41 @@ void Rendezvous(Ctx& c) {
   if (!wrong.empty() && (failed_in_init || waited >= kProofSettleS)) {
     if (waiting.empty()) waited = 0;
     std::vector<std::string> sizes;
-    for (auto& [size, ranks] : by_size) sizes.push_back(RankWord(ranks) + (ranks.size() == 1 ? " expects " : " expect ") + std::to_string(size));
+    for (auto& [size, ranks] : by_size)
+      sizes.push_back(RankWord(ranks) + (ranks.size() == 1 ? " expects " : " expect ") + std::to_string(size));
     f.ranks = wrong;
-    f.summary = "world-size disagreement: the job started " + std::to_string(c.job.world_size) + " ranks but " + Join(sizes, ", ") +
-                (waiting.empty() ? std::string(", so init failed") : ", so init waits for ranks that were never launched (waiting " + Seconds(waited) + ")");
+    f.summary =
+        "world-size disagreement: the job started " + std::to_string(c.job.world_size) + " ranks but " +
+        Join(sizes, ", ") +
+        (waiting.empty() ? std::string(", so init failed")
+                         : ", so init waits for ranks that were never launched (waiting " + Seconds(waited) + ")");
     f.evidence.push_back("the launcher set WORLD_SIZE=" + std::to_string(c.job.world_size));
     for (int r : wrong)
       if (c.job.ranks[r].in_flight && !c.job.ranks[r].in_flight->callsite.empty())
         f.evidence.push_back("rank " + std::to_string(r) + ": init at " + c.job.ranks[r].in_flight->callsite);
-    f.remedy = "The program asks for a world size the launch does not have (a hard-coded world_size= in init_process_group, "
-               "or a hostfile with fewer slots). Take the world size from the launcher (WORLD_SIZE / env://) or launch that many ranks.";
+    f.remedy =
+        "The program asks for a world size the launch does not have (a hard-coded world_size= in init_process_group, "
+        "or a hostfile with fewer slots). Take the world size from the launcher (WORLD_SIZE / env://) or launch that "
+        "many ranks.";
     f.proof = proof::kTrace;
     // Every rank that failed or waits in init did so because of it.
     for (int r : in_init) c.init_consequences.insert(r);
   } else if (!waiting.empty() && waited >= c.job.hang_after_s && waiting.size() < c.job.ranks.size()) {
     for (const RankState& r : c.job.ranks)
-      if (!std::binary_search(waiting.begin(), waiting.end(), r.rank) && !r.has_trace && r.status != RankStatus::kExited) {
+      if (!std::binary_search(waiting.begin(), waiting.end(), r.rank) && !r.has_trace &&
+          r.status != RankStatus::kExited) {
         f.ranks.push_back(r.rank);
         f.evidence.push_back("rank " + std::to_string(r.rank) + ": " + WhereIs(c.job, r));
       }
     if (f.ranks.empty()) return;
-    f.summary = RankWord(f.ranks) + " never reached init_distributed that " + RankWord(waiting) + " have waited in for " + Seconds(waited);
-    f.remedy = "The missing ranks are still starting (imports, data loading) or stuck before init_distributed: their stacks say where.";
+    f.summary = RankWord(f.ranks) + " never reached init_distributed that " + RankWord(waiting) +
+                " have waited in for " + Seconds(waited);
+    f.remedy =
+        "The missing ranks are still starting (imports, data loading) or stuck before init_distributed: their stacks "
+        "say where.";
     bool blocked_with_stack = true;
-    for (int r : f.ranks) blocked_with_stack &= !c.job.ranks[r].stack.empty() && Blocked(c.job.ranks[r], c.job.hang_after_s);
+    for (int r : f.ranks)
+      blocked_with_stack &= !c.job.ranks[r].stack.empty() && Blocked(c.job.ranks[r], c.job.hang_after_s);
     f.proof = blocked_with_stack ? proof::kStacks : proof::kHeuristic;
   } else {
     return;
@@ -971,7 +1087,8 @@ void Stragglers(Ctx& c) {
     if (!r.has_trace) continue;
     ++traced;
     for (const OpRecord& rec : r.recent)
-      if (rec.collective() && rec.op != "rendezvous" && rec.seq > 0 && rec.started_ns > 0) arrivals[{rec.comm, rec.seq}].push_back({rec.started_ns, r.rank});
+      if (rec.collective() && rec.op != "rendezvous" && rec.seq > 0 && rec.started_ns > 0)
+        arrivals[{rec.comm, rec.seq}].push_back({rec.started_ns, r.rank});
   }
   if (traced < 2) return;
   std::vector<int> last_rank;
@@ -1005,12 +1122,14 @@ void Stragglers(Ctx& c) {
     f.severity = Severity::kWarning;
     f.ranks = {rank};
     char buf[160];
-    std::snprintf(buf, sizeof buf, "rank %d arrives last at %d of the last %zu collectives, a median %.0f ms after the others", rank, n,
+    std::snprintf(buf, sizeof buf,
+                  "rank %d arrives last at %d of the last %zu collectives, a median %.0f ms after the others", rank, n,
                   last_rank.size(), median * 1000);
     f.summary = buf;
     f.evidence.push_back("rank " + std::to_string(rank) + ": " + WhereIs(c.job, c.job.ranks[rank]));
-    f.remedy = "Every other rank waits for this one at each collective, so the job runs at its speed: check its node "
-               "(CPU/GPU throttling, other processes, a slower GPU or link, data loading on that rank).";
+    f.remedy =
+        "Every other rank waits for this one at each collective, so the job runs at its speed: check its node "
+        "(CPU/GPU throttling, other processes, a slower GPU or link, data loading on that rank).";
     f.proof = proof::kTrace;
     c.Add(std::move(f), false);
   }
@@ -1024,7 +1143,11 @@ void Watchdogs(Ctx& c) {
   for (const RankState& r : c.job.ranks) {
     if (!r.watchdog_fired) continue;
     ranks.push_back(r.rank);
-    if (f.evidence.size() < 8) f.evidence.push_back("rank " + std::to_string(r.rank) + ": " + (r.in_flight ? r.in_flight->Describe() : r.last ? r.last->Describe() : std::string("?")));
+    if (f.evidence.size() < 8)
+      f.evidence.push_back("rank " + std::to_string(r.rank) + ": " +
+                           (r.in_flight ? r.in_flight->Describe()
+                            : r.last    ? r.last->Describe()
+                                        : std::string("?")));
   }
   if (ranks.empty()) return;
   f.code = codes::kWatchdogTimeout;
@@ -1034,7 +1157,9 @@ void Watchdogs(Ctx& c) {
   int aborted = 0;
   for (int r : ranks) aborted += c.job.ranks[r].signal == 6;
   if (aborted) f.summary += " (" + std::to_string(aborted) + " ended by its abort policy)";
-  f.remedy = "See the finding that explains why the call could not finish; raise DSDOCTOR_TIMEOUT only if the call is legitimately slow.";
+  f.remedy =
+      "See the finding that explains why the call could not finish; raise DSDOCTOR_TIMEOUT only if the call is "
+      "legitimately slow.";
   f.proof = proof::kTrace;
   c.Add(std::move(f), false);
 }
@@ -1053,11 +1178,13 @@ bool Ordered(const LogEvent& a, const LogEvent& b) {
   return (a.file == b.file && !a.file.empty() && a.offset >= 0 && b.offset >= 0) || (a.time_ns && b.time_ns);
 }
 bool Before(const LogEvent& a, const LogEvent& b) {
-  return a.file == b.file && !a.file.empty() && a.offset >= 0 && b.offset >= 0 ? a.offset < b.offset : a.time_ns < b.time_ns;
+  return a.file == b.file && !a.file.empty() && a.offset >= 0 && b.offset >= 0 ? a.offset < b.offset
+                                                                               : a.time_ns < b.time_ns;
 }
 bool IsTimeout(const LogEvent& e) {
-  return e.code == codes::kWatchdogTimeout || e.kind.find("timeout") != std::string::npos || !e.Field("timeout_ms").empty() ||
-         e.summary.find("timed out") != std::string::npos || e.summary.find("Timed out") != std::string::npos;
+  return e.code == codes::kWatchdogTimeout || e.kind.find("timeout") != std::string::npos ||
+         !e.Field("timeout_ms").empty() || e.summary.find("timed out") != std::string::npos ||
+         e.summary.find("Timed out") != std::string::npos;
 }
 
 // ---- watchdog reports: who timed out in a collective and who never got there ---------------------
@@ -1069,7 +1196,8 @@ void WatchdogCulprits(Ctx& c) {
   };
   std::map<int, Report> first;  // rank → its first watchdog report (default process group)
   for (const LogEvent& e : c.job.events) {
-    if ((e.kind != "torch_watchdog" && e.kind != "torch_blocking_wait_timeout") || e.rank < 0 || e.Field("seq").empty()) continue;
+    if ((e.kind != "torch_watchdog" && e.kind != "torch_blocking_wait_timeout") || e.rank < 0 || e.Field("seq").empty())
+      continue;
     if (!e.Field("pg").empty() && e.Field("pg") != "0") continue;
     first.emplace(e.rank, Report{&e, e.Field("op")});
   }
@@ -1077,7 +1205,8 @@ void WatchdogCulprits(Ctx& c) {
   // The collective most ranks report timing out in.
   std::map<std::string, std::vector<int>> by_seq;
   for (auto& [rank, r] : first) by_seq[r.e->Field("seq")].push_back(rank);
-  auto top = std::max_element(by_seq.begin(), by_seq.end(), [](auto& a, auto& b) { return a.second.size() < b.second.size(); });
+  auto top = std::max_element(by_seq.begin(), by_seq.end(),
+                              [](auto& a, auto& b) { return a.second.size() < b.second.size(); });
   const std::string seq = top->first;
   std::vector<int> reporters = top->second;
   // Different OpTypes at one SeqNum: the ranks called different collectives.
@@ -1094,8 +1223,9 @@ void WatchdogCulprits(Ctx& c) {
     }
     std::sort(f.ranks.begin(), f.ranks.end());
     f.summary = "the ranks timed out in different collectives at SeqNum " + seq + ": " + Join(sides, ", ");
-    f.remedy = "The ranks issued different collectives at the same position: a rank-dependent branch or uneven data. Every "
-               "rank must call the same collectives in the same order; TORCH_DISTRIBUTED_DEBUG=DETAIL names the call sites.";
+    f.remedy =
+        "The ranks issued different collectives at the same position: a rank-dependent branch or uneven data. Every "
+        "rank must call the same collectives in the same order; TORCH_DISTRIBUTED_DEBUG=DETAIL names the call sites.";
     f.proof = proof::kLog;
     for (int r : reporters) c.echoes[first[r].e] = "the ranks disagree on the collective (see above)";
     c.Add(std::move(f), false);
@@ -1119,21 +1249,27 @@ void WatchdogCulprits(Ctx& c) {
   for (int r : missing) {
     std::string where = "rank " + std::to_string(r) + ": ";
     if (auto it = first.find(r); it != first.end())
-      where += "timed out elsewhere (" + it->second.op + " SeqNum=" + it->second.e->Field("seq") + ") at " + it->second.e->Where();
+      where += "timed out elsewhere (" + it->second.op + " SeqNum=" + it->second.e->Field("seq") + ") at " +
+               it->second.e->Where();
     else if (Failed(c.job.ranks[r]))
-      where += "exited (" + std::string(c.job.ranks[r].signal ? std::string("signal ") + std::to_string(c.job.ranks[r].signal)
-                                                               : "exit code " + std::to_string(c.job.ranks[r].exit_code)) + ")";
+      where += "exited (" +
+               std::string(c.job.ranks[r].signal ? std::string("signal ") + std::to_string(c.job.ranks[r].signal)
+                                                 : "exit code " + std::to_string(c.job.ranks[r].exit_code)) +
+               ")";
     else
-      where += "reported no timeout: it was elsewhere (a data loader, a rank-0-only step such as a checkpoint or evaluation, "
-               "I/O, or a hang) when the others entered the collective";
+      where +=
+          "reported no timeout: it was elsewhere (a data loader, a rank-0-only step such as a checkpoint or "
+          "evaluation, "
+          "I/O, or a hang) when the others entered the collective";
     f.evidence.push_back(where);
   }
   for (size_t i = 0; i < reporters.size() && i < 3; ++i) f.evidence.push_back(EventEvidence(*first[reporters[i]].e));
-  f.remedy = "The ranks that timed out are the consequence; look at what " + RankWord(missing) +
-             " did instead (its last lines, or its stack on a live run: `dsdoctor run` captures it). Common causes: work only "
-             "rank 0 does (saving, evaluation, logging) while the others continue into a collective, a rank-dependent branch "
-             "that skips a collective, or uneven data. Every rank must make the same collective calls; raise "
-             "init_process_group(timeout=...) only for legitimately slow rank-0 work.";
+  f.remedy =
+      "The ranks that timed out are the consequence; look at what " + RankWord(missing) +
+      " did instead (its last lines, or its stack on a live run: `dsdoctor run` captures it). Common causes: work only "
+      "rank 0 does (saving, evaluation, logging) while the others continue into a collective, a rank-dependent branch "
+      "that skips a collective, or uneven data. Every rank must make the same collective calls; raise "
+      "init_process_group(timeout=...) only for legitimately slow rank-0 work.";
   f.proof = proof::kLog;
   for (int r : missing) c.explained.insert(r);
   for (int r : reporters)
@@ -1142,12 +1278,55 @@ void WatchdogCulprits(Ctx& c) {
   c.Add(std::move(f), false);
 }
 
+// Ranks that timed out on the c10d store waited for a key its owner writes (rank 0, or the rank
+// the message names): when that rank reported no failure of its own, it was busy elsewhere
+// (preprocessing data before init_process_group, a slow first step) or hung.
+void StoreCulprits(Ctx& c) {
+  std::map<int, std::vector<const LogEvent*>> by_owner;  // owner → reports
+  for (const LogEvent& e : c.job.events) {
+    if (e.rank < 0 || c.echoes.count(&e)) continue;
+    if (e.kind == "torch_store_get_timeout" ||
+        (e.kind == "python_traceback" && e.Field("cause_kind") == "torch_store_get_timeout"))
+      by_owner[0].push_back(&e);
+    else if (e.kind == "torch_nccl_uniqueid_store" && e.subject_rank >= 0 &&
+             e.Field("error").find("imeout") != std::string::npos)
+      by_owner[e.subject_rank].push_back(&e);
+  }
+  for (auto& [owner, reports] : by_owner) {
+    if (owner >= c.job.world_size || c.explained.count(owner) || Failed(c.job.ranks[owner])) continue;
+    bool owner_reported = std::any_of(c.job.events.begin(), c.job.events.end(), [&](const LogEvent& e) {
+      return e.rank == owner && e.severity == Severity::kError;
+    });
+    if (owner_reported) continue;  // it failed itself: the first-failure rule says so
+    std::vector<int> waiters;
+    for (const LogEvent* e : reports)
+      if (std::find(waiters.begin(), waiters.end(), e->rank) == waiters.end()) waiters.push_back(e->rank);
+    std::sort(waiters.begin(), waiters.end());
+    Finding f;
+    f.code = codes::kRankMissing;
+    f.ranks = {owner};
+    f.summary = "rank " + std::to_string(owner) + " never wrote the c10d store key " + RankWord(waiters) +
+                " timed out waiting for, and reported no error of its own";
+    for (size_t i = 0; i < reports.size() && i < 4; ++i) f.evidence.push_back(EventEvidence(*reports[i]));
+    f.remedy = "Rank " + std::to_string(owner) +
+               " was busy or stuck while the others set up communication: slow work on it alone (tokenising or "
+               "preprocessing a dataset, downloading a model, `main_process_first`) before init_process_group, "
+               "new_group or the first collective, or a hang. Do that work before every rank reaches the setup (or "
+               "cache it), or raise init_process_group(timeout=...); its own last lines say where it was.";
+    f.proof = proof::kLog;
+    c.explained.insert(owner);
+    for (const LogEvent* e : reports) c.echoes[e] = "waited for rank " + std::to_string(owner);
+    c.Add(std::move(f), false);
+  }
+}
+
 // The first failure of a combined log: the errors of other ranks after it (timeouts, lost
 // connections, remote errors) are its echo.
 void FirstFailure(Ctx& c) {
   const LogEvent* root = nullptr;
   for (const LogEvent& e : c.job.events) {
-    if (e.severity != Severity::kError || e.consequence || IsTimeout(e) || e.code == codes::kRankExited || e.rank < 0) continue;
+    if (e.severity != Severity::kError || e.consequence || IsTimeout(e) || e.code == codes::kRankExited || e.rank < 0)
+      continue;
     if (c.echoes.count(&e)) continue;
     if (root && !Ordered(*root, e)) return;  // the logs do not say what came first
     if (!root || Before(e, *root)) root = &e;
@@ -1181,7 +1360,8 @@ void Events(Ctx& c) {
   // size check aborting a rank) are its echo.
   const bool mismatch_known = c.HasCode(codes::kCollectiveMismatch);
   for (const LogEvent& e : c.job.events)
-    if (mismatch_known && e.code == codes::kCollectiveMismatch && !c.echoes.count(&e)) c.echoes[&e] = "the ranks' collectives differ (above)";
+    if (mismatch_known && e.code == codes::kCollectiveMismatch && !c.echoes.count(&e))
+      c.echoes[&e] = "the ranks' collectives differ (above)";
   for (const LogEvent& e : c.job.events) {
     if (!e.collective.empty() && mismatch_known) continue;  // already explained
     if (e.code == codes::kRankExited && e.subject_rank >= 0 && e.subject_rank < static_cast<int>(c.job.ranks.size()) &&
@@ -1191,8 +1371,10 @@ void Events(Ctx& c) {
     // Lines that differ only in numbers (ports, pids, sizes) are one finding.
     std::string shape;
     for (char ch : e.summary)
-      if (!(ch >= '0' && ch <= '9')) shape += ch;
-      else if (shape.empty() || shape.back() != '#') shape += '#';
+      if (!(ch >= '0' && ch <= '9'))
+        shape += ch;
+      else if (shape.empty() || shape.back() != '#')
+        shape += '#';
     std::string key = e.code + "\x1f" + e.kind + "\x1f" + shape + (echo != c.echoes.end() ? "\x1f" + echo->second : "");
     auto [it, inserted] = index.emplace(key, buckets.size());
     if (inserted) buckets.push_back({&e, {}, {}, {}, echo != c.echoes.end() ? echo->second : "", true});
@@ -1210,20 +1392,23 @@ void Events(Ctx& c) {
     std::sort(b.ranks.begin(), b.ranks.end());
     f.ranks = b.ranks;
     std::string who = !b.ranks.empty() ? RankWord(b.ranks)
-                      : !b.hosts.empty() ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")
-                                         : std::string("the log");
+                      : !b.hosts.empty()
+                          ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")
+                          : std::string("the log");
     f.summary = who + ": " + b.first->summary;
     if (b.all_echo && !b.echo.empty()) {
       f.severity = Severity::kWarning;
       f.summary += " (a consequence: " + b.echo + ")";
     } else if ((f.code == codes::kCommError || b.first->consequence) &&
-               (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch) || c.HasCode(codes::kRankMissing))) {
+               (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch) ||
+                c.HasCode(codes::kRankMissing))) {
       // Connection errors after a rank died or the ranks diverged are the echo, not the cause.
       f.severity = Severity::kWarning;
       f.summary += " (a consequence of the error above)";
     }
     if (!c.first_failure.empty() && b.first->summary == c.first_failure && f.severity == Severity::kError)
-      f.evidence.insert(f.evidence.begin(), "the first failure in the log: the errors of other ranks after it follow from it");
+      f.evidence.insert(f.evidence.begin(),
+                        "the first failure in the log: the errors of other ranks after it follow from it");
     for (auto& ev : b.evidence) f.evidence.push_back(std::move(ev));
     f.remedy = b.first->remedy;
     f.proof = proof::kLog;
@@ -1232,10 +1417,11 @@ void Events(Ctx& c) {
 }
 
 int Priority(const std::string& code) {
-  static const char* kOrder[] = {codes::kCollectiveMismatch, codes::kP2pDeadlock,      codes::kRankExited,  codes::kRankMissing,
-                                 codes::kCollectiveStall,    codes::kOutOfMemory,      codes::kCudaError,   codes::kNcclVersionMismatch,
-                                 codes::kNcclError,          codes::kRendezvousError,  codes::kLaunchError, codes::kCommError,
-                                 codes::kWatchdogTimeout,    codes::kLogError,         codes::kStraggler};
+  static const char* kOrder[] = {
+      codes::kCollectiveMismatch, codes::kP2pDeadlock,     codes::kRankExited,  codes::kRankMissing,
+      codes::kCollectiveStall,    codes::kOutOfMemory,     codes::kCudaError,   codes::kNcclVersionMismatch,
+      codes::kNcclError,          codes::kRendezvousError, codes::kLaunchError, codes::kCommError,
+      codes::kWatchdogTimeout,    codes::kLogError,        codes::kStraggler};
   constexpr int n = sizeof(kOrder) / sizeof(kOrder[0]);
   for (int i = 0; i < n; ++i)
     if (code == kOrder[i]) return i;
@@ -1252,12 +1438,14 @@ std::vector<RankClass> ClassifyRanks(const JobState& job) {
     if (r.status != RankStatus::kRunning) {
       key = WhereIs(job, r);
     } else {
-      key = job.logs_only   ? std::string("state unknown (the logs do not say how it ended)")
-            : !r.has_trace  ? std::string("running (untraced)")
-            : r.in_flight   ? "in " + r.in_flight->Describe()
-                            : "computing, phase " + r.phase;
+      key = job.logs_only  ? std::string("state unknown (the logs do not say how it ended)")
+            : !r.has_trace ? std::string("running (untraced)")
+            : r.in_flight  ? "in " + r.in_flight->Describe()
+                           : "computing, phase " + r.phase;
       if (r.proc.valid) {
-        key += std::string("; ") + (r.proc.state == 'R' ? "running" : r.proc.state == 'S' ? "sleeping" : std::string("state ") + r.proc.state);
+        key += std::string("; ") + (r.proc.state == 'R'   ? "running"
+                                    : r.proc.state == 'S' ? "sleeping"
+                                                          : std::string("state ") + r.proc.state);
         if (!r.proc.wchan.empty() && r.proc.wchan != "0") key += " in " + r.proc.wchan;
         if (r.proc.cpu_fraction >= 0.5) key += ", spinning";
       }
@@ -1267,7 +1455,8 @@ std::vector<RankClass> ClassifyRanks(const JobState& job) {
     if (inserted) classes.push_back({key, {}});
     classes[it->second].ranks.push_back(r.rank);
   }
-  std::stable_sort(classes.begin(), classes.end(), [](const RankClass& a, const RankClass& b) { return a.ranks.size() > b.ranks.size(); });
+  std::stable_sort(classes.begin(), classes.end(),
+                   [](const RankClass& a, const RankClass& b) { return a.ranks.size() > b.ranks.size(); });
   return classes;
 }
 
@@ -1286,6 +1475,7 @@ Diagnosis Diagnose(const JobState& job) {
   Stragglers(c);
   Watchdogs(c);
   WatchdogCulprits(c);
+  StoreCulprits(c);
   FirstFailure(c);
   Events(c);
   std::stable_sort(c.out.findings.begin(), c.out.findings.end(), [](const Finding& a, const Finding& b) {
@@ -1296,7 +1486,8 @@ Diagnosis Diagnose(const JobState& job) {
   auto root = std::find_if(c.out.findings.begin(), c.out.findings.end(), [](const Finding& f) {
     return !f.evidence.empty() && f.evidence[0].rfind("the first failure in the log", 0) == 0;
   });
-  if (root != c.out.findings.end() && root->severity == Severity::kError) std::rotate(c.out.findings.begin(), root, root + 1);
+  if (root != c.out.findings.end() && root->severity == Severity::kError)
+    std::rotate(c.out.findings.begin(), root, root + 1);
   c.out.classes = ClassifyRanks(job);
   return std::move(c.out);
 }

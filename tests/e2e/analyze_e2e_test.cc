@@ -146,6 +146,24 @@ TEST(AnalyzeE2eTest, WatchdogReportsNameTheRankThatNeverArrived) {
   EXPECT_EQ((*wd)["severity"], "warning");
 }
 
+TEST(AnalyzeE2eTest, StoreTimeoutsWhileRankZeroPreprocessesNameRankZero) {
+  // torch >= 2.5 store waits (https://github.com/modelscope/ms-swift/issues/4906) on ranks 1-3 while
+  // rank 0 tokenises its dataset and prints no error.
+  std::string text = "[rank0]:Tokenizing dataset: 12%\n";
+  for (int r = 1; r < 4; ++r)
+    text += "[rank" + std::to_string(r) +
+            "]: torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /default_pg/0//cuda//0\n";
+  auto a = Analyze({WriteLog("store.log", text)});
+  EXPECT_EQ(a.exit_code, 1);
+  const auto& first = a.report["findings"][0];
+  EXPECT_EQ(first["code"], "RANK_MISSING") << a.report.dump(2);
+  EXPECT_EQ(Ranks(first), std::vector<int>{0});
+  EXPECT_NE(first["remedy"].get<std::string>().find("preprocessing"), std::string::npos);
+  const auto* store = FindingOf(a.report, "RENDEZVOUS_ERROR");
+  ASSERT_TRUE(store);
+  EXPECT_EQ((*store)["severity"], "warning");
+}
+
 TEST(AnalyzeE2eTest, DeepSpeedPdshLogOfAHostOomKill) {
   // The deepspeed launcher over pdsh: "host: " before every line (https://github.com/hiyouga/LlamaFactory/issues/2470);
   // a worker killed by the OOM killer (exit -9, https://github.com/deepspeedai/DeepSpeed/issues/5066);
