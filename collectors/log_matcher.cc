@@ -2,7 +2,6 @@
 
 #include <re2/re2.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #ifdef DSDOCTOR_HAVE_HYPERSCAN
@@ -23,15 +22,7 @@ void LineAround(std::string_view block, size_t at, size_t* begin, size_t* end) {
 
 class Re2Scanner : public LineScanner {
  public:
-  explicit Re2Scanner(const std::vector<std::string>& triggers) {
-    std::string alt;
-    for (const auto& t : triggers) alt += (alt.empty() ? "(?:" : "|(?:") + t + ")";
-    RE2::Options o;
-    o.set_log_errors(false);
-    o.set_max_mem(256 << 20);
-    o.set_never_capture(true);
-    re_ = std::make_unique<RE2>(alt, o);
-  }
+  explicit Re2Scanner(std::shared_ptr<const RE2> re) : re_(std::move(re)) {}
   void Scan(std::string_view block, const OnLine& on_line) override {
     re2::StringPiece text(block.data(), block.size());
     re2::StringPiece m;
@@ -48,17 +39,32 @@ class Re2Scanner : public LineScanner {
   const char* engine() const override { return "re2"; }
 
  private:
-  std::unique_ptr<RE2> re_;
+  std::shared_ptr<const RE2> re_;  // RE2 matching is thread-safe
+};
+
+class Re2Engine : public LineEngine {
+ public:
+  explicit Re2Engine(const std::vector<std::string>& triggers) {
+    std::string alt;
+    for (const auto& t : triggers) alt += (alt.empty() ? "(?:" : "|(?:") + t + ")";
+    RE2::Options o;
+    o.set_log_errors(false);
+    o.set_max_mem(256 << 20);
+    o.set_never_capture(true);
+    re_ = std::make_shared<RE2>(alt, o);
+  }
+  std::unique_ptr<LineScanner> NewScanner() const override { return std::make_unique<Re2Scanner>(re_); }
+
+ private:
+  std::shared_ptr<const RE2> re_;
 };
 
 #ifdef DSDOCTOR_HAVE_HYPERSCAN
 class HyperscanScanner : public LineScanner {
  public:
-  HyperscanScanner(hs_database_t* db, hs_scratch_t* scratch) : db_(db), scratch_(scratch) {}
-  ~HyperscanScanner() override {
-    hs_free_scratch(scratch_);
-    hs_free_database(db_);
-  }
+  HyperscanScanner(std::shared_ptr<const hs_database_t> db, hs_scratch_t* scratch)
+      : db_(std::move(db)), scratch_(scratch) {}
+  ~HyperscanScanner() override { hs_free_scratch(scratch_); }
   void Scan(std::string_view block, const OnLine& on_line) override {
     struct Ctx {
       std::string_view block;
@@ -75,19 +81,33 @@ class HyperscanScanner : public LineScanner {
       c.next = end + 1;
       return (*c.on_line)(begin, end) ? 0 : 1;  // non-zero stops the scan
     };
-    hs_scan(db_, block.data(), static_cast<unsigned>(block.size()), 0, scratch_, on_match, &ctx);
+    hs_scan(db_.get(), block.data(), static_cast<unsigned>(block.size()), 0, scratch_, on_match, &ctx);
   }
   const char* engine() const override { return "hyperscan"; }
 
  private:
-  hs_database_t* db_;
+  std::shared_ptr<const hs_database_t> db_;
   hs_scratch_t* scratch_;
+};
+
+class HyperscanEngine : public LineEngine {
+ public:
+  explicit HyperscanEngine(hs_database_t* db)
+      : db_(db, [](const hs_database_t* d) { hs_free_database(const_cast<hs_database_t*>(d)); }) {}
+  std::unique_ptr<LineScanner> NewScanner() const override {
+    hs_scratch_t* scratch = nullptr;
+    if (hs_alloc_scratch(db_.get(), &scratch) != HS_SUCCESS) return nullptr;
+    return std::make_unique<HyperscanScanner>(db_, scratch);
+  }
+
+ private:
+  std::shared_ptr<const hs_database_t> db_;
 };
 #endif
 
 }  // namespace
 
-std::unique_ptr<LineScanner> MakeHyperscanScanner(const std::vector<std::string>& triggers, std::string* why) {
+std::shared_ptr<const LineEngine> CompileHyperscan(const std::vector<std::string>& triggers, std::string* why) {
 #ifdef DSDOCTOR_HAVE_HYPERSCAN
   std::vector<const char*> expressions;
   std::vector<unsigned> flags, ids;
@@ -108,22 +128,29 @@ std::unique_ptr<LineScanner> MakeHyperscanScanner(const std::vector<std::string>
     hs_free_compile_error(error);
     return nullptr;
   }
-  hs_scratch_t* scratch = nullptr;
-  if (hs_alloc_scratch(db, &scratch) != HS_SUCCESS) {
+  auto engine = std::make_shared<HyperscanEngine>(db);
+  if (!engine->NewScanner()) {
     if (why) *why = "hyperscan: cannot allocate scratch (CPU without SSSE3?)";
-    hs_free_database(db);
     return nullptr;
   }
-  return std::make_unique<HyperscanScanner>(db, scratch);
+  return engine;
 #else
   if (why) *why = "built without Hyperscan";
   return nullptr;
 #endif
 }
 
-std::unique_ptr<LineScanner> MakeRe2Scanner(const std::vector<std::string>& triggers) {
-  return std::make_unique<Re2Scanner>(triggers);
+std::shared_ptr<const LineEngine> CompileRe2(const std::vector<std::string>& triggers) {
+  return std::make_shared<Re2Engine>(triggers);
 }
 
+std::unique_ptr<LineScanner> MakeHyperscanScanner(const std::vector<std::string>& triggers, std::string* why) {
+  auto engine = CompileHyperscan(triggers, why);
+  return engine ? engine->NewScanner() : nullptr;
+}
+
+std::unique_ptr<LineScanner> MakeRe2Scanner(const std::vector<std::string>& triggers) {
+  return CompileRe2(triggers)->NewScanner();
+}
 
 }  // namespace dsd::collectors

@@ -3,6 +3,7 @@
 // engines: Hyperscan (SIMD multi-pattern, several GB/s; built when the library is found) and
 // RE2 (one alternation, linear time; always built). Both return a superset of the lines whose
 // message a trigger matches, in order, each line once.
+// A LineEngine is the compiled trigger set: immutable and thread-safe, compiled once and shared.
 // A LineScanner holds per-scan scratch: one per thread.
 #pragma once
 
@@ -25,7 +26,17 @@ class LineScanner {
   virtual const char* engine() const = 0;  // "hyperscan" | "re2"
 };
 
+class LineEngine {
+ public:
+  virtual ~LineEngine() = default;
+  virtual std::unique_ptr<LineScanner> NewScanner() const = 0;
+};
+
 // nullptr when this build has no Hyperscan, or a trigger does not compile there (`why` says which).
+std::shared_ptr<const LineEngine> CompileHyperscan(const std::vector<std::string>& triggers, std::string* why);
+std::shared_ptr<const LineEngine> CompileRe2(const std::vector<std::string>& triggers);
+
+// Compile and take one scanner (tests).
 std::unique_ptr<LineScanner> MakeHyperscanScanner(const std::vector<std::string>& triggers, std::string* why);
 std::unique_ptr<LineScanner> MakeRe2Scanner(const std::vector<std::string>& triggers);
 

@@ -103,6 +103,28 @@ size_t CountNewlines(const char* p, const char* end) {
   return n;
 }
 
+// The catalogue's triggers, compiled once per process and shared by every scanner (engines are
+// immutable; each scanner has its own scratch). Hyperscan is compiled on first use only.
+const std::vector<std::string>& CatalogueTriggers() {
+  static const std::vector<std::string> triggers = [] {
+    std::vector<std::string> t;
+    for (const LogPattern& p : Catalogue()) t.push_back(TriggerOf(p.regex));
+    for (auto& x : LogClassifier::Triggers()) t.push_back(x);
+    return t;
+  }();
+  return triggers;
+}
+std::unique_ptr<LineScanner> CatalogueScanner(bool hyperscan) {
+  if (hyperscan) {
+    static const std::shared_ptr<const LineEngine> hs = CompileHyperscan(CatalogueTriggers(), nullptr);
+    if (hs)
+      if (auto s = hs->NewScanner()) return s;
+    return nullptr;
+  }
+  static const std::shared_ptr<const LineEngine> re2 = CompileRe2(CatalogueTriggers());
+  return re2->NewScanner();
+}
+
 }  // namespace
 
 // Hyperscan scans ~4x faster than RE2 here but takes ~0.2 s to compile the catalogue: worth it
@@ -111,7 +133,6 @@ constexpr uint64_t kHyperscanFromBytes = 128ull << 20;
 
 struct LogScanner::Impl {
   LogScanOptions options;
-  std::vector<std::string> triggers;
   std::unique_ptr<LineScanner> scanner;
   bool upgraded = false;  // Hyperscan tried (or ruled out)
   uint64_t expected = 0;  // bytes the inputs hold, as far as known (ExpectBytes, file sizes)
@@ -210,7 +231,7 @@ struct LogScanner::Impl {
   void Block(std::string_view block) {
     if (!upgraded && std::max(expected, result.bytes) >= kHyperscanFromBytes) {
       upgraded = true;
-      if (auto hs = MakeHyperscanScanner(triggers, nullptr)) {
+      if (auto hs = CatalogueScanner(true)) {
         scanner = std::move(hs);
         result.engine = scanner->engine();
       }
@@ -302,14 +323,12 @@ struct LogScanner::Impl {
 
 LogScanner::LogScanner(LogScanOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
-  for (const LogPattern& p : Catalogue()) impl_->triggers.push_back(TriggerOf(p.regex));
-  for (auto& t : LogClassifier::Triggers()) impl_->triggers.push_back(t);
   // RE2 first (compiles in milliseconds); Block() moves to Hyperscan once the input is big.
   // DSDOCTOR_LOG_SCANNER=re2|hyperscan pins one (tests, benchmarks).
   const char* pin = std::getenv("DSDOCTOR_LOG_SCANNER");
   std::string pinned = pin ? pin : "";
-  if (pinned == "hyperscan") impl_->scanner = MakeHyperscanScanner(impl_->triggers, nullptr);
-  if (!impl_->scanner) impl_->scanner = MakeRe2Scanner(impl_->triggers);
+  if (pinned == "hyperscan") impl_->scanner = CatalogueScanner(true);
+  if (!impl_->scanner) impl_->scanner = CatalogueScanner(false);
   impl_->upgraded = !pinned.empty();
   impl_->result.engine = impl_->scanner->engine();
 }

@@ -893,11 +893,8 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
 }
 
 void Stalls(Ctx& c, const std::vector<Group>& groups) {
-  int running = 0, traced = 0;
-  for (const RankState& r : c.job.ranks) {
-    running += Running(r);
-    traced += r.has_trace;
-  }
+  int running = 0;
+  for (const RankState& r : c.job.ranks) running += Running(r);
   if (running == 0) return;
   if (groups.size() == 1 && static_cast<int>(groups[0].ranks.size()) == running &&
       static_cast<int>(c.job.ranks.size()) == running) {
@@ -1292,7 +1289,8 @@ void StoreCulprits(Ctx& c) {
              e.Field("error").find("imeout") != std::string::npos)
       by_owner[e.subject_rank].push_back(&e);
   }
-  for (auto& [owner, reports] : by_owner) {
+  for (auto& [key, reports] : by_owner) {
+    const int owner = key;  // clang 14 cannot capture a structured binding
     if (owner >= c.job.world_size || c.explained.count(owner) || Failed(c.job.ranks[owner])) continue;
     bool owner_reported = std::any_of(c.job.events.begin(), c.job.events.end(), [&](const LogEvent& e) {
       return e.rank == owner && e.severity == Severity::kError;
