@@ -69,6 +69,7 @@ LogEvent LogClassifier::Make(const char* code, const char* kind, std::string sum
   e.summary = std::move(summary);
   e.text = std::string(text.substr(0, 1000));
   e.line = line_no_;
+  e.offset = offset_;
   e.remedy = std::move(remedy);
   return e;
 }
@@ -134,11 +135,6 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
     return true;
   }
   LogEvent e = FromMatch(m, text);
-  // The rank a watchdog names is the rank in its process group: the printing rank only for the
-  // default group.
-  if (std::string(p.kind) == "torch_watchdog" && !m.Field("self_rank").empty() &&
-      (m.Field("pg").empty() || m.Field("pg") == "0"))
-    facts_.self_rank = facts_.self_rank >= 0 ? facts_.self_rank : SafeInt(m.Field("self_rank"));
   out.push_back(std::move(e));
   return true;
 }
@@ -149,6 +145,7 @@ void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view e
   LogEvent e = Make(codes::kLogError, "python_traceback", "Python exception: " + exc.substr(0, 300), exc,
                     "The program raised an exception on this rank; the traceback in its log says where.");
   e.line = traceback_line_;
+  e.offset = traceback_offset_;
   // Innermost frame of the program itself (not a library), and the collective it was inside.
   for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
     if (e.collective.empty() && diagnosis::IsTorchCollective(it->function) && Has(it->file, "torch/distributed"))
@@ -195,8 +192,9 @@ void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view e
 
 std::vector<LogEvent> LogClassifier::Feed(std::string_view line) { return FeedAt(line, line_no_ + 1); }
 
-std::vector<LogEvent> LogClassifier::FeedAt(std::string_view message, int line_no) {
+std::vector<LogEvent> LogClassifier::FeedAt(std::string_view message, int line_no, int64_t offset) {
   line_no_ = line_no;
+  offset_ = offset;
   std::vector<LogEvent> out;
   if (!message.empty() && message.back() == '\r') message.remove_suffix(1);
   // Progress bars rewrite their line with '\r': each segment is a line of its own.
@@ -218,7 +216,7 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
     static const RE2 kFrame(R"re(^\s*File "([^"]+)", line (\d+), in (\S+))re", Quiet());
     std::string file, number, function;
     if (RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), kFrame, &file, &number, &function)) {
-      if (frames_.size() < 256) frames_.push_back({file, function, SafeInt(number)});
+      if (frames_.size() < 256) frames_.push_back({file.substr(0, 1024), function.substr(0, 256), SafeInt(number)});
       return;
     }
     if (++traceback_lines_ > kMaxTracebackLines) {
@@ -242,6 +240,7 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
   if (Has(line, "Traceback (most recent call last):")) {
     in_traceback_ = true;
     traceback_line_ = line_no_;
+    traceback_offset_ = offset_;
     traceback_lines_ = 0;
     frames_.clear();
     return;
@@ -264,17 +263,20 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
         e.fields = known.fields;
       }
       e.line = what_line_;
+      e.offset = what_offset_;
       out.push_back(std::move(e));
       return;
     }
     auto e =
         Make(codes::kLogError, "cxx_terminate", pending, pending, "An uncaught C++ exception ended the rank (abort).");
     e.line = what_line_;
+    e.offset = what_offset_;
     out.push_back(std::move(e));
   }
   if (Has(line, "terminate called after throwing an instance of")) {
     what_pending_ = std::string(Trim(line)).substr(0, 300);
     what_line_ = line_no_;
+    what_offset_ = offset_;
     return;
   }
 
@@ -314,7 +316,7 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
       table_rank_ = -1;
       in_table_ = false;
       return;
-    } else if (StartsWith(t, "exitcode") && table_rank_ >= 0) {
+    } else if (StartsWith(t, "exitcode") && Has(t, ":") && table_rank_ >= 0) {
       std::string_view v = Trim(t.substr(t.find(':') + 1));
       int code = SafeInt(v.substr(0, v.find(' ')));
       auto e = Make(
@@ -354,6 +356,7 @@ std::vector<LogEvent> LogClassifier::Finish() {
     auto e = Make(codes::kLogError, "cxx_terminate", what_pending_, what_pending_,
                   "An uncaught C++ exception ended the rank (abort).");
     e.line = what_line_;
+    e.offset = what_offset_;
     out.push_back(std::move(e));
     what_pending_.clear();
   }

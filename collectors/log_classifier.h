@@ -36,7 +36,9 @@ class LogClassifier {
   std::vector<diagnosis::LogEvent> Feed(std::string_view line);
   // Feeds the message of line `line_no` (prefixes already stripped); lines may be skipped when
   // !pending() (the pre-scanner found nothing in them).
-  std::vector<diagnosis::LogEvent> FeedAt(std::string_view message, int line_no);
+  // `offset` (the line's byte offset, -1 when unknown) goes into the events; a traceback's event
+  // carries its first line's.
+  std::vector<diagnosis::LogEvent> FeedAt(std::string_view message, int line_no, int64_t offset = -1);
   // Ends the stream: a traceback still open is emitted.
   std::vector<diagnosis::LogEvent> Finish();
 
@@ -64,10 +66,12 @@ class LogClassifier {
   int rank_;
   const LogPatternSet* patterns_;
   int line_no_ = 0;
+  int64_t offset_ = -1;
   StreamFacts facts_;
   // Python traceback in progress.
   bool in_traceback_ = false;
   int traceback_line_ = 0;
+  int64_t traceback_offset_ = -1;
   int traceback_lines_ = 0;
   std::vector<Frame> frames_;
   // torchrun ChildFailedError table: the rank a "rank :" row is about, and the node of "host :".
@@ -77,6 +81,7 @@ class LogClassifier {
   std::string table_host_;
   std::string what_pending_;  // "terminate called after throwing…" waits for its "what():" line
   int what_line_ = 0;
+  int64_t what_offset_ = -1;
 };
 
 // Classifies a whole log held in memory (tests, small inputs): every line through one LogClassifier.

@@ -77,7 +77,8 @@ size_t Timestamp(std::string_view s, int64_t* ns) {
   t.tm_hour = static_cast<int>(h);
   t.tm_min = static_cast<int>(mi);
   t.tm_sec = static_cast<int>(sec);
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59 || sec > 61) return 0;
+  // Years outside 1970-2200 are no log timestamp, and would overflow nanoseconds.
+  if (y < 1970 || y > 2200 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59 || sec > 61) return 0;
   int64_t epoch = static_cast<int64_t>(::timegm(&t)) - offset_s;
   while (frac_digits < 9) frac *= 10, ++frac_digits;
   *ns = epoch * 1000000000 + frac;
@@ -263,9 +264,12 @@ std::string_view StripPrefixes(std::string_view line, const PrefixDialect& diale
     } else if ((n = KubernetesTag(s, &host))) {
       out->host = host;
     } else if (size_t ct = CTimeBeforeTag(s); ct && (n = MpiTag(s.substr(ct), &rank, &host))) {
+      out->mpi_tag = std::string(Trim(s.substr(ct, n)));
       n += ct;
       out->rank = rank;
       if (!host.empty()) out->host = host;
+      size_t lt = out->mpi_tag.rfind('<'), gt = out->mpi_tag.rfind('>');
+      if (lt != std::string::npos && gt > lt) out->channel = out->mpi_tag.substr(lt + 1, gt - lt - 1);
     } else if ((n = MpiTag(s, &rank, &host))) {
       out->rank = rank;
       if (!host.empty()) out->host = host;

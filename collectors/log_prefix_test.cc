@@ -68,6 +68,8 @@ TEST(LogPrefixTest, NcclPrefixAndTimestamps) {
   // Not timestamps.
   EXPECT_EQ(Strip("2024-05-01 is a date").p.time_ns, 0);
   EXPECT_EQ(Strip("[2024-13-45 99:00:00] x").p.time_ns, 0);
+  EXPECT_EQ(Strip("9999-01-01T00:00:00Z x").p.time_ns, 0) << "would overflow nanoseconds";
+  EXPECT_EQ(Strip("0001-01-01 00:00:00 x").p.time_ns, 0);
 }
 
 TEST(LogPrefixTest, KubernetesRayAndNesting) {

@@ -143,6 +143,7 @@ struct LogScanner::Impl {
   std::vector<int> file_ranks;
   LogScanResult result;
   uint64_t dropped = 0;
+  size_t kept = 0;
 
   // Per-file state.
   int file = -1;
@@ -173,24 +174,44 @@ struct LogScanner::Impl {
   void Keep(Stream& s, std::vector<LogEvent>&& events, const LinePrefix& p, int64_t line_offset) {
     for (LogEvent& e : events) {
       size_t seen = ++s.per_kind[e.kind];
-      if (seen > options.max_events_per_kind) {
+      if (seen > options.max_events_per_kind || kept >= options.max_events) {
         ++dropped;
         continue;
       }
+      ++kept;
       e.file = files[file];
       if (e.host.empty()) e.host = p.host;
       if (!e.pid) e.pid = p.pid;
-      e.offset = line_offset;
-      e.time_ns = p.time_ns;
+      if (e.offset < 0) e.offset = line_offset;  // a traceback carries its first line's offset
+      if (!e.time_ns) e.time_ns = p.time_ns;
       e.text = CleanText(e.text);
       e.summary = CleanText(e.summary);
+      e.remedy = CleanText(e.remedy);
+      e.host = CleanText(e.host.substr(0, 253));
+      e.location = CleanText(e.location);
       s.events.push_back(std::move(e));
     }
   }
 
-  // One line of the file: [begin, end) of `block`, its line number in the file.
+  // One line of the file: [begin, end) of `block`, its line number in the file. A line longer than
+  // max_line_bytes is classified by its start and by its end (what follows the last progress-bar
+  // '\r' there: "…\rKilled"), the end under the start's launcher prefix.
   void Line(std::string_view line, int64_t number, int64_t line_offset) {
-    if (line.size() > options.max_line_bytes) line = line.substr(0, options.max_line_bytes);
+    if (line.size() <= options.max_line_bytes) return LineOnce(line, number, line_offset);
+    std::string_view head = line.substr(0, options.max_line_bytes);
+    LineOnce(head, number, line_offset);
+    LineTail(head, line.substr(line.size() - options.max_line_bytes), number, line_offset);
+  }
+  void LineTail(std::string_view head, std::string_view tail, int64_t number, int64_t line_offset) {
+    size_t cr = tail.find('\r');
+    if (cr != std::string_view::npos) tail.remove_prefix(cr + 1);
+    LinePrefix p;
+    std::string_view message = StripPrefixes(head, dialect, &p);
+    std::string joined(head.substr(0, head.size() - message.size()));
+    joined += tail;
+    LineOnce(joined, number, line_offset);
+  }
+  void LineOnce(std::string_view line, int64_t number, int64_t line_offset) {
     LinePrefix p;
     std::string_view message = StripPrefixes(line, dialect, &p);
     std::string untagged;
@@ -207,7 +228,8 @@ struct LogScanner::Impl {
     Stream& s = StreamFor(p);
     size_t id = &s == streams.back().get() ? streams.size() - 1 : index[s.key];
     s.last_line = number;
-    Keep(s, s.classifier->FeedAt(message, static_cast<int>(std::min<int64_t>(number, INT32_MAX))), p, line_offset);
+    Keep(s, s.classifier->FeedAt(message, static_cast<int>(std::min<int64_t>(number, INT32_MAX)), line_offset), p,
+         line_offset);
     if (s.classifier->pending())
       pending.insert(id);
     else
@@ -227,8 +249,9 @@ struct LogScanner::Impl {
     }
   }
 
-  // Complete lines: `block` ends at a line end (its '\n' excluded) or at the end of the input.
-  void Block(std::string_view block) {
+  // Complete lines: `block` ends at a line end (its '\n' excluded: `newline`) or at the end of the
+  // input.
+  void Block(std::string_view block, bool newline) {
     if (!upgraded && std::max(expected, result.bytes) >= kHyperscanFromBytes) {
       upgraded = true;
       if (auto hs = CatalogueScanner(true)) {
@@ -271,8 +294,8 @@ struct LogScanner::Impl {
       pos = resume;
     }
     number_of(block.size());
-    // The block's last line (or its missing newline) counts as one line.
-    line_no = lines_before + (block.empty() ? 0 : 1);
+    // The block's last line counts, even empty, when a newline ends it.
+    line_no = lines_before + (newline || !block.empty() ? 1 : 0);
   }
 
   void StartFile(const LogInput& input) {
@@ -346,22 +369,14 @@ void LogScanner::AddText(std::string_view text, const LogInput& input) {
   size_t pos = 0;
   while (pos < text.size()) {
     size_t want = std::min(text.size() - pos, s.options.block_bytes);
-    size_t end = pos + want;
-    if (end < text.size()) {
-      const void* nl = ::memrchr(text.data() + pos, '\n', want);
-      if (!nl) nl = std::memchr(text.data() + end, '\n', text.size() - end);  // a line longer than a block
-      end = nl ? static_cast<const char*>(nl) - text.data() : text.size();
-    }
+    const void* nl = ::memrchr(text.data() + pos, '\n', want);
+    if (!nl && pos + want < text.size())  // a line longer than a block
+      nl = std::memchr(text.data() + pos + want, '\n', text.size() - pos - want);
+    size_t end = nl ? static_cast<const char*>(nl) - text.data() : text.size();
     std::string_view block = text.substr(pos, end - pos);
-    if (end < text.size() && text[end] == '\n') {
-      s.Block(block);
-      s.offset += block.size() + 1;
-      pos = end + 1;
-    } else {
-      s.Block(block);
-      s.offset += block.size();
-      pos = end;
-    }
+    s.Block(block, nl != nullptr);
+    s.offset += block.size() + (nl ? 1 : 0);
+    pos = end + (nl ? 1 : 0);
   }
   s.result.lines += s.line_no;
   s.EndFile();
@@ -388,13 +403,18 @@ Status LogScanner::AddFd(int fd, const LogInput& input) {
   Impl& s = *impl_;
   s.StartFile(input);
   const size_t block = s.options.block_bytes;
-  std::string buf(block + s.options.max_line_bytes + 1, '\0');
-  size_t have = 0;        // bytes in buf: the start of a line not ended yet, then new data
-  bool overlong = false;  // the line in buf is longer than max_line_bytes: skip to its end
+  // The prefix dialect is learned from the first 256 KiB (or the whole input, if shorter): a pipe
+  // may deliver a line at a time.
+  const size_t learn_bytes = std::min<size_t>(block, 256 << 10);
+  std::string buf(block + std::max(s.options.max_line_bytes, learn_bytes) + 1, '\0');
+  size_t have = 0;                           // bytes in buf: the start of a line not ended yet, then new data
+  bool overlong = false;                     // the line in buf is longer than max_line_bytes: skip to its end
+  std::string overlong_head, overlong_tail;  // its start (for its prefix) and its last bytes
+  int64_t overlong_number = 0, overlong_offset = 0;
   bool learned = false;
   Status status = Status::Ok();
   for (;;) {
-    ssize_t n = ::read(fd, buf.data() + have, block);
+    ssize_t n = ::read(fd, buf.data() + have, std::min(block, buf.size() - have));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       status = IoError("analyze: reading '" + s.files[s.file] + "': " + std::strerror(errno) +
@@ -405,41 +425,72 @@ Status LogScanner::AddFd(int fd, const LogInput& input) {
     size_t end = have + n;
     if (n == 0) break;
     std::string_view data(buf.data(), end);
-    if (!learned) s.Learn(data), learned = true;
+    if (!learned) {
+      if (data.size() < learn_bytes) {
+        have = end;  // read on before learning
+        continue;
+      }
+      s.Learn(data), learned = true;
+    }
     size_t start = 0;
     if (overlong) {
-      // Discard the rest of an over-long line up to its newline.
+      // Skip the rest of an over-long line up to its newline, keeping its last bytes.
       const void* nl = std::memchr(data.data(), '\n', data.size());
+      size_t upto = nl ? static_cast<const char*>(nl) - data.data() : data.size();
+      overlong_tail.append(data.substr(0, upto));
+      if (overlong_tail.size() > s.options.max_line_bytes)
+        overlong_tail.erase(0, overlong_tail.size() - s.options.max_line_bytes);
       if (!nl) {
+        s.offset += data.size();
         have = 0;
         continue;
       }
-      size_t skip = static_cast<const char*>(nl) - data.data() + 1;
-      s.offset += skip;
-      start = skip;
+      s.LineTail(overlong_head, overlong_tail, overlong_number, overlong_offset);
+      s.offset += upto + 1;
+      start = upto + 1;
       overlong = false;
     }
     const void* last_nl = ::memrchr(data.data() + start, '\n', data.size() - start);
-    size_t complete_end = last_nl ? static_cast<const char*>(last_nl) - data.data() : start;  // index of the last '\n'
     if (last_nl) {
+      size_t complete_end = static_cast<const char*>(last_nl) - data.data();  // index of the last '\n'
       std::string_view lines = data.substr(start, complete_end - start);
-      s.Block(lines);
+      s.Block(lines, true);
       s.offset += lines.size() + 1;
       start = complete_end + 1;
     }
     // Keep the unfinished line; if it is already too long, classify its start now and skip the rest.
     size_t rest = data.size() - start;
     if (rest > s.options.max_line_bytes) {
-      s.Block(data.substr(start, s.options.max_line_bytes));
+      overlong_head.assign(data.substr(start, s.options.max_line_bytes));
+      overlong_tail.assign(data.substr(data.size() - s.options.max_line_bytes));
+      overlong_offset = s.offset;
+      s.Block(overlong_head, true);  // counts the line; its end is found later
+      overlong_number = s.line_no;
       s.offset += rest;
-      overlong = true;  // counted as a line by Block(): the rest of it is skipped up to its newline
+      overlong = true;
       have = 0;
     } else {
       std::memmove(buf.data(), buf.data() + start, rest);
       have = rest;
     }
   }
-  if (have > 0) s.Block(std::string_view(buf.data(), have));
+  if (!learned && have > 0) s.Learn(std::string_view(buf.data(), have));
+  if (overlong) {
+    s.LineTail(overlong_head, overlong_tail, overlong_number, overlong_offset);
+  } else if (have > 0) {
+    // What is left: whole lines when the input was shorter than the learning window, then a last
+    // line without a newline.
+    std::string_view data(buf.data(), have);
+    const void* last_nl = ::memrchr(data.data(), '\n', data.size());
+    size_t start = 0;
+    if (last_nl) {
+      size_t complete_end = static_cast<const char*>(last_nl) - data.data();
+      s.Block(data.substr(0, complete_end), true);
+      s.offset += complete_end + 1;
+      start = complete_end + 1;
+    }
+    if (start < data.size()) s.Block(data.substr(start), false);
+  }
   s.result.lines += s.line_no;
   s.EndFile();
   return status;
@@ -449,7 +500,17 @@ LogScanResult LogScanner::Finish() {
   Impl& s = *impl_;
   LogScanResult& r = s.result;
   // host:pid and host/local rank of streams whose rank is known, to attribute the others.
-  std::map<std::pair<std::string, int>, int> by_pid, by_local;
+  // Local ranks are per file (a node's log) and host; lines without a host ([default0]: lines whose
+  // NCCL lines name it) fall back to the file's one host with that local rank.
+  std::map<std::pair<std::string, int>, int> by_pid;
+  std::map<std::tuple<int, std::string, int>, int> by_local;
+  std::map<std::pair<int, int>, std::set<int>> by_file_local;
+  auto local_rank_of = [&](int file, const std::string& host, int local) {
+    auto it = by_local.find({file, host, local});
+    if (it != by_local.end()) return it->second;
+    auto f = by_file_local.find({file, local});
+    return host.empty() && f != by_file_local.end() && f->second.size() == 1 ? *f->second.begin() : -1;
+  };
   auto rank_of = [&](const Stream& st) {
     if (st.key.rank >= 0) return st.key.rank;
     if (s.file_ranks[st.key.file] >= 0) return s.file_ranks[st.key.file];
@@ -459,11 +520,13 @@ LogScanResult LogScanner::Finish() {
     int rank = rank_of(*st);
     if (rank < 0) continue;
     if (st->key.pid) by_pid[{st->key.host, st->key.pid}] = rank;
-    if (st->key.local_rank >= 0) by_local[{st->key.host, st->key.local_rank}] = rank;
+    int local = st->key.local_rank;
     // Without a local-rank prefix, NCCL's cudaDev stands for the local rank (one GPU per rank,
     // set_device(local_rank): what torchrun and DeepSpeed set up).
-    else if (int dev = st->classifier->facts().device; dev >= 0 && !st->key.host.empty())
-      by_local.emplace(std::make_pair(st->key.host, dev), rank);
+    if (local < 0 && !st->key.host.empty()) local = st->classifier->facts().device;
+    if (local < 0) continue;
+    by_local.emplace(std::make_tuple(st->key.file, st->key.host, local), rank);
+    by_file_local[{st->key.file, local}].insert(rank);
   }
   for (auto& st : s.streams) {
     int rank = rank_of(*st);
@@ -471,10 +534,9 @@ LogScanResult LogScanner::Finish() {
       auto it = by_pid.find({st->key.host, st->key.pid});
       if (it != by_pid.end()) rank = it->second;
     }
-    if (rank < 0 && st->key.local_rank >= 0) {
-      auto it = by_local.find({st->key.host, st->key.local_rank});
-      if (it != by_local.end()) rank = it->second;
-    }
+    if (rank < 0 && st->key.local_rank >= 0) rank = local_rank_of(st->key.file, st->key.host, st->key.local_rank);
+    // A prefix or the file name says whose lines these are; otherwise a line naming its own rank wins.
+    const bool trusted = st->key.rank >= 0 || s.file_ranks[st->key.file] >= 0;
     const StreamFacts& f = st->classifier->facts();
     r.world_size = std::max(r.world_size, f.nranks);
     if (rank >= 0) {
@@ -488,16 +550,15 @@ LogScanResult LogScanner::Finish() {
     }
     for (LogEvent& e : st->events) {
       e.rank = rank;
-      // An unattributed line that names its own rank (a watchdog's [Rank R] of the default group).
-      if (e.rank < 0 && !e.Field("self_rank").empty() && (e.Field("pg").empty() || e.Field("pg") == "0")) {
+      // A line that names its own rank (a watchdog's [Rank R] of the default group): in a stream of
+      // several processes (pdsh host, unprefixed output) it is the better attribution.
+      if (!trusted && !e.Field("self_rank").empty() && (e.Field("pg").empty() || e.Field("pg") == "0")) {
         int self = std::atoi(e.Field("self_rank").c_str());
         if (self >= 0 && self < (1 << 20)) e.rank = self;
       }
       // A launcher line about a local rank: the rank that has that local rank on that node.
-      if (e.subject_rank < 0 && !e.Field("local_rank").empty() && !e.host.empty()) {
-        auto it = by_local.find({e.host, std::atoi(e.Field("local_rank").c_str())});
-        if (it != by_local.end()) e.subject_rank = it->second;
-      }
+      if (e.subject_rank < 0 && !e.Field("local_rank").empty())
+        e.subject_rank = local_rank_of(st->key.file, e.host, std::atoi(e.Field("local_rank").c_str()));
       if (e.subject_rank >= 0 && e.subject_rank < (1 << 20)) r.world_size = std::max(r.world_size, e.subject_rank + 1);
       if (e.rank >= 0 && e.rank < (1 << 20)) r.world_size = std::max(r.world_size, e.rank + 1);
       if (!e.Field("total").empty() && e.kind == std::string("torch_store_wait_clients"))
@@ -513,7 +574,8 @@ LogScanResult LogScanner::Finish() {
   if (s.dropped)
     r.warnings.push_back(std::to_string(s.dropped) +
                          " repeated log lines of a kind already reported were counted but not kept (first " +
-                         std::to_string(s.options.max_events_per_kind) + " per rank and kind are)");
+                         std::to_string(s.options.max_events_per_kind) + " per rank, stream and kind are, " +
+                         std::to_string(s.options.max_events) + " in all)");
   return std::move(r);
 }
 

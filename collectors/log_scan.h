@@ -35,6 +35,7 @@ struct LogScanOptions {
   size_t block_bytes = 4 << 20;
   size_t max_line_bytes = 64 << 10;
   size_t max_events_per_kind = 32;  // per stream and kind
+  size_t max_events = 100000;       // in all: hostile logs (a new "host" per line) stay bounded
   size_t max_streams = 1 << 16;
 };
 

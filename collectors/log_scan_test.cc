@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -235,10 +236,95 @@ TEST(LogScanTest, BinaryAndBadUtf8NeverCrashAndPrintSafely) {
 
 TEST(LogScanTest, Utf16LogsAreNamedWithTheConversion) {
   std::string text = "\xff\xfe";
-  for (char c : std::string("RuntimeError: CUDA error: an illegal memory access was encountered\n")) text += c, text += '\0';
+  for (char c : std::string("RuntimeError: CUDA error: an illegal memory access was encountered\n"))
+    text += c, text += '\0';
   auto r = Scan(text);
   ASSERT_EQ(r.warnings.size(), 1u);
   EXPECT_NE(r.warnings[0].find("iconv -f UTF-16"), std::string::npos);
+}
+
+TEST(LogScanTest, LineNumbersAndOffsetsCountEmptyLinesAndLastNewlines) {
+  std::string log = "a\n\nKilled\n";
+  auto r = Scan(log, {}, 0);
+  ASSERT_TRUE(Find(r, "shell_killed"));
+  EXPECT_EQ(Find(r, "shell_killed")->line, 3);
+  EXPECT_EQ(Find(r, "shell_killed")->offset, 3);
+  EXPECT_EQ(r.lines, 3u);
+  // A pipe that delivers an empty line on its own, then more.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::thread writer([&] {
+    for (const char* piece : {"a\n", "\n", "\n", "b\nKil", "led\n"}) {
+      ASSERT_GT(write(fds[1], piece, strlen(piece)), 0);
+      usleep(2000);
+    }
+    close(fds[1]);
+  });
+  LogScanner s;
+  ASSERT_TRUE(s.AddFd(fds[0], {"-", 0, ""}).ok());
+  writer.join();
+  close(fds[0]);
+  auto p = s.Finish();
+  ASSERT_TRUE(Find(p, "shell_killed"));
+  EXPECT_EQ(Find(p, "shell_killed")->line, 5);
+  EXPECT_EQ(Find(p, "shell_killed")->offset, 6);
+}
+
+TEST(LogScanTest, TheEndOfAnOverlongProgressLineIsClassifiedAndOffsetsStayRight) {
+  // A tqdm bar written to a file is one line of '\r'-separated updates; the OOM kill is at its end.
+  std::string bar;
+  while (bar.size() < 300000) bar += " 45%|####5     | 45/100 [00:10<00:12,  4.41it/s]\r";
+  std::string log =
+      "[rank3]:" + bar + "Killed\n[rank1]:RuntimeError: CUDA error: an illegal memory access was encountered\n";
+  char path[] = "/tmp/dsd_long_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, log.data(), log.size()), static_cast<ssize_t>(log.size()));
+  close(fd);
+  LogScanOptions o;
+  o.block_bytes = 1 << 16;  // the line spans several reads
+  for (bool from_file : {true, false}) {
+    LogScanner s(o);
+    if (from_file)
+      ASSERT_TRUE(s.Add({path, -1, "long.log"}).ok());
+    else
+      s.AddText(log, {"long.log", -1, ""});
+    auto r = s.Finish();
+    const LogEvent* k = Find(r, "shell_killed");
+    ASSERT_TRUE(k) << from_file;
+    EXPECT_EQ(k->rank, 3);
+    EXPECT_EQ(k->line, 1);
+    const LogEvent* cuda = Find(r, "cuda_illegal_address");
+    ASSERT_TRUE(cuda) << from_file;
+    EXPECT_EQ(cuda->line, 2);
+    EXPECT_EQ(cuda->offset, static_cast<int64_t>(log.find("[rank1]:"))) << from_file;
+  }
+  unlink(path);
+}
+
+TEST(LogScanTest, UnprefixedWatchdogLinesKeepTheirOwnRanks) {
+  // torch < 2.2 without launcher prefixes: every rank's line in one stream.
+  auto r = Scan(
+      "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+      "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800212 milliseconds before timing out.\n"
+      "[E ProcessGroupNCCL.cpp:737] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+      "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800214 milliseconds before timing out.\n");
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[0].rank, 1);
+  EXPECT_EQ(r.events[1].rank, 2);
+}
+
+TEST(LogScanTest, TeeLocalRanksResolveThroughTheirNcclLines) {
+  // torchrun --tee on node 1 of 2: [default0]: lines, whose NCCL lines name host, pid and rank.
+  auto r = Scan(
+      "[default0]:node1:500:510 [0] NCCL INFO comm 0x1 rank 2 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE\n"
+      "[default1]:node1:501:511 [1] NCCL INFO comm 0x2 rank 3 nranks 4 cudaDev 1 busId 2000 - Init COMPLETE\n"
+      "[default1]:Traceback (most recent call last):\n"
+      "[default1]:  File \"/w/t.py\", line 5, in <module>\n"
+      "[default1]:MemoryError\n");
+  const LogEvent* tb = Find(r, "python_traceback");
+  ASSERT_TRUE(tb);
+  EXPECT_EQ(tb->rank, 3);
 }
 
 TEST(LogScanTest, RepeatedLinesAreCountedNotKept) {

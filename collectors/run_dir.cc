@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "collectors/log_classifier.h"
 #include "collectors/log_scan.h"
@@ -55,6 +56,15 @@ void ApplyTrace(const runtime::TraceSnapshot& t, diagnosis::RankState* rank, siz
 
 namespace {
 
+// A log can name any rank ("[rank999999999]:"): the engine indexes ranks, so one outside the job
+// is kept as job-level evidence (rank -1), never used as an index.
+void ClampRanks(diagnosis::JobState* job) {
+  for (auto& e : job->events) {
+    if (e.rank < -1 || e.rank >= job->world_size) e.rank = -1;
+    if (e.subject_rank < -1 || e.subject_rank >= job->world_size) e.subject_rank = -1;
+  }
+}
+
 // Ranks whose logs name different NCCL versions: one event per minority version (its ranks),
 // naming the majority.
 void AddVersionEvents(const LogScanResult& logs, diagnosis::JobState* job) {
@@ -89,6 +99,9 @@ void AddVersionEvents(const LogScanResult& logs, diagnosis::JobState* job) {
 
 // Launchers' exit lines about a rank make that rank's fate known (logs-only analysis).
 void ApplyExitEvents(diagnosis::JobState* job) {
+  std::set<std::string> files;
+  for (const diagnosis::LogEvent& e : job->events) files.insert(e.file);
+  const bool single_file = files.size() <= 1;
   for (const diagnosis::LogEvent& e : job->events) {
     if (e.code != diagnosis::codes::kRankExited || e.subject_rank < 0 || e.subject_rank >= job->world_size) continue;
     if (e.exit_code == 0 && e.signal == 0) continue;
@@ -97,8 +110,9 @@ void ApplyExitEvents(diagnosis::JobState* job) {
     r.status = diagnosis::RankStatus::kExited;
     r.exit_code = e.exit_code;
     r.signal = e.signal;
-    // Order of the lines stands in for time when the log has no timestamps.
-    r.exit_ns = e.time_ns ? e.time_ns : e.offset + 1;
+    // Order of the lines stands in for time when the log has no timestamps (one file only: byte
+    // offsets of different files do not compare).
+    r.exit_ns = e.time_ns ? e.time_ns : single_file ? e.offset + 1 : 0;
     if (r.node.empty()) r.node = e.host;
   }
 }
@@ -137,8 +151,8 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   LogScanResult logs = scanner.Finish();
   for (auto& w : logs.warnings)
     if (warnings) warnings->push_back(w);
-  log::Get("analyze")->debug("scanned {} bytes, {} lines, {} looked at ({}), {} events", logs.bytes, logs.lines, logs.candidate_lines,
-                             logs.engine, logs.events.size());
+  log::Get("analyze")->debug("scanned {} bytes, {} lines, {} looked at ({}), {} events", logs.bytes, logs.lines,
+                             logs.candidate_lines, logs.engine, logs.events.size());
   diagnosis::JobState job;
   job.logs_only = true;
   job.stall_after_s = options.stall_after_s;
@@ -152,6 +166,7 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   }
   for (auto& e : logs.events) job.events.push_back(std::move(e));
   AddVersionEvents(logs, &job);
+  ClampRanks(&job);
   ApplyExitEvents(&job);
   job.job_ended = !job.ranks.empty() && std::all_of(job.ranks.begin(), job.ranks.end(),
                                                     [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
@@ -269,6 +284,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     if (warnings) warnings->push_back(w);
   for (auto& e : logs.events) job.events.push_back(std::move(e));
   AddVersionEvents(logs, &job);
+  ClampRanks(&job);
   job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(),
                               [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
   job.now_ns = stopped_by_us && manifest_now_ns ? manifest_now_ns : latest_ns;

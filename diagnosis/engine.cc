@@ -442,8 +442,9 @@ void TracebackMismatch(Ctx& c) {
       live = true;
     }
   }
+  const int nranks = static_cast<int>(c.job.ranks.size());
   for (const LogEvent& e : c.job.events) {
-    if (e.collective.empty() || seen.count(e.rank)) continue;
+    if (e.collective.empty() || e.rank < 0 || e.rank >= nranks || seen.count(e.rank)) continue;
     seen.insert(e.rank);
     wheres.push_back({e.rank, e.collective, e.location, e.summary});
   }
@@ -1230,8 +1231,12 @@ void WatchdogCulprits(Ctx& c) {
   }
   const std::string op = first[reporters[0]].op;
   std::vector<int> missing;
-  for (int r = 0; r < c.job.world_size; ++r)
-    if (!std::binary_search(reporters.begin(), reporters.end(), r)) missing.push_back(r);
+  // Ranks with an error of their own are explained by it (the first-failure rule), not missing.
+  std::set<int> with_error;
+  for (const LogEvent& e : c.job.events)
+    if (e.rank >= 0 && e.severity == Severity::kError && !IsTimeout(e) && !e.consequence) with_error.insert(e.rank);
+  for (int r = 0; r < static_cast<int>(c.job.ranks.size()); ++r)
+    if (!std::binary_search(reporters.begin(), reporters.end(), r) && !with_error.count(r)) missing.push_back(r);
   if (missing.empty()) return;  // every rank waits in it: the collective itself is stuck (network), Events says so
   // Most ranks silent: the logs at hand are more likely partial than most ranks missing.
   if (missing.size() > reporters.size()) return;
@@ -1269,9 +1274,9 @@ void WatchdogCulprits(Ctx& c) {
       "init_process_group(timeout=...) only for legitimately slow rank-0 work.";
   f.proof = proof::kLog;
   for (int r : missing) c.explained.insert(r);
-  for (int r : reporters)
-    for (const LogEvent& e : c.job.events)
-      if (e.rank == r && (IsTimeout(e) || e.consequence)) c.echoes[&e] = "waited for " + RankWord(missing);
+  const std::set<int> waiting(reporters.begin(), reporters.end());
+  for (const LogEvent& e : c.job.events)
+    if (waiting.count(e.rank) && (IsTimeout(e) || e.consequence)) c.echoes[&e] = "waited for " + RankWord(missing);
   c.Add(std::move(f), false);
 }
 
@@ -1280,6 +1285,10 @@ void WatchdogCulprits(Ctx& c) {
 // (preprocessing data before init_process_group, a slow first step) or hung.
 void StoreCulprits(Ctx& c) {
   std::map<int, std::vector<const LogEvent*>> by_owner;  // owner → reports
+  std::set<int> with_error;                              // ranks that logged an error of their own
+  for (const LogEvent& e : c.job.events)
+    if (e.rank >= 0 && e.severity == Severity::kError && e.kind != "torch_store_get_timeout" && !e.consequence)
+      with_error.insert(e.rank);
   for (const LogEvent& e : c.job.events) {
     if (e.rank < 0 || c.echoes.count(&e)) continue;
     if (e.kind == "torch_store_get_timeout" ||
@@ -1291,11 +1300,9 @@ void StoreCulprits(Ctx& c) {
   }
   for (auto& [key, reports] : by_owner) {
     const int owner = key;  // clang 14 cannot capture a structured binding
-    if (owner >= c.job.world_size || c.explained.count(owner) || Failed(c.job.ranks[owner])) continue;
-    bool owner_reported = std::any_of(c.job.events.begin(), c.job.events.end(), [&](const LogEvent& e) {
-      return e.rank == owner && e.severity == Severity::kError;
-    });
-    if (owner_reported) continue;  // it failed itself: the first-failure rule says so
+    if (owner >= static_cast<int>(c.job.ranks.size()) || c.explained.count(owner) || Failed(c.job.ranks[owner]))
+      continue;
+    if (with_error.count(owner)) continue;  // it failed itself: the first-failure rule says so
     std::vector<int> waiters;
     for (const LogEvent* e : reports)
       if (std::find(waiters.begin(), waiters.end(), e->rank) == waiters.end()) waiters.push_back(e->rank);
@@ -1333,8 +1340,10 @@ void FirstFailure(Ctx& c) {
   int echoes = 0;
   for (const LogEvent& e : c.job.events) {
     if (&e == root || c.echoes.count(&e) || !Ordered(*root, e) || !Before(*root, e)) continue;
-    bool echo = e.consequence || IsTimeout(e) || e.code == codes::kCommError || e.code == codes::kNcclError ||
-                e.code == codes::kRendezvousError || e.code == codes::kWatchdogTimeout;
+    // Timeouts, lost connections, remote and store errors follow a death; a cause of its own (an IB
+    // link error, a missing interface on another node) stays an error.
+    bool echo = e.consequence || IsTimeout(e) || e.code == codes::kRendezvousError ||
+                e.code == codes::kWatchdogTimeout || (e.kind == "python_traceback" && e.code == codes::kCommError);
     if (!echo) continue;
     c.echoes[&e] = "after rank " + std::to_string(root->rank) + " failed first (" + root->Where() + ")";
     echoes += e.rank != root->rank;
@@ -1351,6 +1360,7 @@ void Events(Ctx& c) {
     std::set<std::string> hosts;
     std::string echo;  // why every event of the bucket is a consequence ("" when one is not)
     bool all_echo = true;
+    std::set<int> rank_set;
   };
   std::vector<Bucket> buckets;
   std::map<std::string, size_t> index;
@@ -1375,11 +1385,11 @@ void Events(Ctx& c) {
         shape += '#';
     std::string key = e.code + "\x1f" + e.kind + "\x1f" + shape + (echo != c.echoes.end() ? "\x1f" + echo->second : "");
     auto [it, inserted] = index.emplace(key, buckets.size());
-    if (inserted) buckets.push_back({&e, {}, {}, {}, echo != c.echoes.end() ? echo->second : "", true});
+    if (inserted) buckets.push_back({&e, {}, {}, {}, echo != c.echoes.end() ? echo->second : "", true, {}});
     Bucket& b = buckets[it->second];
     b.all_echo = b.all_echo && echo != c.echoes.end();
     int subject = e.subject_rank >= 0 ? e.subject_rank : e.rank;
-    if (subject >= 0 && std::find(b.ranks.begin(), b.ranks.end(), subject) == b.ranks.end()) b.ranks.push_back(subject);
+    if (subject >= 0 && b.rank_set.insert(subject).second) b.ranks.push_back(subject);
     if (!e.host.empty()) b.hosts.insert(e.host);
     if (b.evidence.size() < 4) b.evidence.push_back(EventEvidence(e));
   }

@@ -611,3 +611,35 @@ TEST(EngineJsonTest, RankStateRoundTrips) {
 
 }  // namespace
 }  // namespace dsd::diagnosis
+
+namespace dsd::diagnosis {
+namespace {
+
+// Logs can claim any rank, and some lines have none: the engine must never index with them.
+TEST(EngineLogEventsTest, EventsWithRanksOutsideTheJobAreNeverIndexed) {
+  JobState job;
+  job.logs_only = true;
+  job.world_size = 2;
+  job.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) job.ranks[r].rank = r, job.ranks[r].status = RankStatus::kRunning;
+  for (int rank : {-1, 1, 7, 1 << 30}) {
+    LogEvent e;
+    e.rank = rank;
+    e.code = codes::kLogError;
+    e.kind = "python_traceback";
+    e.summary = "Python exception: x";
+    e.collective = rank == 1 ? "all_reduce" : "barrier";
+    e.file = "job.log";
+    e.offset = 10 + rank % 100;
+    job.events.push_back(e);
+    e.kind = "torch_watchdog";
+    e.code = codes::kWatchdogTimeout;
+    e.fields = {{"seq", "2"}, {"op", "ALLREDUCE"}, {"self_rank", std::to_string(rank)}};
+    job.events.push_back(e);
+  }
+  Diagnosis d = Diagnose(job);
+  EXPECT_FALSE(d.findings.empty());
+}
+
+}  // namespace
+}  // namespace dsd::diagnosis
