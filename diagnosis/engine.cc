@@ -973,9 +973,8 @@ void Stalls(Ctx& c, const std::vector<Group>& groups) {
     for (auto& [name, rs] : in_collective) f.evidence.push_back(RankWord(rs) + ": stack: " + c.job.ranks[rs[0]].stack);
     f.remedy =
         "The waiting ranks cannot finish until the missing rank joins, and it waits where its stack says (a data "
-        "loader "
-        "whose workers died or hang, a lock, I/O, input(), or a legitimately long step on one rank). Fix what it waits "
-        "for; every rank must make the same collective calls in the same order.";
+        "loader whose workers died or hang, a lock, I/O, input(), or a legitimately long step on one rank). Fix what "
+        "it waits for; every rank must make the same collective calls in the same order.";
     // Blocked outside a collective may still end (a GPU-bound evaluation waits with flat CPU too).
     f.proof = proof::kHeuristic;
     for (int r : elsewhere) c.explained.insert(r);
