@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <functional>
+#include <latch>
 #include <map>
 #include <string>
 #include <thread>
@@ -31,9 +32,8 @@ inline int FreePort() {
 }
 
 inline std::map<std::string, std::string> RankEnvMap(int rank, int world, int port) {
-  return {{"RANK", std::to_string(rank)},  {"WORLD_SIZE", std::to_string(world)},
-          {"LOCAL_RANK", std::to_string(rank)}, {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", std::to_string(port)}, {"DSDOCTOR_RENDEZVOUS_TIMEOUT", "20"}};
+  return {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)}, {"LOCAL_RANK", std::to_string(rank)},
+          {"MASTER_ADDR", "127.0.0.1"},   {"MASTER_PORT", std::to_string(port)}, {"DSDOCTOR_RENDEZVOUS_TIMEOUT", "20"}};
 }
 
 // Runs body(world) on `n` threads, one rank each; fails the test if a rank cannot initialise.
@@ -41,6 +41,9 @@ inline void RunRanks(int n, const std::function<void(World&)>& body,
                      const std::function<void(int, std::map<std::string, std::string>&)>& edit_env = {}) {
   int port = FreePort();
   std::vector<std::thread> threads;
+  // A rank whose body ends at once (Initialize rejecting its config) would close its connections
+  // while another rank still connects the full mesh: every rank waits until all are initialised.
+  std::latch initialised(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       DistributedOptions o;
@@ -48,6 +51,7 @@ inline void RunRanks(int n, const std::function<void(World&)>& body,
       if (edit_env) edit_env(r, o.env);
       o.comm_timeout = std::chrono::seconds(30);
       auto world = InitDistributed(o);
+      initialised.arrive_and_wait();
       ASSERT_TRUE(world.ok()) << "rank " << r << ": " << world.status().ToString();
       body(**world);
     });
