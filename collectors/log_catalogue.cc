@@ -617,9 +617,8 @@ RE2::Options PatternOptions() {
 
 const std::vector<LogPattern>& Catalogue() { return kCatalogue; }
 
-std::string PatternMatch::Summary() const {
+std::string PatternMatch::Fill(std::string_view t) const {
   std::string out;
-  std::string_view t = pattern ? pattern->summary : "";
   for (size_t i = 0; i < t.size(); ++i) {
     if (t[i] == '{') {
       size_t close = t.find('}', i);

@@ -61,8 +61,10 @@ struct PatternMatch {
     auto it = fields.find(name);
     return it == fields.end() ? "" : it->second;
   }
-  // The summary template with its fields filled in.
-  std::string Summary() const;
+  // A template ("could not reach {host}:{port}") with this match's fields filled in.
+  std::string Fill(std::string_view text) const;
+  std::string Summary() const { return Fill(pattern ? pattern->summary : ""); }
+  std::string Remedy() const { return Fill(pattern ? pattern->remedy : ""); }
 };
 
 // The catalogue compiled for one-pass matching of a message against every entry (RE2::Set), then

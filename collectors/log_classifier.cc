@@ -74,15 +74,10 @@ LogEvent LogClassifier::Make(const char* code, const char* kind, std::string sum
   return e;
 }
 
-LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text) const {
+LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text, bool look_inside) const {
   const LogPattern& p = *m.pattern;
-  LogEvent e = Make(p.code, p.kind, m.Summary().substr(0, 400), Trim(text), p.remedy, p.severity);
   // Remedies may name fields too ("{host}").
-  PatternMatch remedy = m;
-  LogPattern with_remedy = p;
-  with_remedy.summary = p.remedy;
-  remedy.pattern = &with_remedy;
-  e.remedy = remedy.Summary();
+  LogEvent e = Make(p.code, p.kind, m.Summary().substr(0, 400), Trim(text), m.Remedy(), p.severity);
   e.consequence = p.role == LogRole::kConsequence;
   e.fields = m.fields;
   if (auto s = m.Field("subject"); !s.empty()) e.subject_rank = SafeInt(s);
@@ -96,20 +91,25 @@ LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text) 
   if (auto s = m.Field("signal"); !s.empty()) e.signal = SafeInt(s);
   // A wrapper ("… raised the following async exception: <inner>"): the inner message decides the
   // cause and the remedy.
-  if (auto inner = m.Field("inner"); !inner.empty()) {
-    PatternMatch im;
-    if (patterns_->Match(inner, &im) && im.pattern != m.pattern && im.pattern->role != LogRole::kContext &&
-        im.Field("inner").empty()) {
-      LogEvent cause = FromMatch(im, inner);
+  if (auto inner = m.Field("inner"); look_inside && !inner.empty()) {
+    LogEvent cause;
+    if (KnownCause(inner, &cause, /*look_inside=*/false) && cause.kind != p.kind && cause.Field("inner").empty()) {
       e.code = cause.code;
       e.remedy = cause.remedy;
       e.consequence = cause.consequence;
-      e.fields["cause_kind"] = im.pattern->kind;
+      e.fields["cause_kind"] = cause.kind;
     }
   }
   if (auto h = m.Field("host"); !h.empty() && p.role == LogRole::kExit) e.host = h;
   if (auto pid = m.Field("pid"); !pid.empty() && p.role == LogRole::kExit) e.pid = SafeInt(pid);
   return e;
+}
+
+bool LogClassifier::KnownCause(std::string_view text, LogEvent* cause, bool look_inside) const {
+  PatternMatch m;
+  if (!patterns_->Match(text, &m) || m.pattern->role == LogRole::kContext) return false;
+  *cause = FromMatch(m, text, look_inside);
+  return true;
 }
 
 // The catalogue on one message: true when an entry matched (its event, if any, appended).
@@ -159,19 +159,17 @@ void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view e
       e.location.empty() ? "" : " (at " + e.location + (e.collective.empty() ? "" : " in " + e.collective + "()") + ")";
   e.summary += at;
   // The exception message through the catalogue: a specific cause and remedy when it is a known one.
-  PatternMatch m;
-  bool known_cause = patterns_->Match(exc.substr(0, kMaxSegment), &m) && m.pattern->role != LogRole::kContext;
+  LogEvent known;
+  bool known_cause = KnownCause(std::string_view(exc).substr(0, kMaxSegment), &known);
   bool timeout = Has(exc, "Timed out waiting") || Has(exc, "timed out") || Has(exc, "Timeout");
   if (known_cause) {
-    LogEvent known = FromMatch(m, exc);
     e.fields = known.fields;
-    e.fields["cause_kind"] = m.pattern->kind;
+    e.fields["cause_kind"] = known.kind;
     e.subject_rank = known.subject_rank;
     e.consequence = known.consequence;
   }
   // Inside a collective, waiting until the timeout says more than the transport's words for it.
   if (known_cause && !(timeout && !e.collective.empty())) {
-    LogEvent known = FromMatch(m, exc);
     e.code = known.code;
     e.severity = known.severity;
     e.remedy = known.remedy;
@@ -254,9 +252,7 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
       std::string what(Trim(line.substr(line.find("what():") + 7)));
       auto e = Make(codes::kLogError, "cxx_terminate", pending + ": " + what.substr(0, 300), line,
                     "An uncaught C++ exception ended the rank (abort): the message says which check failed.");
-      PatternMatch m;
-      if (patterns_->Match(what, &m) && m.pattern->role != LogRole::kContext) {
-        LogEvent known = FromMatch(m, what);
+      if (LogEvent known; KnownCause(what, &known)) {
         e.code = known.code;
         e.remedy = known.remedy;
         e.consequence = known.consequence;

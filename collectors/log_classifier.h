@@ -61,7 +61,11 @@ class LogClassifier {
   bool Catalogue(std::string_view text, std::vector<diagnosis::LogEvent>& out);
   diagnosis::LogEvent Make(const char* code, const char* kind, std::string summary, std::string_view text,
                            std::string remedy, diagnosis::Severity severity = diagnosis::Severity::kError) const;
-  diagnosis::LogEvent FromMatch(const PatternMatch& m, std::string_view text) const;
+  // `look_inside`: a wrapper's inner message is classified too (one level only).
+  diagnosis::LogEvent FromMatch(const PatternMatch& m, std::string_view text, bool look_inside = true) const;
+  // The event of the catalogue entry (not a context one) that matches `text`: the cause a
+  // traceback's exception, a what() or a wrapper's inner message names.
+  bool KnownCause(std::string_view text, diagnosis::LogEvent* cause, bool look_inside = true) const;
 
   int rank_;
   const LogPatternSet* patterns_;

@@ -147,20 +147,22 @@ struct LogScanner::Impl {
 
   // Per-file state.
   int file = -1;
+  size_t first_stream = 0;  // streams[first_stream..] belong to this file
   PrefixDialect dialect;
   int64_t line_no = 0;       // lines of the file before the current block
   int64_t offset = 0;        // byte offset of the current block in the file
   std::set<size_t> pending;  // streams with an open traceback or table
 
-  Stream& StreamFor(const LinePrefix& p) {
+  // The index of the stream a line with these prefixes belongs to (created on first use).
+  size_t StreamFor(const LinePrefix& p) {
     StreamKey k{file, p.host, p.rank, p.local_rank, p.pid, p.channel};
     auto it = index.find(k);
-    if (it != index.end()) return *streams[it->second];
+    if (it != index.end()) return it->second;
     if (streams.size() >= options.max_streams) {
       // Bizarre prefixes (a different "host" on every line): one stream per file from here on.
       k = StreamKey{file, "", -2, -1, 0, ""};
       it = index.find(k);
-      if (it != index.end()) return *streams[it->second];
+      if (it != index.end()) return it->second;
     }
     auto s = std::make_unique<Stream>();
     s->key = k;
@@ -168,7 +170,7 @@ struct LogScanner::Impl {
     s->classifier = std::make_unique<LogClassifier>(rank);
     index.emplace(k, streams.size());
     streams.push_back(std::move(s));
-    return *streams.back();
+    return streams.size() - 1;
   }
 
   void Keep(Stream& s, std::vector<LogEvent>&& events, const LinePrefix& p, int64_t line_offset) {
@@ -225,8 +227,8 @@ struct LogScanner::Impl {
       }
       message = untagged;
     }
-    Stream& s = StreamFor(p);
-    size_t id = &s == streams.back().get() ? streams.size() - 1 : index[s.key];
+    size_t id = StreamFor(p);
+    Stream& s = *streams[id];
     s.last_line = number;
     Keep(s, s.classifier->FeedAt(message, static_cast<int>(std::min<int64_t>(number, INT32_MAX)), line_offset), p,
          line_offset);
@@ -236,12 +238,17 @@ struct LogScanner::Impl {
       pending.erase(id);
   }
 
+  // Closes what is open in a stream (a traceback cut off) and keeps what that completes.
+  void FinishStream(Stream& s) {
+    LinePrefix p{s.key.host, s.key.rank, s.key.local_rank, s.key.pid, 0};
+    Keep(s, s.classifier->Finish(), p, -1);
+  }
+
   void CloseStale(int64_t now_line) {
     for (auto it = pending.begin(); it != pending.end();) {
       Stream& s = *streams[*it];
       if (now_line - s.last_line > kStaleLines) {
-        LinePrefix p{s.key.host, s.key.rank, s.key.local_rank, s.key.pid, 0};
-        Keep(s, s.classifier->Finish(), p, -1);
+        FinishStream(s);
         it = pending.erase(it);
       } else {
         ++it;
@@ -302,6 +309,7 @@ struct LogScanner::Impl {
     file = static_cast<int>(files.size());
     files.push_back(!input.name.empty() ? input.name : input.path == "-" ? "<stdin>" : input.path);
     file_ranks.push_back(input.rank);
+    first_stream = streams.size();
     line_no = 0;
     offset = 0;
     pending.clear();
@@ -328,19 +336,11 @@ struct LogScanner::Impl {
     dialect = learner.Dialect();
   }
 
+  // Streams are created file by file, so this file's are the ones from first_stream on (and the
+  // shared overflow stream, which is per file too).
   void EndFile() {
-    for (size_t id : pending) {
-      Stream& s = *streams[id];
-      LinePrefix p{s.key.host, s.key.rank, s.key.local_rank, s.key.pid, 0};
-      Keep(s, s.classifier->Finish(), p, -1);
-    }
+    for (size_t id = first_stream; id < streams.size(); ++id) FinishStream(*streams[id]);
     pending.clear();
-    // Streams of this file that are not pending have nothing open; Finish() them for symmetry.
-    for (auto& s : streams)
-      if (s->key.file == file) {
-        LinePrefix p{s->key.host, s->key.rank, s->key.local_rank, s->key.pid, 0};
-        Keep(*s, s->classifier->Finish(), p, -1);
-      }
   }
 };
 

@@ -97,7 +97,29 @@ void AddVersionEvents(const LogScanResult& logs, diagnosis::JobState* job) {
   }
 }
 
-// Launchers' exit lines about a rank make that rank's fate known (logs-only analysis).
+// The scanner's findings into the job: its warnings, its events (with the cross-rank NCCL version
+// check), ranks outside the job made job-level.
+void MergeLogs(LogScanResult logs, diagnosis::JobState* job, std::vector<std::string>* warnings) {
+  if (warnings) warnings->insert(warnings->end(), logs.warnings.begin(), logs.warnings.end());
+  log::Get("analyze")->debug("scanned {} bytes, {} lines, {} looked at ({}), {} events", logs.bytes, logs.lines,
+                             logs.candidate_lines, logs.engine, logs.events.size());
+  for (auto& e : logs.events) job->events.push_back(std::move(e));
+  AddVersionEvents(logs, job);
+  ClampRanks(job);
+}
+
+// Sum of the sizes of the files that exist among `paths`: tells the scanner early that the input
+// is big (it then takes its faster pre-scanner from the start).
+uint64_t TotalBytes(const std::vector<std::string>& paths) {
+  uint64_t bytes = 0;
+  for (const std::string& p : paths) {
+    struct stat info;
+    if (p != "-" && ::stat(p.c_str(), &info) == 0) bytes += static_cast<uint64_t>(info.st_size);
+  }
+  return bytes;
+}
+
+// Launchers' exit lines about a rank make that rank's end known (logs-only analysis).
 void ApplyExitEvents(diagnosis::JobState* job) {
   std::set<std::string> files;
   for (const diagnosis::LogEvent& e : job->events) files.insert(e.file);
@@ -131,12 +153,7 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
     }
   }
   LogScanner scanner;
-  uint64_t log_bytes = 0;
-  for (const std::string& p : paths) {
-    struct stat info;
-    if (p != "-" && ::stat(p.c_str(), &info) == 0) log_bytes += static_cast<uint64_t>(info.st_size);
-  }
-  scanner.ExpectBytes(log_bytes);
+  scanner.ExpectBytes(TotalBytes(paths));
   static const std::regex kRankLog(R"((?:^|/)rank-(\d{1,7})\.log$)");
   for (const std::string& p : paths) {
     std::smatch m;
@@ -149,10 +166,6 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
     }
   }
   LogScanResult logs = scanner.Finish();
-  for (auto& w : logs.warnings)
-    if (warnings) warnings->push_back(w);
-  log::Get("analyze")->debug("scanned {} bytes, {} lines, {} looked at ({}), {} events", logs.bytes, logs.lines,
-                             logs.candidate_lines, logs.engine, logs.events.size());
   diagnosis::JobState job;
   job.logs_only = true;
   job.stall_after_s = options.stall_after_s;
@@ -164,9 +177,7 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
     job.ranks[r].status = diagnosis::RankStatus::kRunning;  // fate unknown unless a line says it (below)
     if (auto it = logs.ranks.find(r); it != logs.ranks.end()) job.ranks[r].node = it->second.host;
   }
-  for (auto& e : logs.events) job.events.push_back(std::move(e));
-  AddVersionEvents(logs, &job);
-  ClampRanks(&job);
+  MergeLogs(std::move(logs), &job, warnings);
   ApplyExitEvents(&job);
   job.job_ended = !job.ranks.empty() && std::all_of(job.ranks.begin(), job.ranks.end(),
                                                     [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
@@ -222,12 +233,10 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   job.world_size = std::max(job.world_size, max_rank + 1);
   job.ranks.resize(job.world_size);
   LogScanner scanner;
-  uint64_t log_bytes = 0;
-  for (auto& [r, f] : files) {
-    struct stat info;
-    if (f.count("log") && ::stat(f["log"].c_str(), &info) == 0) log_bytes += static_cast<uint64_t>(info.st_size);
-  }
-  scanner.ExpectBytes(log_bytes);
+  std::vector<std::string> log_paths;
+  for (auto& [r, f] : files)
+    if (f.count("log")) log_paths.push_back(f["log"]);
+  scanner.ExpectBytes(TotalBytes(log_paths));
   int64_t latest_ns = 0;
   for (int r = 0; r < job.world_size; ++r) {
     diagnosis::RankState& rs = job.ranks[r];
@@ -279,12 +288,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       warnings->push_back(dir + "/rank-" + std::to_string(r) + ".log: missing");
     }
   }
-  LogScanResult logs = scanner.Finish();
-  for (auto& w : logs.warnings)
-    if (warnings) warnings->push_back(w);
-  for (auto& e : logs.events) job.events.push_back(std::move(e));
-  AddVersionEvents(logs, &job);
-  ClampRanks(&job);
+  MergeLogs(scanner.Finish(), &job, warnings);
   job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(),
                               [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
   job.now_ns = stopped_by_us && manifest_now_ns ? manifest_now_ns : latest_ns;

@@ -149,18 +149,16 @@ bool InCheckpoint(const OpRecord& r) { return r.callsite.find("checkpoint") != s
 std::string CheckpointRemedy(const char* which) {
   return std::string(which) +
          " makes collectives (a barrier, a gather of shards), so every rank must call it: DeepSpeed's engine." + which +
-         "() saves each rank's own (ZeRO) shard and they agree before `latest` moves. Remove the `if rank == 0:` guard "
-         "around "
-         "the call; inside your own function, keep the collectives on every rank and guard only the file write "
-         "(`if dist.get_rank() == 0: torch.save(...)`).";
+         "() saves each rank's own (ZeRO) shard and they agree before `latest` moves. Remove the `if rank == 0:` "
+         "guard around the call; inside your own function, keep the collectives on every rank and guard only the "
+         "file write (`if dist.get_rank() == 0: torch.save(...)`).";
 }
 
 const char* const kUnevenInputsRemedy =
     "Some ranks are in DDP's gradient all-reduce (backward of another step) while the others already left the training "
-    "loop or do something else: the ranks ran different numbers of iterations (uneven inputs). Give every rank the "
-    "same "
-    "number of batches (DistributedSampler(drop_last=True), or pad the shards), or run the loop inside DDP's join() "
-    "context manager (torch.distributed.algorithms.Join) so finished ranks shadow the others.";
+    "loop or do something else: the ranks ran different numbers of iterations (uneven inputs). Give every rank "
+    "the same number of batches (DistributedSampler(drop_last=True), or pad the shards), or run the loop inside "
+    "DDP's join() context manager (torch.distributed.algorithms.Join) so finished ranks shadow the others.";
 bool Failed(const RankState& r) { return r.status == RankStatus::kExited && (r.signal != 0 || r.exit_code != 0); }
 
 struct Ctx {
@@ -239,8 +237,7 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
   }
   if (root_differs) {
     return "The ranks name different root ranks (src/dst) for the same call: it pairs the wrong data or waits for a "
-           "root "
-           "that is not sending. Compute the root the same way on every rank (a global rank, not a local one).";
+           "root that is not sending. Compute the root the same way on every rank (a global rank, not a local one).";
   }
   if (reduce_differs) {
     return "The ranks reduce with different operations: the collective completes but every result is silently wrong. "
@@ -882,12 +879,10 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
           blocked_elsewhere ? " (blocked outside any collective: its stack says where)" : " (it is still computing)";
       f.remedy =
           "If that rank does extra work on purpose (evaluation, logging or checkpoint I/O on rank 0), the others "
-          "simply wait "
-          "and this resolves itself; if it never ends, the missing rank's stack (above, or py-spy dump --pid) says "
-          "where it "
-          "is stuck: a data loader whose workers died or hang, a lock, I/O, input(). dsdoctor does not stop a job for "
-          "this; "
-          "torch's process-group timeout will. Every rank must make the same collective calls in the same order.";
+          "simply wait and this resolves itself; if it never ends, the missing rank's stack (above, or py-spy dump "
+          "--pid) says where it is stuck: a data loader whose workers died or hang, a lock, I/O, input(). dsdoctor "
+          "does not stop a job for this; torch's process-group timeout will. Every rank must make the same collective "
+          "calls in the same order.";
     }
     c.Add(f, true);
   }
