@@ -336,9 +336,11 @@ const std::vector<LogPattern> kCatalogue = {
      TORCH_DIST},
     {"torch_store_connect_failed",
      R"(The client socket has failed to connect to (?:any network address of )?(?:\[(?P<host>[^\]]+)\]:(?P<port>\d+)|\((?P<host2>[^,()]+), (?P<port2>\d+)\)))",
-     codes::kRendezvousError, kErr, kCause, "could not connect to the rendezvous store at {host}{host2}:{port}{port2}",
-     "Nothing listens on MASTER_ADDR:MASTER_PORT yet or any more (rank 0 not started or already dead), the address is "
-     "wrong, or a firewall rejects the port.",
+     codes::kRendezvousError, kWarn, kCause,
+     "could not connect to the rendezvous store at {host}{host2}:{port}{port2} (torch retries)",
+     "A warning torch prints while it retries, common in healthy starts when rank 0 opens the store last; it matters "
+     "only if the connection then times out. Then nothing listens on MASTER_ADDR:MASTER_PORT (rank 0 not started or "
+     "already dead), the address is wrong, or a firewall rejects the port.",
      TORCH_DIST},
     {"torch_store_wait_clients",
      R"(Timed out after (?P<seconds>\d+) seconds waiting for (?:clients|workers)\. (?P<joined>\d+)/(?P<total>\d+) (?:clients|workers) joined)",

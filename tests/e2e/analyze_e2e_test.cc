@@ -201,6 +201,22 @@ TEST(AnalyzeE2eTest, DeepSpeedPdshLogOfAHostOomKill) {
   EXPECT_EQ((*nccl)["severity"], "warning") << "a consequence of rank 3's death";
 }
 
+TEST(AnalyzeE2eTest, AHealthyStartsRetryWarningsAreNoError) {
+  // torch prints this while rank 0 has not opened the store yet; the job then trains normally
+  // (format: torch/csrc/distributed/c10d/socket.cpp, seen in healthy runs' logs).
+  std::string text;
+  for (int r = 1; r < 4; ++r)
+    text += "[rank" + std::to_string(r) +
+            "]:[W socket.cpp:601] [c10d] The client socket has failed to connect to [node-0]:29500 (errno: 111 - "
+            "Connection refused).\n";
+  for (int r = 0; r < 4; ++r) text += "[rank" + std::to_string(r) + "]:step 1 loss 2.3\n";
+  auto a = Analyze({WriteLog("startup.log", text)});
+  EXPECT_EQ(a.exit_code, 0) << a.report.dump(2);
+  const auto* store = FindingOf(a.report, "RENDEZVOUS_ERROR");
+  ASSERT_TRUE(store);
+  EXPECT_EQ((*store)["severity"], "warning");
+}
+
 TEST(AnalyzeE2eTest, BadInputIsNamedAndNeverCrashes) {
   auto missing = Analyze({"/nonexistent/job.log"}, false);
   EXPECT_EQ(missing.exit_code, 2);
