@@ -45,7 +45,8 @@ double Num(const json& j, const char* key) {
 const json& Inv(const NodeProbe& n) { return Field(n.report, "inventory"); }
 
 // {"2.18.3": [b], "2.21.5": [a, c]} → ("2.18.3 on b; 2.21.5 on a, c", [b, a, c]).
-std::pair<std::string, std::vector<std::string>> DescribeGroups(const std::map<std::string, std::vector<std::string>>& groups) {
+std::pair<std::string, std::vector<std::string>> DescribeGroups(
+    const std::map<std::string, std::vector<std::string>>& groups) {
   std::vector<std::string> parts, nodes;
   for (const auto& [value, names] : groups) {
     parts.push_back(value + " on " + Join(names, ", "));
@@ -56,6 +57,32 @@ std::pair<std::string, std::vector<std::string>> DescribeGroups(const std::map<s
 
 bool Reachable(const NodeProbe& n) { return n.error.empty(); }
 
+// What deepspeed accepts but would plan differently from what the flags suggest (hostfile.h notes).
+CheckRow PlanRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"plan", CheckStatus::kOk, "", {}, ""};
+  int ranks = 0;
+  for (const auto& n : in.nodes) ranks += n.slots;
+  r.summary = std::to_string(in.nodes.size()) + (in.nodes.size() == 1 ? " node, " : " nodes, ") +
+              std::to_string(ranks) + " slots" + (in.plan_source.empty() ? "" : " from " + in.plan_source);
+  for (const auto& note : in.plan_notes) {
+    r.details.push_back(note);
+    out.push_back(
+        {codes::kLaunchPlan,
+         Severity::kWarning,
+         note,
+         {},
+         {},
+         {in.plan_source},
+         "fix the hostfile or the --include/--exclude/--num_nodes/--num_gpus flags so deepspeed plans what you "
+         "mean; `dsdoctor check --plan` shows the plan"});
+  }
+  if (!in.plan_notes.empty()) {
+    r.status = CheckStatus::kWarn;
+    r.remedy = "see LAUNCH_PLAN: deepspeed would run a different set of slots than the flags suggest";
+  }
+  return r;
+}
+
 CheckRow AgentsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   CheckRow r{"agents", CheckStatus::kOk, "", {}, ""};
   int up = 0;
@@ -65,8 +92,14 @@ CheckRow AgentsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
       continue;
     }
     r.details.push_back(n.name + ": " + n.error);
-    out.push_back({codes::kAgentUnreachable, Severity::kError, "no agent on " + n.name, {n.name}, {}, {n.error},
-                   "check that the node is up and reachable from here (ssh, firewall) and that dsdoctor is installed there"});
+    out.push_back(
+        {codes::kAgentUnreachable,
+         Severity::kError,
+         "no agent on " + n.name,
+         {n.name},
+         {},
+         {n.error},
+         "check that the node is up and reachable from here (ssh, firewall) and that dsdoctor is installed there"});
   }
   r.summary = std::to_string(up) + "/" + std::to_string(in.nodes.size()) + " agents answered";
   if (up < static_cast<int>(in.nodes.size())) {
@@ -92,8 +125,13 @@ CheckRow HostnamesRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     if (names.size() < 2) continue;
     r.status = CheckStatus::kFail;
     r.details.push_back(host + ": " + Join(names, ", "));
-    out.push_back({codes::kDuplicateHostname, Severity::kError, "nodes " + Join(names, ", ") + " report the same hostname '" + host + "'",
-                   names, {}, {}, "give every node a unique hostname: NCCL and torch use it to group local ranks"});
+    out.push_back({codes::kDuplicateHostname,
+                   Severity::kError,
+                   "nodes " + Join(names, ", ") + " report the same hostname '" + host + "'",
+                   names,
+                   {},
+                   {},
+                   "give every node a unique hostname: NCCL and torch use it to group local ranks"});
   }
   return r;
 }
@@ -116,17 +154,27 @@ CheckRow NcclRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     bool none = by_version.empty();
     r.status = none ? CheckStatus::kWarn : CheckStatus::kFail;
     r.details.push_back("missing on " + Join(missing, ", "));
-    out.push_back({codes::kNcclMissing, none ? Severity::kWarning : Severity::kError,
-                   none ? "no node has NCCL (fine for CPU-only gloo/MPI jobs)" : "NCCL missing on " + Join(missing, ", "),
-                   missing, {}, {}, "install the same NCCL on every node, or set DSDOCTOR_NCCL_LIBRARY to its path"});
+    out.push_back(
+        {codes::kNcclMissing,
+         none ? Severity::kWarning : Severity::kError,
+         none ? "no node has NCCL (fine for CPU-only gloo/MPI jobs)" : "NCCL missing on " + Join(missing, ", "),
+         missing,
+         {},
+         {},
+         "install the same NCCL on every node, or set DSDOCTOR_NCCL_LIBRARY to its path"});
   }
   if (by_version.size() > 1) {
     r.status = CheckStatus::kFail;
     auto [text, nodes] = DescribeGroups(by_version);
-    out.push_back({codes::kNcclVersionMismatch, Severity::kError, "NCCL versions differ: " + text, nodes, {},
-                   r.details, "install one NCCL version everywhere (NCCL refuses to connect mismatched peers)"});
+    out.push_back({codes::kNcclVersionMismatch,
+                   Severity::kError,
+                   "NCCL versions differ: " + text,
+                   nodes,
+                   {},
+                   r.details,
+                   "install one NCCL version everywhere (NCCL refuses to connect mismatched peers)"});
   }
-  r.summary = by_version.empty() ? "NCCL not found on any node"
+  r.summary = by_version.empty()       ? "NCCL not found on any node"
               : by_version.size() == 1 ? "NCCL " + by_version.begin()->first + " on " +
                                              std::to_string(by_version.begin()->second.size()) + " nodes"
                                        : std::to_string(by_version.size()) + " different NCCL versions";
@@ -143,13 +191,19 @@ CheckRow CudaRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     by_runtime[v].push_back(n.name);
     r.details.push_back(n.name + ": runtime " + v + ", driver " + Str(cuda, "driver_version"));
   }
-  r.summary = by_runtime.size() <= 1 ? "CUDA runtime " + (by_runtime.empty() ? "?" : by_runtime.begin()->first) + " everywhere"
-                                     : std::to_string(by_runtime.size()) + " different CUDA runtimes";
+  r.summary = by_runtime.size() <= 1
+                  ? "CUDA runtime " + (by_runtime.empty() ? "?" : by_runtime.begin()->first) + " everywhere"
+                  : std::to_string(by_runtime.size()) + " different CUDA runtimes";
   if (by_runtime.size() > 1) {
     r.status = CheckStatus::kWarn;
     auto [text, nodes] = DescribeGroups(by_runtime);
-    out.push_back({codes::kCudaVersionMismatch, Severity::kWarning, "CUDA runtimes differ: " + text, nodes, {},
-                   {}, "use the same CUDA toolkit/container image on every node"});
+    out.push_back({codes::kCudaVersionMismatch,
+                   Severity::kWarning,
+                   "CUDA runtimes differ: " + text,
+                   nodes,
+                   {},
+                   {},
+                   "use the same CUDA toolkit/container image on every node"});
   }
   return r;
 }
@@ -165,9 +219,13 @@ CheckRow GpuSlotsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     r.details.push_back(n.name + ": " + std::to_string(gpus) + " GPUs, " + std::to_string(n.slots) + " slots");
     if (static_cast<size_t>(n.slots) > gpus) {
       r.status = CheckStatus::kFail;
-      out.push_back({codes::kSlotsExceedGpus, Severity::kError,
+      out.push_back({codes::kSlotsExceedGpus,
+                     Severity::kError,
                      n.name + " has slots=" + std::to_string(n.slots) + " but " + std::to_string(gpus) + " GPUs",
-                     {n.name}, {}, {}, "lower slots= in the hostfile to the GPU count, or use --num_gpus"});
+                     {n.name},
+                     {},
+                     {},
+                     "lower slots= in the hostfile to the GPU count, or use --num_gpus"});
     }
   }
   if (with_gpus == 0) {
@@ -201,10 +259,13 @@ CheckRow BootstrapRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
       for (const auto& nic : Arr(Field(inv, "system"), "interfaces")) {
         if (Bool(nic, "up") && !Bool(nic, "loopback")) names.push_back(Str(nic, "name"));
       }
-      out.push_back({codes::kSocketIfnameInvalid, Severity::kError,
+      out.push_back({codes::kSocketIfnameInvalid,
+                     Severity::kError,
                      n.name + ": NCCL finds no bootstrap interface" +
                          (ifname.empty() ? std::string() : " matching NCCL_SOCKET_IFNAME=" + ifname),
-                     {n.name}, {}, ev,
+                     {n.name},
+                     {},
+                     ev,
                      "set NCCL_SOCKET_IFNAME to an interface present on every node (" + n.name + " has: " +
                          (names.empty() ? "none up" : Join(names, ", ")) + "), or a prefix / '^lo,docker' exclusion"});
       continue;
@@ -212,12 +273,21 @@ CheckRow BootstrapRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     r.details.push_back(n.name + ": " + iface + " " + Str(b, "address"));
     if (iface == "lo" && !in.simulated) {
       r.status = std::max(r.status, CheckStatus::kWarn);
-      out.push_back({codes::kSocketIfnameInvalid, Severity::kWarning, n.name + ": NCCL would bootstrap over loopback",
-                     {n.name}, {}, {}, "set NCCL_SOCKET_IFNAME to the cluster network interface"});
+      out.push_back({codes::kSocketIfnameInvalid,
+                     Severity::kWarning,
+                     n.name + ": NCCL would bootstrap over loopback",
+                     {n.name},
+                     {},
+                     {},
+                     "set NCCL_SOCKET_IFNAME to the cluster network interface"});
     } else if (StartsWith(iface, "docker") || StartsWith(iface, "veth") || StartsWith(iface, "virbr")) {
       r.status = std::max(r.status, CheckStatus::kWarn);
-      out.push_back({codes::kSocketIfnameInvalid, Severity::kWarning,
-                     n.name + ": NCCL would bootstrap over the container bridge " + iface, {n.name}, {}, {},
+      out.push_back({codes::kSocketIfnameInvalid,
+                     Severity::kWarning,
+                     n.name + ": NCCL would bootstrap over the container bridge " + iface,
+                     {n.name},
+                     {},
+                     {},
                      "set NCCL_SOCKET_IFNAME=^docker,lo,veth or to the cluster interface"});
     }
   }
@@ -237,7 +307,8 @@ CheckRow EnvRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     if (!env.is_object()) continue;
     for (const auto& [k, v] : env.items()) {
       if (!v.is_string()) continue;
-      if (StartsWith(k, "NCCL_") || k == "CUDA_VISIBLE_DEVICES" || StartsWith(k, "TORCH_NCCL_") || StartsWith(k, "GLOO_")) {
+      if (StartsWith(k, "NCCL_") || k == "CUDA_VISIBLE_DEVICES" || StartsWith(k, "TORCH_NCCL_") ||
+          StartsWith(k, "GLOO_")) {
         values[k][n.name] = v.get<std::string>();
       }
     }
@@ -245,7 +316,8 @@ CheckRow EnvRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
       for (const auto& p : Arr(f, "problems")) {
         if (!Bool(p, "fatal")) continue;
         r.status = CheckStatus::kFail;
-        r.details.push_back(n.name + ": " + Str(f, "path") + ":" + std::to_string(static_cast<int>(Num(p, "line"))) + ": " + Str(p, "reason"));
+        r.details.push_back(n.name + ": " + Str(f, "path") + ":" + std::to_string(static_cast<int>(Num(p, "line"))) +
+                            ": " + Str(p, "reason"));
       }
     }
   }
@@ -257,13 +329,21 @@ CheckRow EnvRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     ++mismatched;
     r.status = CheckStatus::kFail;
     std::vector<std::string> ev;
-    for (const auto& node : reachable) ev.push_back(node + ": " + var + "=" + (per_node.count(node) ? per_node.at(node) : "(unset)"));
+    for (const auto& node : reachable)
+      ev.push_back(node + ": " + var + "=" + (per_node.count(node) ? per_node.at(node) : "(unset)"));
     r.details.push_back(var + " differs: " + Join(ev, "; "));
-    out.push_back({codes::kEnvMismatch, Severity::kError, var + " differs between nodes", reachable, {}, ev,
-                   "set " + var + " identically for every rank (put it in .deepspeed_env, which the launcher "
-                   "exports to all workers)"});
+    out.push_back({codes::kEnvMismatch,
+                   Severity::kError,
+                   var + " differs between nodes",
+                   reachable,
+                   {},
+                   ev,
+                   "set " + var +
+                       " identically for every rank (put it in .deepspeed_env, which the launcher "
+                       "exports to all workers)"});
   }
-  r.summary = std::to_string(values.size()) + " NCCL/GLOO/CUDA variables compared, " + std::to_string(mismatched) + " differ";
+  r.summary =
+      std::to_string(values.size()) + " NCCL/GLOO/CUDA variables compared, " + std::to_string(mismatched) + " differ";
   return r;
 }
 
@@ -283,8 +363,12 @@ std::string Cell(const json& p) {
 
 CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, ClusterCheckResult& res) {
   bool rendezvous = kind == "rendezvous";
-  CheckRow r{rendezvous ? "connectivity: rendezvous port " + std::to_string(in.master_port) : "connectivity: agent port",
-             CheckStatus::kOk, "", {}, ""};
+  CheckRow r{
+      rendezvous ? "connectivity: rendezvous port " + std::to_string(in.master_port) : "connectivity: agent port",
+      CheckStatus::kOk,
+      "",
+      {},
+      ""};
   size_t n = in.nodes.size();
   auto& m = res.matrix[kind];
   m.assign(n, std::vector<std::string>(n, "?"));
@@ -318,19 +402,22 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
     }
     ++bad;
     int port = static_cast<int>(Num(p, "port"));
-    std::string pair = from.name + " (" + from.address + ") -> " + to.name + " (" + to.address + "):" + std::to_string(port);
-    std::vector<std::string> ev = {pair + ": " + outcome + " after " + std::to_string(static_cast<int>(Num(p, "latency_ms"))) +
-                                   " ms (" + Str(p, "error") + ")"};
+    std::string pair =
+        from.name + " (" + from.address + ") -> " + to.name + " (" + to.address + "):" + std::to_string(port);
+    std::vector<std::string> ev = {pair + ": " + outcome + " after " +
+                                   std::to_string(static_cast<int>(Num(p, "latency_ms"))) + " ms (" + Str(p, "error") +
+                                   ")"};
     auto back = results.find({j, i});
     if (back != results.end() && Str(back->second, "outcome") == "ok") {
-      ev.push_back("asymmetric: " + to.name + " -> " + from.name + ":" + std::to_string(static_cast<int>(Num(back->second, "port"))) + " works");
+      ev.push_back("asymmetric: " + to.name + " -> " + from.name + ":" +
+                   std::to_string(static_cast<int>(Num(back->second, "port"))) + " works");
     }
     Finding f;
     f.nodes = {from.name, to.name};
     f.evidence = ev;
     std::string what = (rendezvous ? "rendezvous port " : "agent port ") + std::to_string(port);
-    std::string allow = "allow TCP " + std::to_string(port) + " from " + from.address + " to " + to.address +
-                        " (on " + to.name + ": iptables -I INPUT -p tcp -s " + from.address + " --dport " + std::to_string(port) +
+    std::string allow = "allow TCP " + std::to_string(port) + " from " + from.address + " to " + to.address + " (on " +
+                        to.name + ": iptables -I INPUT -p tcp -s " + from.address + " --dport " + std::to_string(port) +
                         " -j ACCEPT; also check cloud security groups)";
     if (outcome == "timeout") {
       f.code = codes::kPortBlocked;
@@ -341,11 +428,14 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
       f.code = codes::kPortRefused;
       bool listening = false;
       for (const auto& lp : Arr(to.pings, "listening")) listening |= lp.is_number_integer() && lp.get<int>() == port;
-      f.summary = from.name + " -> " + to.name + ":" + std::to_string(port) + " (" + what + ") refused: " +
-                  (listening ? "the port is open on " + to.name + ", so a REJECT rule answers" : "nothing listens there");
+      f.summary =
+          from.name + " -> " + to.name + ":" + std::to_string(port) + " (" + what + ") refused: " +
+          (listening ? "the port is open on " + to.name + ", so a REJECT rule answers" : "nothing listens there");
       f.evidence.push_back(listening ? to.name + "'s agent reports it is listening on " + std::to_string(port)
                                      : to.name + " is not listening on " + std::to_string(port));
-      f.remedy = listening ? allow : "start the service on " + to.name + " port " + std::to_string(port) + " (MASTER_PORT must be free and bound on the master)";
+      f.remedy = listening ? allow
+                           : "start the service on " + to.name + " port " + std::to_string(port) +
+                                 " (MASTER_PORT must be free and bound on the master)";
     } else if (outcome == "unreachable") {
       f.code = codes::kHostUnreachable;
       f.summary = from.name + " has no route to " + to.name + " (" + to.address + ")";
@@ -366,8 +456,9 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
   r.summary = std::to_string(ok) + " of " + std::to_string(ok + bad) + " connections ok";
   if (bad) {
     r.status = CheckStatus::kFail;
-    r.remedy = "see the matrix below: DROP = timed out (firewall drops), RST = refused (REJECT rule or no listener), "
-               "UNR = no route, DNS = name not resolved";
+    r.remedy =
+        "see the matrix below: DROP = timed out (firewall drops), RST = refused (REJECT rule or no listener), "
+        "UNR = no route, DNS = name not resolved";
   }
   return r;
 }
@@ -384,7 +475,12 @@ CheckRow AllReduceRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     r.status = CheckStatus::kFail;
     r.summary = bw.backend + " all-reduce over " + std::to_string(bw.ranks) + " ranks failed";
     r.details.push_back(bw.allreduce_error);
-    out.push_back({codes::kCommError, Severity::kError, r.summary, {}, {}, {bw.allreduce_error},
+    out.push_back({codes::kCommError,
+                   Severity::kError,
+                   r.summary,
+                   {},
+                   {},
+                   {bw.allreduce_error},
                    "the nodes connect but a collective between them fails; run with DSDOCTOR_LOG_LEVEL=debug"});
     return r;
   }
@@ -401,14 +497,24 @@ CheckRow AllReduceRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   }
   if (wrong > 0) {
     r.status = CheckStatus::kFail;
-    out.push_back({codes::kAllreduceWrong, Severity::kError,
-                   "all-reduce returned " + std::to_string(wrong) + " wrong elements", {}, {}, wrong_sizes,
+    out.push_back({codes::kAllreduceWrong,
+                   Severity::kError,
+                   "all-reduce returned " + std::to_string(wrong) + " wrong elements",
+                   {},
+                   {},
+                   wrong_sizes,
                    "data is corrupted in transit or by a faulty node: rerun, then test nodes pairwise to isolate it"});
   }
   if (bw.min_busbw_gbps > 0 && avg < bw.min_busbw_gbps) {
     r.status = std::max(r.status, CheckStatus::kFail);
-    std::snprintf(buf, sizeof buf, "all-reduce avg busbw %.3f GB/s is below --min-busbw %.3f GB/s", avg, bw.min_busbw_gbps);
-    out.push_back({codes::kBandwidthLow, Severity::kError, buf, {}, {}, {},
+    std::snprintf(buf, sizeof buf, "all-reduce avg busbw %.3f GB/s is below --min-busbw %.3f GB/s", avg,
+                  bw.min_busbw_gbps);
+    out.push_back({codes::kBandwidthLow,
+                   Severity::kError,
+                   buf,
+                   {},
+                   {},
+                   {},
                    "see the p2p matrix for the slow link or node; check NIC speed (ethtool), NCCL_SOCKET_IFNAME and "
                    "congestion"});
   }
@@ -435,8 +541,9 @@ CheckRow P2pRow(const ClusterCheckInput& in, ClusterCheckResult& res) {
     if (p.error.empty()) values.push_back(p.gbit_s);
   }
   std::sort(values.begin(), values.end());
-  double median = values.empty() ? 0 : values.size() % 2 ? values[values.size() / 2]
-                                                         : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
+  double median = values.empty()      ? 0
+                  : values.size() % 2 ? values[values.size() / 2]
+                                      : (values[values.size() / 2 - 1] + values[values.size() / 2]) / 2;
   // Simulated nodes share this machine's cores: their differences are scheduling noise, so only
   // the absolute floor applies there.
   double threshold = in.simulated ? bw.min_p2p_gbit_s : std::max(bw.min_p2p_gbit_s, kSlowFraction * median);
@@ -474,8 +581,8 @@ CheckRow P2pRow(const ClusterCheckInput& in, ClusterCheckResult& res) {
     if (count >= 2 && low_of[node] >= kSlowNodeShare * count) slow_nodes.insert(node);
   }
   std::string rule = in.simulated ? "rule: below --min-p2p-gbit (simulated nodes)"
-                                   : "rule: below " + std::string(bw.min_p2p_gbit_s > 0 ? "--min-p2p-gbit or " : "") +
-                                         std::to_string(static_cast<int>(kSlowFraction * 100)) + "% of the median pair";
+                                  : "rule: below " + std::string(bw.min_p2p_gbit_s > 0 ? "--min-p2p-gbit or " : "") +
+                                        std::to_string(static_cast<int>(kSlowFraction * 100)) + "% of the median pair";
   for (const auto& node : slow_nodes) {
     std::vector<std::string> ev;
     for (const auto* p : low) {
@@ -483,19 +590,30 @@ CheckRow P2pRow(const ClusterCheckInput& in, ClusterCheckResult& res) {
       std::snprintf(buf, sizeof buf, "%s -> %s: %.3f Gbit/s", p->from.c_str(), p->to.c_str(), p->gbit_s);
       ev.push_back(buf);
     }
-    std::snprintf(buf, sizeof buf, "node %s is slow: %d of its %d transfers below %.2f Gbit/s (median %.2f)", node.c_str(),
-                  low_of[node], pairs_of[node], threshold, median);
+    std::snprintf(buf, sizeof buf, "node %s is slow: %d of its %d transfers below %.2f Gbit/s (median %.2f)",
+                  node.c_str(), low_of[node], pairs_of[node], threshold, median);
     ev.push_back(rule);
-    res.findings.push_back({codes::kBandwidthLow, Severity::kError, buf, {node}, {}, ev,
-                            "check " + node + "'s NIC (ethtool: speed/duplex, errors), its traffic shaping (tc qdisc), "
-                            "cabling/switch port, and whether NCCL_SOCKET_IFNAME picks a slow interface there"});
+    res.findings.push_back({codes::kBandwidthLow,
+                            Severity::kError,
+                            buf,
+                            {node},
+                            {},
+                            ev,
+                            "check " + node +
+                                "'s NIC (ethtool: speed/duplex, errors), its traffic shaping (tc qdisc), "
+                                "cabling/switch port, and whether NCCL_SOCKET_IFNAME picks a slow interface there"});
     r.details.push_back(buf);
   }
   for (const auto* p : low) {
     if (slow_nodes.count(p->from) || slow_nodes.count(p->to)) continue;
     std::snprintf(buf, sizeof buf, "link %s -> %s is slow: %.3f Gbit/s (threshold %.2f, median %.2f)", p->from.c_str(),
                   p->to.c_str(), p->gbit_s, threshold, median);
-    res.findings.push_back({codes::kBandwidthLow, Severity::kError, buf, {p->from, p->to}, {}, {rule},
+    res.findings.push_back({codes::kBandwidthLow,
+                            Severity::kError,
+                            buf,
+                            {p->from, p->to},
+                            {},
+                            {rule},
                             "check the path between the two nodes (switch ports, routing, shaping)"});
     r.details.push_back(buf);
   }
@@ -507,14 +625,26 @@ std::string XmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') o += ' ';
-        else o += c;
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          o += ' ';
+        else
+          o += c;
     }
   }
   return o;
@@ -533,7 +663,7 @@ ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
     }
     res.rows.push_back(std::move(row));
   };
-  for (auto check : {AgentsRow, HostnamesRow, NcclRow, CudaRow, GpuSlotsRow, BootstrapRow, EnvRow}) {
+  for (auto check : {PlanRow, AgentsRow, HostnamesRow, NcclRow, CudaRow, GpuSlotsRow, BootstrapRow, EnvRow}) {
     size_t before = res.findings.size();
     add(check(in, res.findings), before);
   }
@@ -557,14 +687,18 @@ std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckRes
   out << probe::RenderChecksText("dsdoctor check: " + std::to_string(in.nodes.size()) + " nodes", res.rows, {color});
   for (const auto& [kind, m] : res.matrix) {
     bool any = false;
-    for (const auto& row : m) any |= std::any_of(row.begin(), row.end(), [](const std::string& c) { return c != "?" && c != "-"; });
+    for (const auto& row : m)
+      any |= std::any_of(row.begin(), row.end(), [](const std::string& c) { return c != "?" && c != "-"; });
     if (!any) continue;
     if (kind == "rendezvous") {  // one target: the master
-      out << "\nrendezvous port " << in.master_port << " on " << in.nodes[0].name << " (" << in.nodes[0].address << ")\n";
-      for (size_t i = 1; i < m.size(); ++i) out << "  " << in.nodes[i].name << " -> " << in.nodes[0].name << ": " << m[i][0] << "\n";
+      out << "\nrendezvous port " << in.master_port << " on " << in.nodes[0].name << " (" << in.nodes[0].address
+          << ")\n";
+      for (size_t i = 1; i < m.size(); ++i)
+        out << "  " << in.nodes[i].name << " -> " << in.nodes[0].name << ": " << m[i][0] << "\n";
       continue;
     }
-    out << "\n" << (kind == "p2p" ? "p2p bandwidth, Gbit/s" : "connectivity matrix, agent port") << " (row -> column)\n";
+    out << "\n"
+        << (kind == "p2p" ? "p2p bandwidth, Gbit/s" : "connectivity matrix, agent port") << " (row -> column)\n";
     size_t w = 10;
     for (const auto& n : in.nodes) w = std::max(w, n.name.size() + 2);
     out << std::string(w, ' ');
@@ -594,8 +728,13 @@ std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckRes
 json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
   json nodes = json::array();
   for (const auto& n : in.nodes) {
-    nodes.push_back({{"name", n.name}, {"address", n.address}, {"agent_port", n.agent_port}, {"slots", n.slots},
-                     {"reachable", n.error.empty()}, {"error", n.error}, {"report", n.report}});
+    nodes.push_back({{"name", n.name},
+                     {"address", n.address},
+                     {"agent_port", n.agent_port},
+                     {"slots", n.slots},
+                     {"reachable", n.error.empty()},
+                     {"error", n.error},
+                     {"report", n.report}});
   }
   probe::CheckCounts counts = probe::CountChecks(res.rows);
   json findings = json::array();
@@ -605,15 +744,33 @@ json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
   for (const auto& row : bw.allreduce) allreduce.push_back(probe::ToJson(row));
   json p2p = json::array();
   for (const auto& p : bw.p2p) {
-    p2p.push_back({{"from", p.from}, {"to", p.to}, {"gbit_s", p.gbit_s}, {"bytes", p.bytes}, {"seconds", p.seconds},
+    p2p.push_back({{"from", p.from},
+                   {"to", p.to},
+                   {"gbit_s", p.gbit_s},
+                   {"bytes", p.bytes},
+                   {"seconds", p.seconds},
                    {"error", p.error}});
   }
-  json bandwidth = {{"ran", bw.ran}, {"skipped", bw.skipped}, {"backend", bw.backend}, {"ranks", bw.ranks},
-                    {"allreduce", allreduce}, {"avg_busbw_gbps", probe::AvgBusBw(bw.allreduce)},
-                    {"allreduce_error", bw.allreduce_error}, {"p2p", p2p}};
-  return {{"schema", "dsdoctor.check/1"}, {"master_port", in.master_port}, {"nodes", nodes}, {"checks", probe::ChecksJson(res.rows)},
-          {"findings", findings}, {"matrix", res.matrix}, {"bandwidth", bandwidth},
-          {"summary", {{"fail", counts.fail}, {"warn", counts.warn}, {"findings", res.findings.size()}, {"exit_code", ClusterExitCode(res)}}}};
+  json bandwidth = {{"ran", bw.ran},
+                    {"skipped", bw.skipped},
+                    {"backend", bw.backend},
+                    {"ranks", bw.ranks},
+                    {"allreduce", allreduce},
+                    {"avg_busbw_gbps", probe::AvgBusBw(bw.allreduce)},
+                    {"allreduce_error", bw.allreduce_error},
+                    {"p2p", p2p}};
+  return {{"schema", "dsdoctor.check/1"},
+          {"master_port", in.master_port},
+          {"nodes", nodes},
+          {"checks", probe::ChecksJson(res.rows)},
+          {"findings", findings},
+          {"matrix", res.matrix},
+          {"bandwidth", bandwidth},
+          {"summary",
+           {{"fail", counts.fail},
+            {"warn", counts.warn},
+            {"findings", res.findings.size()},
+            {"exit_code", ClusterExitCode(res)}}}};
 }
 
 std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
@@ -622,7 +779,8 @@ std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
   char time[32];
   std::snprintf(time, sizeof time, "%.3f", seconds);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x << "<testsuites name=\"dsdoctor\" tests=\"" << res.rows.size() << "\" failures=\"" << failures << "\" time=\"" << time << "\">\n";
+  x << "<testsuites name=\"dsdoctor\" tests=\"" << res.rows.size() << "\" failures=\"" << failures << "\" time=\""
+    << time << "\">\n";
   x << "  <testsuite name=\"dsdoctor check\" tests=\"" << res.rows.size() << "\" failures=\"" << failures
     << "\" errors=\"0\" skipped=\"0\" time=\"" << time << "\">\n";
   for (const auto& r : res.rows) {
@@ -632,7 +790,8 @@ std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
       x << "      <failure type=\"" << XmlEscape(type) << "\" message=\"" << XmlEscape(r.summary) << "\">"
         << XmlEscape(Join(r.details, "\n") + (r.remedy.empty() ? "" : "\nremedy: " + r.remedy)) << "</failure>\n";
     } else {
-      x << "      <system-out>" << XmlEscape(std::string(probe::CheckStatusName(r.status)) + ": " + r.summary) << "</system-out>\n";
+      x << "      <system-out>" << XmlEscape(std::string(probe::CheckStatusName(r.status)) + ": " + r.summary)
+        << "</system-out>\n";
     }
     x << "    </testcase>\n";
   }

@@ -3,9 +3,8 @@
 // Pure functions over values (no I/O); thread-safe.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,7 +26,7 @@ struct NodeProbe {
 
 struct P2pResult {
   std::string from, to;
-  double gbit_s = 0;   // receiver's bytes × 8 / sender's elapsed time (until the receiver's ack)
+  double gbit_s = 0;  // receiver's bytes × 8 / sender's elapsed time (until the receiver's ack)
   uint64_t bytes = 0;
   double seconds = 0;
   std::string error;
@@ -37,14 +36,14 @@ struct P2pResult {
 // point-to-point transfers between node pairs.
 struct BandwidthInput {
   bool ran = false;
-  std::string skipped;                       // why the probes did not run (shown as info)
-  std::string backend;                       // "gloo"
+  std::string skipped;  // why the probes did not run (shown as info)
+  std::string backend;  // "gloo"
   int ranks = 0;
   std::vector<probe::SizeResult> allreduce;  // combined over ranks
   std::string allreduce_error;
   std::vector<P2pResult> p2p;
-  double min_busbw_gbps = 0;    // 0: no absolute floor
-  double min_p2p_gbit_s = 0;    // 0: no absolute floor
+  double min_busbw_gbps = 0;  // 0: no absolute floor
+  double min_p2p_gbit_s = 0;  // 0: no absolute floor
 };
 
 // BANDWIDTH_LOW for links: a pair below min_p2p_gbit_s, or below kSlowFraction × the median of all
@@ -56,9 +55,11 @@ inline constexpr double kSlowNodeShare = 0.75;
 struct ClusterCheckInput {
   std::vector<NodeProbe> nodes;  // nodes[0] is the master (rank 0's node)
   int master_port = 29500;
-  bool simulated = false;        // local launcher: nodes share one machine (hostnames may repeat)
+  bool simulated = false;  // local launcher: nodes share one machine (hostnames may repeat)
   int connect_timeout_ms = 2000;
   BandwidthInput bandwidth;
+  std::string plan_source;              // the hostfile (or --local N …) the nodes came from
+  std::vector<std::string> plan_notes;  // where deepspeed plans surprisingly (coordinator/hostfile.h)
 };
 
 struct ClusterCheckResult {

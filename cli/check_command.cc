@@ -2,20 +2,20 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <cstdlib>
 #include <future>
 #include <iostream>
+#include <numeric>
 
 #include "agent/client.h"
 #include "agent/cluster_check.h"
-#include "agent/hostfile.h"
-#include "agent/launcher.h"
 #include "agent/token.h"
 #include "cli/commands.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "coordinator/launcher.h"
+#include "coordinator/plan.h"
 #include "probe/bandwidth.h"
 #include "probe/collective.h"
 #include "probe/dsenv.h"
@@ -35,30 +35,6 @@ probe::EnvMap JobEnv() {
   }
   for (const auto& [k, v] : probe::MergeDsEnv(probe::FindDsEnvFiles())) env[k] = v;
   return env;
-}
-
-Result<std::vector<agent::NodePlan>> PlanFromOptions(const CheckOptions& o, std::vector<std::string>* warnings) {
-  agent::PlanOptions plan{o.include, o.exclude, o.num_nodes, o.num_gpus};
-  agent::Hostfile hf;
-  if (o.local > 0) {
-    if (!o.hostfile.empty()) return InvalidArgument("--local and --hostfile are mutually exclusive");
-    hf.path = "--local " + std::to_string(o.local);
-    for (int i = 0; i < o.local; ++i) hf.hosts.push_back({"node-" + std::to_string(i), 1, 0});
-  } else if (!o.hostfile.empty() || agent::DefaultHostfilePath()) {
-    std::string path = o.hostfile.empty() ? *agent::DefaultHostfilePath() : o.hostfile;
-    DSD_ASSIGN_OR_RETURN(hf, agent::LoadHostfile(path));
-    *warnings = hf.warnings;
-  } else if (!o.agents.empty()) {
-    auto parts = Split(o.agents, ',');
-    hf.path = "--agents";
-    for (size_t i = 0; i < parts.size(); ++i) hf.hosts.push_back({"node-" + std::to_string(i), 1, 0});
-  } else {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    hf.path = "(this node)";
-    hf.hosts.push_back({host, 1, 0});
-  }
-  return agent::PlanNodes(hf, plan);
 }
 
 // All-reduce sweep over every reachable agent, then p2p transfers in rounds where every node sends
@@ -107,16 +83,23 @@ void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const
     std::vector<std::future<void>> work;
     for (size_t r = 0; r < idx.size(); ++r) {
       work.push_back(std::async(std::launch::async, [&, r] {
-        json request = {{"type", "allreduce"}, {"backend", bw.backend}, {"rank", r}, {"size", bw.ranks},
+        json request = {{"type", "allreduce"},
+                        {"backend", bw.backend},
+                        {"rank", r},
+                        {"size", bw.ranks},
                         {"store", {{"host", master.address}, {"port", master.agent_port}}},
-                        {"run", run}, {"sizes", sizes}, {"timeout_ms", 60000}};
+                        {"run", run},
+                        {"sizes", sizes},
+                        {"timeout_ms", 60000}};
         if (bw.backend == "nccl") {
           request["first_rank"] = std::accumulate(gpus.begin(), gpus.begin() + static_cast<long>(r), 0);
           request["gpus"] = gpus[r];
         }
         auto reply = clients[idx[r]]->Call(request, long_call);
-        if (reply.ok()) replies[r] = *reply;
-        else errors[r] = input.nodes[idx[r]].name + ": " + reply.status().message();
+        if (reply.ok())
+          replies[r] = *reply;
+        else
+          errors[r] = input.nodes[idx[r]].name + ": " + reply.status().message();
       }));
     }
     for (auto& w : work) w.get();
@@ -158,7 +141,8 @@ void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const
       round[a].from = from.name;
       round[a].to = to.name;
       work.push_back(std::async(std::launch::async, [&, a] {
-        auto reply = clients[idx[a]]->Call({{"type", "p2p_send"}, {"target", {{"host", to.address}, {"port", to.agent_port}}},
+        auto reply = clients[idx[a]]->Call({{"type", "p2p_send"},
+                                            {"target", {{"host", to.address}, {"port", to.agent_port}}},
                                             {"seconds", o.p2p_seconds}},
                                            long_call);
         if (!reply.ok()) {
@@ -180,92 +164,63 @@ void RunBandwidth(const CheckOptions& o, const std::vector<size_t>& sizes, const
 int RunCheck(const CheckOptions& o) {
   auto log = log::Get("cli");
   auto started = std::chrono::steady_clock::now();
-  std::vector<std::string> warnings;
-  auto nodes = PlanFromOptions(o, &warnings);
+  std::vector<net::Endpoint> endpoints;
+  for (const auto& part : o.agents.empty() ? std::vector<std::string>{} : Split(o.agents, ',')) {
+    auto e = net::ParseEndpoint(std::string(Trim(part)));
+    if (!e.ok()) {
+      std::cerr << "dsdoctor check: --agents: " << e.status().message() << "\n";
+      return kExitUsage;
+    }
+    endpoints.push_back(*e);
+  }
+  coordinator::NodeSourceOptions source;
+  source.hostfile = o.hostfile;
+  source.local = o.local;
+  source.attach_agents = endpoints.size();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  source.this_node = host;
+  source.filters = {o.include, o.exclude, o.num_nodes, o.num_gpus};
+  auto nodes = coordinator::PlanJobNodes(source);
   if (!nodes.ok()) {
     std::cerr << "dsdoctor check: " << nodes.status().message() << "\n";
     return kExitUsage;
   }
-  for (const auto& w : warnings) log->warn("{}", w);
   auto sizes = probe::ParseSizes(o.sizes);
   if (!sizes.ok()) {
     std::cerr << "dsdoctor check: " << sizes.status().message() << "\n";
     return kExitUsage;
   }
-
-  std::string launcher_name = o.launcher;
-  if (launcher_name.empty()) launcher_name = o.agents.empty() ? "local" : "attach";
-  std::unique_ptr<agent::Launcher> launcher;
-  std::string token;
-  if (launcher_name != "attach") {  // agents we start get a fresh token; attached ones have theirs
-    auto t = agent::GenerateToken();
-    if (!t.ok()) {
-      log->error("{}", t.status().message());
-      return kExitInternal;
-    }
-    token = *t;
+  const std::string launcher_name = !o.launcher.empty() ? o.launcher : o.agents.empty() ? "local" : "attach";
+  if (o.plan) {
+    // The plan alone: what each node would run, without starting anything.
+    auto ranks = coordinator::PlanRanks(*nodes, {}, nodes->nodes[0].host, o.master_port);
+    if (o.json_out == "-")
+      std::cout << coordinator::PlanJson(*nodes, ranks, launcher_name).dump(2) << "\n";
+    else
+      std::cout << coordinator::PlanText(*nodes, ranks, launcher_name);
+    return kExitOk;
   }
-  if (launcher_name == "local") {
-    agent::LocalLauncherOptions lo;
-    lo.dsdoctor_binary = SelfExe();
-    lo.agent_port = o.agent_port;
-    lo.log_level = o.log_level;
-    launcher = std::make_unique<agent::LocalLauncher>(lo);
-  } else if (launcher_name == "ssh") {
-    if (o.local > 0) {
-      std::cerr << "dsdoctor check: --launcher ssh needs a hostfile, not --local\n";
-      return kExitUsage;
-    }
-    agent::SshLauncherOptions so;
-    so.remote_dsdoctor = o.remote_dsdoctor.empty() ? SelfExe() : o.remote_dsdoctor;
-    so.ssh_args = SplitWhitespace(o.ssh_opts);
-    so.agent_port = o.agent_port;
-    so.log_level = o.log_level;
-    launcher = std::make_unique<agent::SshLauncher>(so);
-  } else if (launcher_name == "mpirun") {
-    agent::MpirunLauncherOptions mo;
-    mo.dsdoctor_binary = o.remote_dsdoctor.empty() ? SelfExe() : o.remote_dsdoctor;
-    mo.extra_args = SplitWhitespace(o.mpirun_opts);
-    mo.agent_port = o.agent_port;
-    mo.log_level = o.log_level;
-    mo.simulated = o.local > 0;
-    launcher = std::make_unique<agent::MpirunLauncher>(mo);
-  } else if (launcher_name == "attach") {
-    if (o.agents.empty()) {
-      std::cerr << "dsdoctor check: --launcher attach needs --agents host:port,…\n";
-      return kExitUsage;
-    }
-    std::vector<net::Endpoint> endpoints;
-    for (const auto& part : Split(o.agents, ',')) {
-      auto e = net::ParseEndpoint(std::string(Trim(part)));
-      if (!e.ok()) {
-        std::cerr << "dsdoctor check: --agents: " << e.status().message() << "\n";
-        return kExitUsage;
-      }
-      endpoints.push_back(*e);
-    }
-    if (endpoints.size() != nodes->size()) {
-      std::cerr << "dsdoctor check: --agents lists " << endpoints.size() << " agents for " << nodes->size() << " nodes\n";
-      return kExitUsage;
-    }
-    std::string token_file = o.token_file.empty() ? (std::getenv("DSDOCTOR_TOKEN_FILE") ? std::getenv("DSDOCTOR_TOKEN_FILE") : "") : o.token_file;
-    if (token_file.empty()) {
-      std::cerr << "dsdoctor check: --launcher attach needs --token-file (or DSDOCTOR_TOKEN_FILE)\n";
-      return kExitUsage;
-    }
-    auto t = agent::LoadTokenFile(token_file);
-    if (!t.ok()) {
-      std::cerr << "dsdoctor check: " << t.status().message() << "\n";
-      return kExitUsage;
-    }
-    token = *t;
-    launcher = std::make_unique<agent::AttachLauncher>(endpoints);
-  } else {
-    std::cerr << "dsdoctor check: unknown --launcher " << launcher_name << "\n";
-    return kExitUsage;
+  coordinator::LauncherChoice choice;
+  choice.kind = launcher_name;
+  choice.self_binary = SelfExe();
+  choice.remote_dsdoctor = o.remote_dsdoctor;
+  choice.ssh_args = SplitWhitespace(o.ssh_opts);
+  choice.mpirun_args = SplitWhitespace(o.mpirun_opts);
+  choice.pdsh_args = SplitWhitespace(o.pdsh_opts);
+  choice.agents = endpoints;
+  choice.token_file = o.token_file;
+  choice.agent_port = o.agent_port;
+  choice.log_level = o.log_level;
+  choice.simulated = o.local > 0;
+  auto setup = coordinator::MakeLauncher(choice, nodes->nodes.size());
+  if (!setup.ok()) {
+    std::cerr << "dsdoctor check: " << setup.status().message() << "\n";
+    return setup.status().code() == StatusCode::kInternal ? kExitInternal : kExitUsage;
   }
-
-  auto handles = launcher->Start(*nodes, token);
+  std::unique_ptr<coordinator::Launcher> launcher = std::move(setup->launcher);
+  const std::string token = setup->token;
+  auto handles = launcher->Start(nodes->nodes, token);
   const auto timeout = std::chrono::milliseconds(std::max(o.connect_timeout_ms, 100));
   const auto call_timeout = std::chrono::seconds(60);
 
@@ -273,13 +228,15 @@ int RunCheck(const CheckOptions& o) {
   input.master_port = o.master_port;
   input.simulated = launcher->simulated();
   input.connect_timeout_ms = o.connect_timeout_ms;
+  input.plan_source = nodes->source;
+  input.plan_notes = nodes->notes;
   std::vector<std::optional<agent::AgentClient>> clients(handles.size());
   for (size_t i = 0; i < handles.size(); ++i) {
     agent::NodeProbe p;
     p.name = handles[i].name;
     p.address = handles[i].endpoint.host;
     p.agent_port = handles[i].endpoint.port;
-    p.slots = static_cast<int>((*nodes)[i].slots.size());
+    p.slots = static_cast<int>(nodes->nodes[i].slots.size());
     p.error = handles[i].error;
     input.nodes.push_back(p);
   }
@@ -309,7 +266,8 @@ int RunCheck(const CheckOptions& o) {
   // The master node's agent opens the rendezvous port, as rank 0's store would.
   if (clients[0]) {
     auto l = clients[0]->Call({{"type", "listen"}, {"port", o.master_port}}, call_timeout);
-    if (!l.ok()) log->warn("master {} could not listen on {}: {}", input.nodes[0].name, o.master_port, l.status().message());
+    if (!l.ok())
+      log->warn("master {} could not listen on {}: {}", input.nodes[0].name, o.master_port, l.status().message());
   }
   // Full mesh, every agent at once: the whole phase is bounded by one connect timeout. Every
   // reply also lists the ports its agent listens on (the master's rendezvous port included), which
@@ -321,17 +279,24 @@ int RunCheck(const CheckOptions& o) {
       json targets = json::array();
       for (size_t j = 0; j < handles.size(); ++j) {
         if (i == j || !input.nodes[j].error.empty()) continue;
-        targets.push_back({{"name", input.nodes[j].name}, {"host", input.nodes[j].address},
-                           {"port", input.nodes[j].agent_port}, {"kind", "agent"}});
+        targets.push_back({{"name", input.nodes[j].name},
+                           {"host", input.nodes[j].address},
+                           {"port", input.nodes[j].agent_port},
+                           {"kind", "agent"}});
       }
       if (i != 0 && input.nodes[0].error.empty()) {
-        targets.push_back({{"name", input.nodes[0].name}, {"host", input.nodes[0].address}, {"port", o.master_port},
+        targets.push_back({{"name", input.nodes[0].name},
+                           {"host", input.nodes[0].address},
+                           {"port", o.master_port},
                            {"kind", "rendezvous"}});
       }
       work.push_back(std::async(std::launch::async, [&, i, targets] {
-        auto r = clients[i]->Call({{"type", "ping"}, {"targets", targets}, {"timeout_ms", o.connect_timeout_ms}}, call_timeout);
-        if (r.ok()) input.nodes[i].pings = *r;
-        else log->warn("ping from {}: {}", input.nodes[i].name, r.status().message());
+        auto r = clients[i]->Call({{"type", "ping"}, {"targets", targets}, {"timeout_ms", o.connect_timeout_ms}},
+                                  call_timeout);
+        if (r.ok())
+          input.nodes[i].pings = *r;
+        else
+          log->warn("ping from {}: {}", input.nodes[i].name, r.status().message());
       }));
     }
     for (auto& w : work) w.get();

@@ -37,30 +37,45 @@ int Main(int argc, char** argv) {
   AgentCommandOptions agent_opts;
   auto* agent_cmd = app.add_subcommand("agent", "Serve checks and job launches for a coordinator (authenticated)");
   agent_cmd->add_option("--listen", agent_opts.listen, "ADDR:PORT to bind (port 0: any free port)")->required();
-  agent_cmd->add_option("--token-file", agent_opts.token_file, "File with the job token (mode 0600), or - for stdin")->required();
+  agent_cmd->add_option("--token-file", agent_opts.token_file, "File with the job token (mode 0600), or - for stdin")
+      ->required();
   agent_cmd->add_option("--name", agent_opts.name, "Node name in reports (default: hostname)");
   agent_cmd->add_flag("--exit-with-coordinator", agent_opts.exit_with_coordinator,
                       "Exit when stdin closes (the launching coordinator is gone)");
   agent_cmd->add_flag("--exit-with-parent", agent_opts.exit_with_parent, "Exit when the parent process dies (mpirun)");
-  agent_cmd->add_option("--mpi-nodes", agent_opts.mpi_nodes,
-                        "name=addr,…: under mpirun, the entry at OMPI_COMM_WORLD_RANK gives this agent's name and address");
+  agent_cmd->add_option(
+      "--mpi-nodes", agent_opts.mpi_nodes,
+      "name=addr,…: under mpirun, the entry at OMPI_COMM_WORLD_RANK gives this agent's name and address");
 
   CheckOptions check;
   auto* check_cmd = app.add_subcommand("check", "Pre-flight check of a cluster: agents, NCCL, env, connectivity");
-  check_cmd->add_option("--hostfile", check.hostfile, "DeepSpeed/OpenMPI hostfile (default: /job/hostfile, else this node)");
-  check_cmd->add_option("--local", check.local, "Simulate N nodes on this machine (127.0.0.2…)")->check(CLI::Range(1, 250));
+  check_cmd->add_option("--hostfile", check.hostfile,
+                        "DeepSpeed/OpenMPI hostfile (default: /job/hostfile, else this node)");
+  check_cmd->add_option("--local", check.local, "Simulate N nodes on this machine (127.0.0.2…)")
+      ->check(CLI::Range(1, 250));
   check_cmd->add_option("--include", check.include, "host[:slot,slot][@host…]");
   check_cmd->add_option("--exclude", check.exclude, "host[:slot,slot][@host…]");
   check_cmd->add_option("--num_nodes", check.num_nodes, "Use the first N nodes");
   check_cmd->add_option("--num_gpus", check.num_gpus, "Use the first N slots of each node");
-  check_cmd->add_option("--launcher", check.launcher, "local | ssh | mpirun | attach (default: local, or attach with --agents)")->check(CLI::IsMember({"local", "attach", "ssh", "mpirun"}));
+  check_cmd
+      ->add_option("--launcher", check.launcher,
+                   "local | ssh | pdsh | mpirun | attach (default: local, or attach with --agents)")
+      ->check(CLI::IsMember({"local", "attach", "ssh", "pdsh", "mpirun"}));
+  check_cmd->add_flag(
+      "--plan", check.plan,
+      "Print the plan (nodes, slot ids, ranks, CUDA_VISIBLE_DEVICES, master) and start nothing; with --json - as JSON");
+  check_cmd->add_option("--pdsh-opts", check.pdsh_opts, "Extra pdsh arguments");
   check_cmd->add_option("--agents", check.agents, "Running agents to attach to: host:port,…");
   check_cmd->add_option("--token-file", check.token_file, "Token of attached agents");
   check_cmd->add_option("--ssh-opts", check.ssh_opts, "Extra ssh arguments, e.g. \"-p 2222 -i ~/.ssh/cluster\"");
-  check_cmd->add_option("--mpirun-opts", check.mpirun_opts, "Extra mpirun arguments, e.g. \"--mca btl_tcp_if_include eth0\"");
-  check_cmd->add_option("--remote-dsdoctor", check.remote_dsdoctor, "dsdoctor's path on the nodes (default: this one's)");
-  check_cmd->add_option("--master_port", check.master_port, "Rendezvous port (MASTER_PORT)")->check(CLI::Range(1, 65535));
-  check_cmd->add_option("--agent-port", check.agent_port, "Port for started agents (0: any free port)")->check(CLI::Range(0, 65535));
+  check_cmd->add_option("--mpirun-opts", check.mpirun_opts,
+                        "Extra mpirun arguments, e.g. \"--mca btl_tcp_if_include eth0\"");
+  check_cmd->add_option("--remote-dsdoctor", check.remote_dsdoctor,
+                        "dsdoctor's path on the nodes (default: this one's)");
+  check_cmd->add_option("--master_port", check.master_port, "Rendezvous port (MASTER_PORT)")
+      ->check(CLI::Range(1, 65535));
+  check_cmd->add_option("--agent-port", check.agent_port, "Port for started agents (0: any free port)")
+      ->check(CLI::Range(0, 65535));
   check_cmd->add_option("--connect-timeout-ms", check.connect_timeout_ms, "Connect timeout per pair (DROP detection)")
       ->check(CLI::Range(100, 60000));
   check_cmd->add_flag("--no-bandwidth", check.no_bandwidth, "Skip bandwidth probes");
@@ -69,53 +84,89 @@ int Main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   check_cmd->add_option("--min-p2p-gbit", check.min_p2p_gbit, "Fail p2p pairs below this many Gbit/s")
       ->check(CLI::NonNegativeNumber);
-  check_cmd->add_option("--p2p-seconds", check.p2p_seconds, "Duration of each p2p transfer")->check(CLI::Range(0.05, 30.0));
+  check_cmd->add_option("--p2p-seconds", check.p2p_seconds, "Duration of each p2p transfer")
+      ->check(CLI::Range(0.05, 30.0));
   check_cmd->add_option("--json", check.json_out, "Write the JSON document to FILE (- for stdout instead of text)");
   check_cmd->add_option("--junit", check.junit_out, "Write a JUnit XML report to FILE");
   check_cmd->add_flag("--no-color", no_color, "Plain marks even on a terminal");
 
   RunOptions run;
-  auto* run_cmd = app.add_subcommand("run", "Start a training job's ranks, keep their logs, diagnose hangs and errors live");
+  auto* run_cmd =
+      app.add_subcommand("run", "Start a training job's ranks, keep their logs, diagnose hangs and errors live");
   run_cmd->add_option("--hostfile", run.hostfile, "DeepSpeed/OpenMPI hostfile");
   run_cmd->add_option("--local", run.local, "Simulate N nodes on this machine")->check(CLI::Range(1, 250));
   run_cmd->add_option("--slots", run.slots, "Ranks per simulated node (--local)")->check(CLI::Range(1, 512));
   run_cmd->add_option("--log-dir", run.log_dir, "Folder for rank-<r>.log, rank-<r>.trace, run.json");
-  run_cmd->add_option("--timeout", run.timeout_s, "Seconds before a consistent collective counts as stalled")->check(CLI::Range(0.5, 86400.0));
-  run_cmd->add_option("--hang-after", run.hang_after_s, "Seconds a rank may stay away from a collective the others wait in")
+  run_cmd->add_option("--timeout", run.timeout_s, "Seconds before a consistent collective counts as stalled")
+      ->check(CLI::Range(0.5, 86400.0));
+  run_cmd
+      ->add_option("--hang-after", run.hang_after_s,
+                   "Seconds a rank may stay away from a collective the others wait in")
       ->check(CLI::Range(0.2, 86400.0));
-  run_cmd->add_option("--on-hang", run.on_hang, "stop: report, capture stacks, end the job; wait: keep watching (default: stop; wait with --tui)")
+  run_cmd
+      ->add_option("--on-hang", run.on_hang,
+                   "stop: report, capture stacks, end the job; wait: keep watching (default: stop; wait with --tui)")
       ->check(CLI::IsMember({"stop", "wait"}));
   run_cmd->add_option("--json", run.json_out, "Write the final report as JSON to FILE (- for stdout)");
   run_cmd->add_flag("--quiet", run.quiet, "Do not stream the ranks' output");
   run_cmd->add_flag("--tui", run.tui, "Live terminal view (ranks, findings, logs); q stops the job");
   run_cmd->add_flag("--no-trace", run.no_trace, "Do not inject the collective tracer into Python ranks (docs/run.md)");
   run_cmd->add_flag("--direct", run.direct, "Start the ranks as children of dsdoctor, without agents (this node only)");
-  run_cmd->add_option("--launcher", run.launcher, "How agents start: local | ssh")->check(CLI::IsMember({"local", "ssh"}));
-  run_cmd->add_option("--ssh-opts", run.ssh_opts, "Extra ssh arguments");
+  run_cmd->add_option("--include,-i", run.include, "Like deepspeed: host[:slot,slot][@host…] to use");
+  run_cmd->add_option("--exclude,-e", run.exclude, "Like deepspeed: host[:slot,slot][@host…] not to use");
+  run_cmd->add_option("--num_nodes", run.num_nodes, "Like deepspeed: the first N nodes of the hostfile");
+  run_cmd->add_option("--num_gpus,--num_accelerators", run.num_gpus, "Like deepspeed: slots 0..N-1 of every node");
+  run_cmd
+      ->add_option("--launcher", run.launcher,
+                   "How agents start: local | ssh | pdsh | mpirun | attach (default: local for simulated nodes, ssh "
+                   "for a hostfile)")
+      ->check(CLI::IsMember({"local", "ssh", "pdsh", "mpirun", "attach"}));
+  run_cmd->add_option("--ssh-opts", run.ssh_opts, "Extra ssh arguments (ssh and pdsh launchers)");
+  run_cmd->add_option("--mpirun-opts", run.mpirun_opts, "Extra mpirun arguments");
+  run_cmd->add_option("--pdsh-opts", run.pdsh_opts, "Extra pdsh arguments");
+  run_cmd->add_option("--remote-dsdoctor", run.remote_dsdoctor, "dsdoctor's path on the nodes (default: this one's)");
+  run_cmd->add_option("--agents", run.agents, "--launcher attach: running agents host:port,…");
+  run_cmd->add_option("--token-file", run.token_file, "--launcher attach: the agents' token");
+  run_cmd->add_option("--agent-port", run.agent_port, "Port for started agents (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  run_cmd->add_option("--master_addr", run.master_addr, "MASTER_ADDR for the ranks (default: the first node)");
   run_cmd->add_option("--master_port", run.master_port, "MASTER_PORT for the ranks")->check(CLI::Range(1, 65535));
-  run_cmd->add_option("--serve", run.serve, "ADDR:PORT for `dsdoctor tui --attach` viewers (default 127.0.0.1:0, any free port; off: none)");
+  run_cmd->add_flag(
+      "--dry-run", run.dry_run,
+      "Print the plan (nodes, slot ids, ranks, CUDA_VISIBLE_DEVICES, master) and start nothing; with --json - as JSON");
+  run_cmd->add_option("--serve", run.serve,
+                      "ADDR:PORT for `dsdoctor tui --attach` viewers (default 127.0.0.1:0, any free port; off: none)");
   run_cmd->add_flag("--no-color", no_color, "Plain output even on a terminal");
   run_cmd->add_option("command", run.command, "The program and its arguments (after --)")->required();
 
   TuiOptions tui;
   auto* tui_cmd = app.add_subcommand("tui", "Live view of a running job (--attach) or of a recorded one (--replay)");
-  auto* attach_opt = tui_cmd->add_option("--attach", tui.attach, "HOST:PORT of a running `dsdoctor run` (see its viewer.addr), or its log dir");
-  tui_cmd->add_option("--token-file", tui.token_file, "The run's viewer.token (default: in the log dir given to --attach)");
+  auto* attach_opt = tui_cmd->add_option("--attach", tui.attach,
+                                         "HOST:PORT of a running `dsdoctor run` (see its viewer.addr), or its log dir");
+  tui_cmd->add_option("--token-file", tui.token_file,
+                      "The run's viewer.token (default: in the log dir given to --attach)");
   auto* replay_opt = tui_cmd->add_option("--replay", tui.replay, "A run's events.jsonl, or its log dir");
   attach_opt->excludes(replay_opt);
-  tui_cmd->add_flag("--dump", tui.dump, "Print one frame as text (no terminal needed): the end of a replay, or the attached job now");
-  tui_cmd->add_option("--at", tui.at, "--replay: the moment to start at (or to dump), seconds since the job started")->check(CLI::NonNegativeNumber);
-  tui_cmd->add_option("--speed", tui.speed, "--replay: playback speed (keys < and > change it)")->check(CLI::Range(0.01, 1000.0));
+  tui_cmd->add_flag("--dump", tui.dump,
+                    "Print one frame as text (no terminal needed): the end of a replay, or the attached job now");
+  tui_cmd->add_option("--at", tui.at, "--replay: the moment to start at (or to dump), seconds since the job started")
+      ->check(CLI::NonNegativeNumber);
+  tui_cmd->add_option("--speed", tui.speed, "--replay: playback speed (keys < and > change it)")
+      ->check(CLI::Range(0.01, 1000.0));
   tui_cmd->add_option("--size", tui.size, "--dump: COLSxROWS (default 100x30)");
 
   AnalyzeOptions analyze;
-  auto* analyze_cmd = app.add_subcommand(
-      "analyze", "Post-mortem diagnosis of a run's log dir, or of log files of any launcher (torchrun, deepspeed/pdsh, mpirun, srun, kubectl)");
+  auto* analyze_cmd = app.add_subcommand("analyze",
+                                         "Post-mortem diagnosis of a run's log dir, or of log files of any launcher "
+                                         "(torchrun, deepspeed/pdsh, mpirun, srun, kubectl)");
   analyze_cmd->add_option("path", analyze.paths, "A run dir, or one or more log files; - reads standard input");
-  analyze_cmd->add_flag("--list-patterns", analyze.list_patterns, "Print the log pattern catalogue (Markdown) and exit");
+  analyze_cmd->add_flag("--list-patterns", analyze.list_patterns,
+                        "Print the log pattern catalogue (Markdown) and exit");
   analyze_cmd->add_flag("--json", analyze.json, "Print the JSON report (docs/run.md)");
-  analyze_cmd->add_option("--timeout", analyze.timeout_s, "Stall threshold in seconds")->check(CLI::Range(0.5, 86400.0));
-  analyze_cmd->add_option("--hang-after", analyze.hang_after_s, "Missing-rank threshold in seconds")->check(CLI::Range(0.2, 86400.0));
+  analyze_cmd->add_option("--timeout", analyze.timeout_s, "Stall threshold in seconds")
+      ->check(CLI::Range(0.5, 86400.0));
+  analyze_cmd->add_option("--hang-after", analyze.hang_after_s, "Missing-rank threshold in seconds")
+      ->check(CLI::Range(0.2, 86400.0));
 
   try {
     app.parse(argc, argv);
@@ -141,6 +192,7 @@ int Main(int argc, char** argv) {
     }
     if (*run_cmd) {
       run.color = !no_color && ::isatty(1) && !std::getenv("NO_COLOR");
+      run.log_level = log_level;
       return RunJob(run);
     }
     if (*analyze_cmd) return RunAnalyze(analyze);

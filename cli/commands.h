@@ -23,31 +23,33 @@ struct AgentCommandOptions {
   std::string token_file;  // "-" = first line of stdin
   std::string name;
   bool exit_with_coordinator = false;
-  bool exit_with_parent = false;   // PR_SET_PDEATHSIG: started by mpirun/orted
-  std::string mpi_nodes;           // "name=addr,…": this rank's entry (OMPI_COMM_WORLD_RANK) sets name and address
+  bool exit_with_parent = false;  // PR_SET_PDEATHSIG: started by mpirun/orted
+  std::string mpi_nodes;          // "name=addr,…": this rank's entry (OMPI_COMM_WORLD_RANK) sets name and address
 };
 int RunAgent(const AgentCommandOptions& options);
 
 struct CheckOptions {
   std::string hostfile;
-  int local = 0;                  // --local N: N simulated nodes on this machine
+  int local = 0;  // --local N: N simulated nodes on this machine
   std::string include, exclude;
   int num_nodes = -1, num_gpus = -1;
-  std::string launcher;           // local | ssh | mpirun | attach
-  std::string mpirun_opts;        // extra mpirun arguments
-  std::string ssh_opts;           // extra ssh arguments, split on whitespace
-  std::string remote_dsdoctor;    // dsdoctor's path on the nodes (default: this binary's path)
-  std::string agents;             // --agents host:port,…
-  std::string token_file;         // attach: the agents' token
+  std::string launcher;         // local | ssh | pdsh | mpirun | attach
+  std::string mpirun_opts;      // extra mpirun arguments
+  std::string pdsh_opts;        // extra pdsh arguments
+  bool plan = false;            // print the plan (nodes, slots, ranks) and start nothing
+  std::string ssh_opts;         // extra ssh arguments, split on whitespace
+  std::string remote_dsdoctor;  // dsdoctor's path on the nodes (default: this binary's path)
+  std::string agents;           // --agents host:port,…
+  std::string token_file;       // attach: the agents' token
   int master_port = 29500;
   int agent_port = 0;
   int connect_timeout_ms = 2000;
   bool no_bandwidth = false;
-  std::string sizes = "8-64M";    // all-reduce sweep (docs/check.md)
-  double min_busbw = 0;           // GB/s; 0: no absolute floor
-  double min_p2p_gbit = 0;        // Gbit/s; 0: no absolute floor
-  double p2p_seconds = 0.3;       // per transfer
-  std::string json_out;           // file or "-"
+  std::string sizes = "8-64M";  // all-reduce sweep (docs/check.md)
+  double min_busbw = 0;         // GB/s; 0: no absolute floor
+  double min_p2p_gbit = 0;      // Gbit/s; 0: no absolute floor
+  double p2p_seconds = 0.3;     // per transfer
+  std::string json_out;         // file or "-"
   std::string junit_out;
   bool color = false;
   std::string log_level;
@@ -56,20 +58,31 @@ int RunCheck(const CheckOptions& options);
 
 struct RunOptions {
   std::string hostfile;
-  int local = 0;                  // --local N: N simulated nodes on this machine
-  int slots = 1;                  // ranks per simulated node
+  int local = 0;  // --local N: N simulated nodes on this machine
+  int slots = 1;  // ranks per simulated node
   std::string log_dir = "dsdoctor-logs";
-  double timeout_s = 60;          // a consistent collective in flight this long is a stall; DSDOCTOR_TIMEOUT for ranks
-  double hang_after_s = 5;        // a rank away from a collective the others wait in this long is missing
-  std::string on_hang;            // stop: report, capture stacks, end the job · wait: keep watching (default: stop, wait with --tui)
-  bool tui = false;               // live ncurses view; q stops the job
-  std::string json_out;           // final report as JSON to FILE (- for stdout)
-  bool quiet = false;             // do not stream rank output
-  bool direct = false;            // start the ranks as our own children instead of through agents
-  bool no_trace = false;          // do not inject the Python collective tracer (python/dsdoctor_tracer.py)
-  std::string launcher;           // local | ssh (default: local for --local, ssh for a hostfile)
-  std::string ssh_opts;
-  int master_port = 0;            // 0: a free port (simulated nodes) or 29500
+  double timeout_s = 60;    // a consistent collective in flight this long is a stall; DSDOCTOR_TIMEOUT for ranks
+  double hang_after_s = 5;  // a rank away from a collective the others wait in this long is missing
+  std::string
+      on_hang;  // stop: report, capture stacks, end the job · wait: keep watching (default: stop, wait with --tui)
+  bool tui = false;              // live ncurses view; q stops the job
+  std::string json_out;          // final report as JSON to FILE (- for stdout)
+  bool quiet = false;            // do not stream rank output
+  bool direct = false;           // start the ranks as our own children instead of through agents
+  bool no_trace = false;         // do not inject the Python collective tracer (python/dsdoctor_tracer.py)
+  std::string include, exclude;  // DeepSpeed's resource filters (coordinator/hostfile.h)
+  int num_nodes = -1, num_gpus = -1;
+  std::string
+      launcher;  // local | ssh | pdsh | mpirun | attach (default: local for simulated nodes, ssh for a hostfile)
+  std::string ssh_opts, mpirun_opts, pdsh_opts;
+  std::string remote_dsdoctor;  // dsdoctor's path on the nodes (default: this binary's path)
+  std::string agents;           // attach: running agents host:port,…
+  std::string token_file;       // attach: their token
+  int agent_port = 0;
+  std::string master_addr;  // MASTER_ADDR (default: the first node's agent address)
+  int master_port = 0;      // 0: a free port (simulated nodes) or 29500
+  bool dry_run = false;     // print the plan and start nothing
+  std::string log_level;
   std::string serve = "127.0.0.1:0";  // where `dsdoctor tui --attach` connects ("off": nowhere)
   bool color = false;
   std::vector<std::string> command;
@@ -77,13 +90,13 @@ struct RunOptions {
 int RunJob(const RunOptions& options);
 
 struct TuiOptions {
-  std::string attach;             // HOST:PORT of a running `dsdoctor run`, or its log dir
-  std::string token_file;         // the run's viewer.token (default: beside viewer.addr when --attach is a dir)
-  std::string replay;             // an events.jsonl, or the log dir holding one
-  bool dump = false;              // print one frame as text instead of opening the terminal
-  double at = -1;                 // replay: the moment to show (seconds since the start; <0: the end)
-  double speed = 1;               // replay: playback speed
-  std::string size = "100x30";    // --dump: COLSxROWS
+  std::string attach;           // HOST:PORT of a running `dsdoctor run`, or its log dir
+  std::string token_file;       // the run's viewer.token (default: beside viewer.addr when --attach is a dir)
+  std::string replay;           // an events.jsonl, or the log dir holding one
+  bool dump = false;            // print one frame as text instead of opening the terminal
+  double at = -1;               // replay: the moment to show (seconds since the start; <0: the end)
+  double speed = 1;             // replay: playback speed
+  std::string size = "100x30";  // --dump: COLSxROWS
 };
 int RunTui(const TuiOptions& options);
 

@@ -8,34 +8,31 @@
 // --on-hang stop) ends the job; when the job ends by itself it prints the report and returns the
 // job's exit code. Ranks die with us (PR_SET_PDEATHSIG) and Ctrl-C stops them all.
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sys/socket.h>
-
 #include <atomic>
-#include <deque>
 #include <condition_variable>
-#include <filesystem>
-#include <mutex>
 #include <cstdio>
+#include <deque>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
-#include "cli/commands.h"
 #include "agent/client.h"
-#include "agent/hostfile.h"
-#include "agent/launcher.h"
 #include "agent/token.h"
+#include "cli/commands.h"
 #include "collectors/debug_profile.h"
 #include "collectors/log_catalogue.h"
 #include "collectors/log_classifier.h"
-#include "collectors/rank_monitor.h"
 #include "collectors/proc_stat.h"
 #include "collectors/python_tracer.h"
+#include "collectors/rank_monitor.h"
 #include "collectors/run_dir.h"
 #include "collectors/stack.h"
 #include "common/file.h"
@@ -43,6 +40,8 @@
 #include "common/net.h"
 #include "common/strings.h"
 #include "common/subprocess.h"
+#include "coordinator/launcher.h"
+#include "coordinator/plan.h"
 #include "diagnosis/engine.h"
 #include "diagnosis/report.h"
 #include "probe/dsenv.h"
@@ -89,7 +88,8 @@ int EmitReport(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, co
   } else {
     std::cout << "\n" << diagnosis::RenderRunText(job, d, color);
     if (!json_out.empty()) {
-      auto st = WriteFileAtomic(json_out, diagnosis::RunJson(job, d).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      auto st = WriteFileAtomic(
+          json_out, diagnosis::RunJson(job, d).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
       if (!st.ok()) {
         std::cerr << "dsdoctor run: cannot write " << json_out << ": " << st.message() << "\n";
         return kExitInternal;
@@ -132,20 +132,18 @@ void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from) {
   if (into.stack.empty()) into.stack = std::move(stack);
 }
 
-struct RankLaunch {
-  int rank, local_rank;
-  std::string node;
-  std::map<std::string, std::string> env;
-};
+using coordinator::RankLaunch;
 
 class DirectSource final : public RankSource {
  public:
-  Status Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-               const std::string& log_dir, const std::string& cwd, bool trace_python) {
+  Status Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv,
+               const std::map<std::string, std::string>& env, const std::string& log_dir, const std::string& cwd,
+               bool trace_python) {
     python_ = argv[0].find("python") != std::string::npos;
     std::optional<collectors::PythonTracer> tracer;
     if (trace_python && !(tracer = collectors::FindPythonTracer()))
-      log::Get("run")->warn("the Python collective tracer is not installed beside this binary; Python ranks run untraced");
+      log::Get("run")->warn(
+          "the Python collective tracer is not installed beside this binary; Python ranks run untraced");
     for (const auto& l : launches) {
       std::string base = log_dir + "/rank-" + std::to_string(l.rank);
       monitors_.emplace_back(l.rank, l.local_rank, l.node, base + ".log", base + ".trace");
@@ -173,7 +171,8 @@ class DirectSource final : public RankSource {
       auto st = collectors::CaptureStack(m.state().pid, python_);
       if (!st.ok()) continue;
       out[r] = st->signature;
-      (void)WriteFileAtomic(m.log_path().substr(0, m.log_path().size() - 4) + ".stack", "# " + st->tool + "\n" + st->text);
+      (void)WriteFileAtomic(m.log_path().substr(0, m.log_path().size() - 4) + ".stack",
+                            "# " + st->tool + "\n" + st->text);
     }
     return out;
   }
@@ -192,8 +191,8 @@ class AgentSource final : public RankSource {
       if (a->reader.joinable()) a->reader.join();
   }
   Status Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
-               const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::string& log_dir,
-               const std::string& cwd, bool trace_python) {
+               const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+               const std::string& log_dir, const std::string& cwd, bool trace_python) {
     for (size_t i = 0; i < clients.size(); ++i) {
       auto a = std::make_unique<Agent>(std::move(clients[i]));
       nlohmann::json ranks = nlohmann::json::array();
@@ -201,12 +200,14 @@ class AgentSource final : public RankSource {
         ranks.push_back({{"rank", l.rank}, {"local_rank", l.local_rank}, {"env", l.env}});
         a->ranks.push_back(l.rank);
       }
-      nlohmann::json req = {{"type", "run"}, {"argv", argv}, {"env", env}, {"log_dir", log_dir}, {"cwd", cwd}, {"ranks", ranks}, {"sample_ms", 200}, {"trace_python", trace_python}};
+      nlohmann::json req = {{"type", "run"}, {"argv", argv},   {"env", env},       {"log_dir", log_dir},
+                            {"cwd", cwd},    {"ranks", ranks}, {"sample_ms", 200}, {"trace_python", trace_python}};
       DSD_RETURN_IF_ERROR(net::SendFrame(a->client.fd(), req));
       auto reply = net::RecvFrame(a->client.fd(), a->client.decoder(), std::chrono::seconds(30));
       if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());
       if (reply->value("type", "") != "started")
-        return Unavailable("agent " + a->client.agent_name() + " could not start its ranks: " + reply->value("message", reply->dump()));
+        return Unavailable("agent " + a->client.agent_name() +
+                           " could not start its ranks: " + reply->value("message", reply->dump()));
       Agent* raw = a.get();
       a->reader = std::thread([this, raw] { Read(*raw); });
       agents_.push_back(std::move(a));
@@ -259,7 +260,8 @@ class AgentSource final : public RankSource {
             st.status = diagnosis::RankStatus::kExited;
             st.exit_code = 255;
             st.exit_ns = runtime::TraceNowNs();
-            log::Get("run")->warn("agent {}: connection lost ({}); rank {} is lost with it", a.client.agent_name(), msg.status().message(), r);
+            log::Get("run")->warn("agent {}: connection lost ({}); rank {} is lost with it", a.client.agent_name(),
+                                  msg.status().message(), r);
           }
         }
         ++dead_;
@@ -306,8 +308,8 @@ std::map<std::string, std::string> JobEnvironment() {
     size_t eq = kv.find('=');
     if (eq == std::string::npos) continue;
     std::string k = kv.substr(0, eq);
-    if (StartsWith(k, "NCCL_") || StartsWith(k, "GLOO_") || StartsWith(k, "TORCH_") || k == "DSDOCTOR_LOG_LEVEL" || k == "DSDOCTOR_TIMEOUT" ||
-        k == "DSDOCTOR_WATCHDOG_POLICY" || k == "DSDOCTOR_BACKEND")
+    if (StartsWith(k, "NCCL_") || StartsWith(k, "GLOO_") || StartsWith(k, "TORCH_") || k == "DSDOCTOR_LOG_LEVEL" ||
+        k == "DSDOCTOR_TIMEOUT" || k == "DSDOCTOR_WATCHDOG_POLICY" || k == "DSDOCTOR_BACKEND")
       env[k] = kv.substr(eq + 1);
   }
   for (const auto& [k, v] : probe::MergeDsEnv(probe::FindDsEnvFiles())) env[k] = v;
@@ -321,7 +323,9 @@ std::map<std::string, std::string> JobEnvironment() {
 std::vector<int> MovedSince(const diagnosis::JobState& before, const diagnosis::JobState& after, bool cpu) {
   auto key = [](const diagnosis::RankState& r) {
     std::string k = diagnosis::RankStatusName(r.status);
-    if (r.last) k += "|" + std::to_string(r.last->comm) + ":" + r.last->op + "#" + std::to_string(r.last->seq) + ":" + r.last->state;
+    if (r.last)
+      k += "|" + std::to_string(r.last->comm) + ":" + r.last->op + "#" + std::to_string(r.last->seq) + ":" +
+           r.last->state;
     if (r.in_flight) k += "|" + r.in_flight->op + "#" + std::to_string(r.in_flight->seq);
     return k + "|" + std::to_string(r.step) + "|" + std::to_string(r.recent.size());
   };
@@ -350,39 +354,60 @@ void WarnOnceWithoutPySpy(const std::vector<std::string>& command, Say say, bool
 
 int RunJob(const RunOptions& o) {
   auto log = log::Get("run");
-  // Nodes: --local N simulated nodes with --slots each, or the hostfile's.
-  agent::Hostfile hf;
-  if (o.local > 0) {
-    if (!o.hostfile.empty()) {
-      std::cerr << "dsdoctor run: --local and --hostfile are mutually exclusive\n";
+  std::vector<net::Endpoint> endpoints;
+  for (const auto& part : o.agents.empty() ? std::vector<std::string>{} : Split(o.agents, ',')) {
+    auto e = net::ParseEndpoint(std::string(Trim(part)));
+    if (!e.ok()) {
+      std::cerr << "dsdoctor run: --agents: " << e.status().message() << "\n";
       return kExitUsage;
     }
-    hf.path = "--local";
-    for (int i = 0; i < o.local; ++i) hf.hosts.push_back({"node-" + std::to_string(i), o.slots, 0});
-  } else {
-    std::string path = o.hostfile.empty() ? agent::DefaultHostfilePath().value_or("") : o.hostfile;
-    if (path.empty()) {
-      hf.path = "(this node)";
-      hf.hosts.push_back({"node-0", o.slots, 0});
-    } else {
-      auto loaded = agent::LoadHostfile(path);
-      if (!loaded.ok()) {
-        std::cerr << "dsdoctor run: " << loaded.status().message() << "\n";
-        return kExitUsage;
-      }
-      hf = *loaded;
-    }
+    endpoints.push_back(*e);
   }
-  auto nodes = agent::PlanNodes(hf, {});
-  if (!nodes.ok()) {
-    std::cerr << "dsdoctor run: " << nodes.status().message() << "\n";
+  // Nodes: --local N simulated nodes with --slots each, the hostfile's (filtered like deepspeed's), or this node.
+  coordinator::NodeSourceOptions node_source;
+  node_source.hostfile = o.hostfile;
+  node_source.local = o.local;
+  node_source.local_slots = o.slots;
+  node_source.attach_agents = endpoints.size();
+  node_source.this_node_slots = o.slots;
+  node_source.filters = {o.include, o.exclude, o.num_nodes, o.num_gpus};
+  auto planned = coordinator::PlanJobNodes(node_source);
+  if (!planned.ok()) {
+    std::cerr << "dsdoctor run: " << planned.status().message() << "\n";
     return kExitUsage;
   }
-  bool simulated = o.local > 0 || hf.path == "(this node)" || o.launcher == "local";
+  const coordinator::JobNodes& plan = *planned;
+  const std::vector<coordinator::NodePlan>* nodes = &plan.nodes;
+  const bool simulated = plan.simulated || o.launcher == "local";
+  const std::string launcher_name = o.direct              ? "direct"
+                                    : !o.launcher.empty() ? o.launcher
+                                    : !endpoints.empty()  ? "attach"
+                                    : simulated           ? "local"
+                                                          : "ssh";
   if (o.direct && !simulated) {
     std::cerr << "dsdoctor run: --direct starts ranks on this machine only; a hostfile's nodes need agents\n";
     return kExitUsage;
   }
+  // MASTER_ADDR like deepspeed's: --master_addr, else the first node (its agent's address when
+  // simulated: local agents listen on 127.0.0.2, …).
+  auto master_for = [&](const std::vector<std::string>& agent_addrs) {
+    if (!o.master_addr.empty()) return o.master_addr;
+    if (o.direct) return std::string("127.0.0.1");
+    if (simulated) return agent_addrs.empty() ? std::string("127.0.0.2") : agent_addrs[0];
+    return (*nodes)[0].host;
+  };
+  if (o.dry_run) {
+    auto ranks = coordinator::PlanRanks(plan, {}, master_for({}),
+                                        o.master_port > 0 ? o.master_port
+                                        : simulated       ? 0
+                                                          : 29500);
+    if (o.json_out == "-")
+      std::cout << coordinator::PlanJson(plan, ranks, launcher_name).dump(2) << "\n";
+    else
+      std::cout << coordinator::PlanText(plan, ranks, launcher_name);
+    return kExitOk;
+  }
+  for (const auto& note : plan.notes) std::cerr << "dsdoctor run: note: " << note << "\n";
   std::error_code ec;
   std::filesystem::create_directories(o.log_dir, ec);
   if (ec) {
@@ -420,26 +445,29 @@ int RunJob(const RunOptions& o) {
   }
 
   // Agents first (their addresses give MASTER_ADDR), unless --direct.
-  std::unique_ptr<agent::Launcher> launcher;
-  std::vector<agent::AgentHandle> handles;
+  std::unique_ptr<coordinator::Launcher> launcher;
+  std::vector<coordinator::AgentHandle> handles;
   std::string token;
   if (!o.direct) {
-    auto t = agent::GenerateToken();
-    if (!t.ok()) {
-      std::cerr << "dsdoctor run: " << t.status().message() << "\n";
-      return kExitInternal;
+    coordinator::LauncherChoice choice;
+    choice.kind = launcher_name;
+    choice.self_binary = SelfExe();
+    choice.remote_dsdoctor = o.remote_dsdoctor;
+    choice.ssh_args = SplitWhitespace(o.ssh_opts);
+    choice.mpirun_args = SplitWhitespace(o.mpirun_opts);
+    choice.pdsh_args = SplitWhitespace(o.pdsh_opts);
+    choice.agents = endpoints;
+    choice.token_file = o.token_file;
+    choice.agent_port = o.agent_port;
+    choice.log_level = o.log_level;
+    choice.simulated = simulated;
+    auto setup = coordinator::MakeLauncher(choice, nodes->size());
+    if (!setup.ok()) {
+      std::cerr << "dsdoctor run: " << setup.status().message() << "\n";
+      return setup.status().code() == StatusCode::kInternal ? kExitInternal : kExitUsage;
     }
-    token = *t;
-    if (simulated || o.launcher == "local") {
-      agent::LocalLauncherOptions lo;
-      lo.dsdoctor_binary = SelfExe();
-      launcher = std::make_unique<agent::LocalLauncher>(lo);
-    } else {
-      agent::SshLauncherOptions so;
-      so.remote_dsdoctor = SelfExe();
-      so.ssh_args = SplitWhitespace(o.ssh_opts);
-      launcher = std::make_unique<agent::SshLauncher>(so);
-    }
+    launcher = std::move(setup->launcher);
+    token = setup->token;
     handles = launcher->Start(*nodes, token);
     for (const auto& h : handles) {
       if (!h.error.empty()) {
@@ -449,10 +477,16 @@ int RunJob(const RunOptions& o) {
     }
   }
   const int nnodes = static_cast<int>(nodes->size());
-  int world = 0;
-  for (const auto& n : *nodes) world += static_cast<int>(n.slots.size());
-  std::string master_addr = simulated ? (handles.empty() ? "127.0.0.1" : handles[0].endpoint.host) : (*nodes)[0].host;
+  const int world = plan.world_size();
+  std::vector<std::string> agent_addrs, node_names;
+  for (const auto& h : handles) {
+    agent_addrs.push_back(h.endpoint.host);
+    node_names.push_back(h.name);
+  }
+  if (handles.empty())
+    for (int n = 0; n < nnodes; ++n) node_names.push_back("node-" + std::to_string(n));
   int master_port = o.master_port > 0 ? o.master_port : simulated ? FreeLoopbackPort() : 29500;
+  coordinator::RankPlan rank_plan = coordinator::PlanRanks(plan, node_names, master_for(agent_addrs), master_port);
   char timeout_buf[32];
   std::snprintf(timeout_buf, sizeof timeout_buf, "%g", o.timeout_s);
   std::map<std::string, std::string> env = JobEnvironment();
@@ -461,27 +495,8 @@ int RunJob(const RunOptions& o) {
   if (!env.count("DSDOCTOR_TIMEOUT")) env["DSDOCTOR_TIMEOUT"] = timeout_buf;
   env["PYTHONUNBUFFERED"] = "1";  // tracebacks and prints reach the log as they happen
   std::vector<std::vector<RankLaunch>> per_node(nnodes);
-  std::vector<RankLaunch> all;
-  int rank = 0;
-  for (int n = 0; n < nnodes; ++n) {
-    std::string devices;
-    for (int s : (*nodes)[n].slots) devices += (devices.empty() ? "" : ",") + std::to_string(s);
-    for (size_t s = 0; s < (*nodes)[n].slots.size(); ++s, ++rank) {
-      RankLaunch l{rank, static_cast<int>(s), handles.empty() ? "node-" + std::to_string(n) : handles[n].name, {}};
-      l.env = {{"RANK", std::to_string(rank)},
-               {"LOCAL_RANK", std::to_string(s)},
-               {"WORLD_SIZE", std::to_string(world)},
-               {"LOCAL_SIZE", std::to_string((*nodes)[n].slots.size())},
-               {"CROSS_RANK", std::to_string(n)},
-               {"CROSS_SIZE", std::to_string(nnodes)},
-               {"MASTER_ADDR", master_addr},
-               {"MASTER_PORT", std::to_string(master_port)},
-               {"CUDA_VISIBLE_DEVICES", devices},
-               {"DSDOCTOR_NODE", l.node}};
-      per_node[n].push_back(l);
-      all.push_back(l);
-    }
-  }
+  const std::vector<RankLaunch>& all = rank_plan.ranks;
+  for (const auto& l : all) per_node[l.node_index].push_back(l);
 
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -512,7 +527,8 @@ int RunJob(const RunOptions& o) {
     for (const auto& h : handles) {
       auto c = agent::AgentClient::Connect(h.endpoint, token, std::chrono::seconds(10));
       if (!c.ok()) {
-        std::cerr << "dsdoctor run: agent " << h.name << " at " << h.endpoint.host << ":" << h.endpoint.port << ": " << c.status().message() << "\n";
+        std::cerr << "dsdoctor run: agent " << h.name << " at " << h.endpoint.host << ":" << h.endpoint.port << ": "
+                  << c.status().message() << "\n";
         return kExitProblems;
       }
       clients.push_back(std::move(*c));
@@ -526,8 +542,10 @@ int RunJob(const RunOptions& o) {
   }
   log->info("started {} ranks on {} nodes, logs in {}", world, nnodes, log_dir);
   if (!o.quiet && !o.tui) {
-    std::printf("dsdoctor: %d ranks on %d nodes%s, logs and traces in %s\n", world, nnodes, o.direct ? " (direct)" : " (agents)", log_dir.c_str());
-    if (publisher->endpoint().port > 0) std::printf("dsdoctor: live view: dsdoctor tui --attach %s\n", o.log_dir.c_str());
+    std::printf("dsdoctor: %d ranks on %d nodes%s, logs and traces in %s\n", world, nnodes,
+                o.direct ? " (direct)" : " (agents)", log_dir.c_str());
+    if (publisher->endpoint().port > 0)
+      std::printf("dsdoctor: live view: dsdoctor tui --attach %s\n", o.log_dir.c_str());
   }
 
   diagnosis::JobState job;
@@ -564,13 +582,17 @@ int RunJob(const RunOptions& o) {
   int64_t start_ns = runtime::TraceNowNs();
   auto elapsed = [&](int64_t ns) { return ns > start_ns ? (ns - start_ns) / 1e9 : 0.0; };
   std::vector<nlohmann::json> events;  // this tick's, for the publisher
-  events.push_back(tui::HeaderEvent(job_text, world,
-                                    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count()));
+  events.push_back(tui::HeaderEvent(
+      job_text, world,
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count()));
   std::vector<std::vector<std::string>> new_lines(world);
   auto take_line = [&](int r, std::string_view line) {
     tails.Append(r, line);
-    if (new_lines[r].size() < tui::kMaxLogLinesPerEvent) new_lines[r].emplace_back(line);
-    else if (new_lines[r].size() == tui::kMaxLogLinesPerEvent) new_lines[r].push_back("[dsdoctor: more lines in this tick are in rank-" + std::to_string(r) + ".log only]");
+    if (new_lines[r].size() < tui::kMaxLogLinesPerEvent)
+      new_lines[r].emplace_back(line);
+    else if (new_lines[r].size() == tui::kMaxLogLinesPerEvent)
+      new_lines[r].push_back("[dsdoctor: more lines in this tick are in rank-" + std::to_string(r) + ".log only]");
   };
   auto flush_lines = [&](double t) {
     for (int r = 0; r < world; ++r)
@@ -626,8 +648,9 @@ int RunJob(const RunOptions& o) {
     for (auto& r : job.ranks) {
       if (before[r.rank] == diagnosis::RankStatus::kRunning && r.status == diagnosis::RankStatus::kExited) {
         if (echo)
-          std::printf("dsdoctor: rank %d %s\n", r.rank, r.signal ? ("signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")").c_str()
-                                                                  : ("exit " + std::to_string(r.exit_code)).c_str());
+          std::printf("dsdoctor: rank %d %s\n", r.rank,
+                      r.signal ? ("signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")").c_str()
+                               : ("exit " + std::to_string(r.exit_code)).c_str());
       }
       any_running |= r.status == diagnosis::RankStatus::kRunning;
     }
@@ -637,7 +660,8 @@ int RunJob(const RunOptions& o) {
     if (!stopped_by_us && !first_failure_ns)
       for (const auto& r : job.ranks)
         if (r.status == diagnosis::RankStatus::kExited && (r.signal || r.exit_code)) first_failure_ns = now;
-    if (!stopped_by_us && first_failure_ns && now - first_failure_ns > static_cast<int64_t>(kFailFastGraceS * 1e9) && !stop_deadline_ns) {
+    if (!stopped_by_us && first_failure_ns && now - first_failure_ns > static_cast<int64_t>(kFailFastGraceS * 1e9) &&
+        !stop_deadline_ns) {
       say("dsdoctor: a rank failed %.0f s ago; stopping the remaining ranks (as torchrun does)\n", kFailFastGraceS);
       stop_all(SIGTERM);
       stop_reason = "failed";
@@ -689,9 +713,10 @@ int RunJob(const RunOptions& o) {
         // Before acting, check that nothing moved while we looked: a new or finished call, CPU
         // growth anywhere in a rank's process tree. A rank that moved is not hung.
         // CPU growth matters to proofs that rest on stacks; trace proofs only need the records still.
-        bool trace_proof_only = d.hang && std::none_of(d.findings.begin(), d.findings.end(), [](const diagnosis::Finding& f) {
-          return f.proof == diagnosis::proof::kStacks || f.proof == diagnosis::proof::kHeuristic;
-        });
+        bool trace_proof_only =
+            d.hang && std::none_of(d.findings.begin(), d.findings.end(), [](const diagnosis::Finding& f) {
+              return f.proof == diagnosis::proof::kStacks || f.proof == diagnosis::proof::kHeuristic;
+            });
         std::vector<int> moved = MovedSince(before_job, job, /*cpu=*/!trace_proof_only);
         for (int r : moved) job.ranks[r].stack.clear();
         int64_t t = runtime::TraceNowNs();
@@ -709,7 +734,8 @@ int RunJob(const RunOptions& o) {
           at_hang = job.ranks;
           hang_diagnosis = with_stacks;
           WriteManifest(log_dir, job, with_stacks, o.command);
-          say("dsdoctor: the job is hung%s\n", on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
+          say("dsdoctor: the job is hung%s\n",
+              on_hang == "stop" ? "; stopping every rank (report below)" : "; watching on (--on-hang wait)");
           if (on_hang == "stop") {
             stop_all(SIGTERM);
             stop_deadline_ns = now + 3'000'000'000LL;
@@ -744,7 +770,8 @@ int RunJob(const RunOptions& o) {
     bool was_paused = view_state.paused;
     if (!was_paused) tui_snapshot = std::move(snap);
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    if (tui::Interact(*view, tui_snapshot, was_paused ? &paused_tails : &tails, view_state, {}, until, log_dir) && !stop_deadline_ns) {
+    if (tui::Interact(*view, tui_snapshot, was_paused ? &paused_tails : &tails, view_state, {}, until, log_dir) &&
+        !stop_deadline_ns) {
       stop_all(SIGTERM);  // q: the person is done with this job
       stop_deadline_ns = runtime::TraceNowNs() + 3'000'000'000LL;
     }
@@ -767,13 +794,14 @@ int RunJob(const RunOptions& o) {
   {
     const diagnosis::RankState* first = nullptr;
     for (const auto& r : job.ranks) {
-      bool failed = r.status == diagnosis::RankStatus::kExited && (r.signal || r.exit_code) && (!stopped_by_us || r.exit_ns < stop_ns);
+      bool failed = r.status == diagnosis::RankStatus::kExited && (r.signal || r.exit_code) &&
+                    (!stopped_by_us || r.exit_ns < stop_ns);
       if (failed && (!first || r.exit_ns < first->exit_ns)) first = &r;
     }
     if (first) {
       for (const auto& r : job.ranks)
-        if (r.status == diagnosis::RankStatus::kExited && r.signal && r.signal != SIGPIPE && (!first->signal || first->signal == SIGPIPE) &&
-            r.exit_ns <= first->exit_ns + 500'000'000LL &&
+        if (r.status == diagnosis::RankStatus::kExited && r.signal && r.signal != SIGPIPE &&
+            (!first->signal || first->signal == SIGPIPE) && r.exit_ns <= first->exit_ns + 500'000'000LL &&
             (!stopped_by_us || r.exit_ns < stop_ns))
           first = &r;
       job_code = first->signal ? 128 + first->signal : first->exit_code;
@@ -799,9 +827,16 @@ int RunJob(const RunOptions& o) {
   }
   Stop stop;
   if (stopped_by_us)
-    stop = {true, g_stop_signal ? "interrupt" : hang_reported ? "hang" : !stop_reason.empty() ? stop_reason : "viewer", stop_ns};
+    stop = {true,
+            g_stop_signal          ? "interrupt"
+            : hang_reported        ? "hang"
+            : !stop_reason.empty() ? stop_reason
+                                   : "viewer",
+            stop_ns};
   WriteManifest(log_dir, job, final_d, o.command, stop);
-  const int code = g_stop_signal ? 128 + g_stop_signal : final_d.hang || hang_reported ? (job_code ? job_code : kExitProblems) : job_code;
+  const int code = g_stop_signal                   ? 128 + g_stop_signal
+                   : final_d.hang || hang_reported ? (job_code ? job_code : kExitProblems)
+                                                   : job_code;
   {
     // The recording ends with what the report says (rank times as the report has them).
     tui::Snapshot snap = tui::BuildSnapshot(job, final_d, {job_text, start_ns, StepRate(job, job.now_ns, start_ns)});
@@ -847,7 +882,8 @@ int RunAnalyze(const AnalyzeOptions& o) {
   } else {
     std::cout << diagnosis::RenderRunText(*job, d);
   }
-  bool errors = std::any_of(d.findings.begin(), d.findings.end(), [](auto& f) { return f.severity == diagnosis::Severity::kError; });
+  bool errors = std::any_of(d.findings.begin(), d.findings.end(),
+                            [](auto& f) { return f.severity == diagnosis::Severity::kError; });
   return errors || d.hang ? kExitProblems : kExitOk;
 }
 

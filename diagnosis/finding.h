@@ -33,6 +33,7 @@ inline constexpr const char* kEnvMismatch = "ENV_MISMATCH";
 inline constexpr const char* kSlotsExceedGpus = "SLOTS_EXCEED_GPUS";
 inline constexpr const char* kBandwidthLow = "BANDWIDTH_LOW";
 inline constexpr const char* kAllreduceWrong = "ALLREDUCE_WRONG";
+inline constexpr const char* kLaunchPlan = "LAUNCH_PLAN";  // deepspeed accepts the flags/hostfile but plans surprisingly
 // run
 inline constexpr const char* kCollectiveMismatch = "COLLECTIVE_MISMATCH";
 inline constexpr const char* kRankMissing = "RANK_MISSING";

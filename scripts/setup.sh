@@ -12,7 +12,7 @@ APT_PACKAGES=(
   # the log catalogue: RE2 (linear-time regexes) and Hyperscan (multi-pattern pre-scan of big logs)
   libre2-dev libhyperscan-dev
   # tools the tests drive for real
-  iproute2 iptables procps util-linux openssh-server openssh-client tmux gdb elfutils iperf3
+  iproute2 iptables procps util-linux openssh-server openssh-client pdsh tmux gdb elfutils iperf3
   # a real third-party training program for the run/analyze e2e tests (PyTorch, gloo backend)
   python3-torch
   # DeepSpeed (pip, below) in a venv over Debian's torch; its JIT shm op needs torch's headers and pybind11

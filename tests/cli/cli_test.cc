@@ -1,10 +1,11 @@
 // Smoke tests of the real `dsdoctor` binary: flags, exit codes, output formats.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "common/process.h"
 #include "probe/nccl.h"
@@ -78,7 +79,10 @@ TEST(CliTest, DebugLevelFromEnvironmentLogsEveryComponentToStderr) {
   auto r = Dsdoctor({"report", "--json"}, {{"DSDOCTOR_LOG_LEVEL", "debug"}});
   EXPECT_NE(r.err.find("[probe]"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("[cli]"), std::string::npos);
-  EXPECT_NO_THROW({ auto parsed = nlohmann::json::parse(r.out); (void)parsed; });  // logs never pollute stdout
+  EXPECT_NO_THROW({
+    auto parsed = nlohmann::json::parse(r.out);
+    (void)parsed;
+  });  // logs never pollute stdout
   auto quiet = Dsdoctor({"report", "--json", "--log-level", "error"}, {{"DSDOCTOR_LOG_LEVEL", "debug"}});
   EXPECT_EQ(quiet.err.find("DEBUG"), std::string::npos) << quiet.err;  // the flag overrides the env
 }
@@ -112,6 +116,60 @@ TEST(CliTest, DeepSpeedEnvProblemsAreReportedWithFileAndLine) {
   std::filesystem::remove_all(dir);
 }
 
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / ("dsdoctor_cli_" + std::to_string(::getpid()) + "_" + name);
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path.string();
+}
+
+// Hostfile lines deepspeed rejects (OpenMPI accepts some) fail `check` before anything starts,
+// naming file:line and deepspeed's own message: never a green check for a job deepspeed refuses.
+TEST(CliTest, CheckFailsOnHostfilesDeepSpeedRejects) {
+  for (const std::string line : {"worker-1 slots = 4", "worker-1", "worker-1 cpu slots=4"}) {
+    std::string hf = WriteTemp("hf_bad", "worker-0 slots=2\n" + line + "\n");
+    auto r = Dsdoctor({"check", "--hostfile", hf, "--no-bandwidth"});
+    EXPECT_EQ(r.exit_code, 2) << line;
+    EXPECT_NE(r.err.find(hf + ":2: bad entry '" + line + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Hostfile contains a bad entry"), std::string::npos) << r.err;
+    std::filesystem::remove(hf);
+  }
+  std::string hf = WriteTemp("hf_ok", "worker-0 slots=2\nworker-1 slots=2\n");
+  auto r = Dsdoctor({"check", "--hostfile", hf, "--include", "worker-1", "--num_nodes", "1", "--plan"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("Cannot specify num_nodes/gpus with include/exclude"), std::string::npos) << r.err;
+  std::filesystem::remove(hf);
+}
+
+// `check --plan` and `run --dry-run` print the same plan (slot ids are CUDA_VISIBLE_DEVICES) and
+// start nothing; `run` takes deepspeed's resource flags.
+TEST(CliTest, PlanAndDryRunShowSlotsRanksAndMaster) {
+  std::string hf = WriteTemp("hf_plan", "worker-0 slots=4\nworker-1 slots=4 max_slots=8\n");
+  auto check = Dsdoctor({"check", "--hostfile", hf, "--include", "worker-0:0@worker-0:2@worker-1:3", "--plan"});
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NE(check.out.find("Plan: 2 nodes, 3 ranks from " + hf), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("worker-0  0-1        0,2"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("worker-1  2          3"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("note: " + hf + ":2: 'max_slots=8' after slots=4 is ignored by deepspeed"),
+            std::string::npos);
+  auto run = Dsdoctor({"run", "--hostfile", hf, "--num_gpus", "2", "--master_addr", "10.0.0.1", "--master_port", "6000",
+                       "--launcher", "pdsh", "--dry-run", "--json", "-", "--", "python3", "train.py"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["launcher"], "pdsh");
+  EXPECT_EQ(j["world_size"], 4);
+  EXPECT_EQ(j["master"]["addr"], "10.0.0.1");
+  EXPECT_EQ(j["master"]["port"], 6000);
+  EXPECT_EQ(j["nodes"][1]["host"], "worker-1");
+  EXPECT_EQ(j["nodes"][1]["ranks"], nlohmann::json({2, 3}));
+  EXPECT_EQ(j["nodes"][1]["cuda_visible_devices"], "0,1");
+  auto bad = Dsdoctor({"run", "--hostfile", hf, "--include", "worker-2", "--dry-run", "--", "true"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--include: host 'worker-2' is not in " + hf), std::string::npos) << bad.err;
+  std::filesystem::remove(hf);
+}
+
 TEST(CliTest, TuiNeedsAttachOrReplayAndNamesBadRecordings) {
   auto none = Dsdoctor({"tui"});
   EXPECT_EQ(none.exit_code, 2);
@@ -126,9 +184,11 @@ TEST(CliTest, TuiNeedsAttachOrReplayAndNamesBadRecordings) {
 
   std::string file = dir + "/events.jsonl";
   FILE* f = std::fopen(file.c_str(), "w");
-  std::fputs("{\"type\":\"header\",\"version\":1,\"t\":0,\"job\":\"train\",\"ranks\":2,\"start_unix_ms\":0}\n"
-             "{\"type\":\"tick\",\"t\":1,\"overall\":\"running\",\"nodes\":1,\"ranks\":2,\"running\":2,\"step\":1,\"steps_per_s\":1,\"rows\":[{\"rank\":7}]}\n",
-             f);
+  std::fputs(
+      "{\"type\":\"header\",\"version\":1,\"t\":0,\"job\":\"train\",\"ranks\":2,\"start_unix_ms\":0}\n"
+      "{\"type\":\"tick\",\"t\":1,\"overall\":\"running\",\"nodes\":1,\"ranks\":2,\"running\":2,\"step\":1,\"steps_per_"
+      "s\":1,\"rows\":[{\"rank\":7}]}\n",
+      f);
   std::fclose(f);
   auto bad = Dsdoctor({"tui", "--replay", dir, "--dump"});
   EXPECT_EQ(bad.exit_code, 2);
@@ -145,7 +205,8 @@ TEST(CliTest, TuiNeedsAttachOrReplayAndNamesBadRecordings) {
   ASSERT_EQ(done.exit_code, 0) << done.err;
   auto late = Dsdoctor({"tui", "--attach", dir + "/done", "--dump"});
   EXPECT_EQ(late.exit_code, 1);
-  EXPECT_NE(late.err.find("has ended (code 0); replay it: dsdoctor tui --replay " + dir + "/done"), std::string::npos) << late.err;
+  EXPECT_NE(late.err.find("has ended (code 0); replay it: dsdoctor tui --replay " + dir + "/done"), std::string::npos)
+      << late.err;
   auto bad_size = Dsdoctor({"tui", "--replay", dir, "--dump", "--size", "wide"});
   EXPECT_EQ(bad_size.exit_code, 2);
   EXPECT_NE(bad_size.err.find("--size wide"), std::string::npos) << bad_size.err;

@@ -80,7 +80,7 @@ TEST_F(CheckE2eTest, HealthyClusterExitsZeroWithValidJUnit) {
                         {});
   ASSERT_TRUE(xml.ok());
   EXPECT_EQ(xml->exit_code, 0) << xml->err;
-  EXPECT_EQ(xml->out, "11 0 11 0\n");
+  EXPECT_EQ(xml->out, "12 0 12 0\n");  // plan, agents, …
   // Bandwidth probes ran on real Gloo between the four agents: exact sums, and every ordered pair.
   const json& bw = doc["bandwidth"];
   EXPECT_EQ(bw["ran"], true);

@@ -14,21 +14,22 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "agent/hostfile.h"
 #include "common/net.h"
+#include "coordinator/hostfile.h"
 
-namespace dsd::agent {
+namespace dsd::coordinator {
 
 struct AgentHandle {
   std::string name;
   net::Endpoint endpoint;
-  pid_t pid = -1;          // the process we started (the agent, or its ssh client)
-  int stdin_fd = -1;       // our end of its stdin
-  std::string error;       // non-empty: this node's agent could not be started
+  pid_t pid = -1;     // the process we started (the agent, or its ssh client)
+  int stdin_fd = -1;  // our end of its stdin
+  std::string error;  // non-empty: this node's agent could not be started
 };
 
 class Launcher {
@@ -49,7 +50,7 @@ class SpawnLauncher : public Launcher {
  protected:
   struct Spawn {
     std::vector<std::string> argv;
-    net::Endpoint endpoint;  // where the agent will listen (port 0: learnt from the ready line)
+    net::Endpoint endpoint;       // where the agent will listen (port 0: learnt from the ready line)
     bool capture_stderr = false;  // to a file whose tail explains a failed start (ssh's messages)
   };
   virtual Result<Spawn> SpawnFor(const NodePlan& node, size_t index) = 0;
@@ -63,10 +64,10 @@ class SpawnLauncher : public Launcher {
 std::vector<std::string> AgentArgs(const net::Endpoint& listen, const std::string& name, const std::string& log_level);
 
 struct LocalLauncherOptions {
-  std::string dsdoctor_binary;        // the `dsdoctor` executable to run as agent
+  std::string dsdoctor_binary;  // the `dsdoctor` executable to run as agent
   std::string first_address = "127.0.0.2";
-  int agent_port = 0;                 // 0: each agent picks a free port
-  std::string log_level;              // passed on as --log-level when set
+  int agent_port = 0;     // 0: each agent picks a free port
+  std::string log_level;  // passed on as --log-level when set
 };
 
 class LocalLauncher final : public SpawnLauncher {
@@ -107,6 +108,35 @@ class SshLauncher final : public SpawnLauncher {
   SshLauncherOptions options_;
 };
 
+// One command starts every agent (mpirun, pdsh) and carries their ready lines on its stdout.
+// Such a command cannot hand each agent our stdin, so agents read the token from a file (mode
+// 0600) in a fresh directory under token_dir: on a real cluster it must be on storage every node
+// sees. The file is removed as soon as every agent is ready (or the wait gave up).
+class FanoutLauncher : public Launcher {
+ public:
+  ~FanoutLauncher() override { FanoutLauncher::Stop(); }
+  std::vector<AgentHandle> Start(const std::vector<NodePlan>& nodes, const std::string& token) override;
+  void Stop() override;
+
+ protected:
+  struct Command {
+    std::vector<std::string> argv;
+    std::vector<std::pair<std::string, std::string>> env;  // added to ours for the command
+  };
+  // name_addr: each node's name and the address its agent listens on.
+  virtual Command FanoutCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
+                                const std::string& token_file) const = 0;
+  virtual std::string AddressOf(const NodePlan& node, size_t index) const { return node.host; }
+  virtual std::string tool() const = 0;  // "mpirun", "pdsh": for messages
+  std::string token_dir_parent_ = "/tmp";
+  Duration ready_timeout_ = std::chrono::seconds(60);
+
+ private:
+  void RemoveTokenDir();
+  pid_t pid_ = -1;
+  std::string token_dir_;
+};
+
 struct MpirunLauncherOptions {
   std::string mpirun = "mpirun";
   std::string dsdoctor_binary;          // dsdoctor's path on every node
@@ -115,32 +145,61 @@ struct MpirunLauncherOptions {
   std::string log_level;
   // --local N: every agent on this machine (mpirun --host localhost:N), at 127.0.0.2, 127.0.0.3, …
   bool simulated = false;
-  // Directory for the token file (mode 0600). mpirun cannot hand each rank our stdin, so agents
-  // read the token from this path: on a real cluster it must be on storage every node sees. The
-  // file is removed as soon as every agent is ready.
-  std::string token_dir = "/tmp";
+  std::string token_dir = "/tmp";  // see FanoutLauncher
   Duration ready_timeout = std::chrono::seconds(60);
 };
 
 // Agents started by mpirun exit with it (`--exit-with-parent`), and mpirun ends its job when it is
 // terminated or its parent (the coordinator) dies.
-class MpirunLauncher final : public Launcher {
+class MpirunLauncher final : public FanoutLauncher {
  public:
-  explicit MpirunLauncher(MpirunLauncherOptions options) : options_(std::move(options)) {}
-  ~MpirunLauncher() override { Stop(); }
-  std::vector<AgentHandle> Start(const std::vector<NodePlan>& nodes, const std::string& token) override;
-  void Stop() override;
+  explicit MpirunLauncher(MpirunLauncherOptions options);
   bool simulated() const override { return options_.simulated; }
   // The mpirun command line (exposed for tests).
   std::vector<std::string> MpirunCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
                                          const std::string& token_file) const;
 
+ protected:
+  Command FanoutCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
+                        const std::string& token_file) const override {
+    return {MpirunCommand(name_addr, token_file), {}};
+  }
+  std::string AddressOf(const NodePlan& node, size_t index) const override;
+  std::string tool() const override { return "mpirun"; }
+
  private:
   MpirunLauncherOptions options_;
-  void RemoveTokenDir();
+};
 
-  pid_t pid_ = -1;
-  std::string token_dir_;
+struct PdshLauncherOptions {
+  std::string pdsh = "pdsh";
+  std::string remote_dsdoctor;          // dsdoctor's path on every node
+  std::vector<std::string> ssh_args;    // passed to pdsh's ssh through PDSH_SSH_ARGS_APPEND
+  std::vector<std::string> extra_args;  // more pdsh arguments
+  int agent_port = 0;
+  std::string log_level;
+  std::string token_dir = "/tmp";  // see FanoutLauncher
+  Duration ready_timeout = std::chrono::seconds(60);
+  Duration connect_timeout = std::chrono::seconds(10);
+};
+
+// DeepSpeed's default multi-node launcher: `pdsh -S -f 1024 -R ssh -w HOSTS <command>`, where pdsh
+// puts each target's name for %h. Each agent binds to its hostfile name, like ssh's. pdsh gives
+// every remote command a stdin that reaches EOF when pdsh ends, so agents still exit with their
+// coordinator (--exit-with-coordinator) although the token comes from a file.
+class PdshLauncher final : public FanoutLauncher {
+ public:
+  explicit PdshLauncher(PdshLauncherOptions options);
+  // The pdsh command line and its environment (exposed for tests).
+  Command PdshCommand(const std::vector<std::string>& hosts, const std::string& token_file) const;
+
+ protected:
+  Command FanoutCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
+                        const std::string& token_file) const override;
+  std::string tool() const override { return "pdsh"; }
+
+ private:
+  PdshLauncherOptions options_;
 };
 
 class AttachLauncher final : public Launcher {
@@ -155,6 +214,30 @@ class AttachLauncher final : public Launcher {
   std::vector<net::Endpoint> agents_;
 };
 
+// The one place `check` and `run` turn a launcher name into a Launcher and the job token.
+struct LauncherChoice {
+  std::string kind;                   // local | ssh | pdsh | mpirun | attach
+  std::string self_binary;            // this dsdoctor (local agents)
+  std::string remote_dsdoctor;        // dsdoctor's path on the nodes; "": self_binary
+  std::vector<std::string> ssh_args;  // ssh and pdsh (through its ssh)
+  std::vector<std::string> mpirun_args;
+  std::vector<std::string> pdsh_args;
+  std::vector<net::Endpoint> agents;  // attach
+  std::string token_file;             // attach: the running agents' token
+  int agent_port = 0;
+  std::string log_level;
+  bool simulated = false;  // --local: every node on this machine
+};
+
+struct LaunchSetup {
+  std::unique_ptr<Launcher> launcher;
+  std::string token;  // fresh for agents we start; the token file's for attach
+};
+
+// Errors (usage): ssh/pdsh with --local, attach without --agents or a token file, --agents not
+// one per node, an unknown kind. Generating a token can fail with an internal error.
+Result<LaunchSetup> MakeLauncher(const LauncherChoice& choice, size_t node_count);
+
 struct ReadyInfo {
   std::string name, addr;
   int port = 0;
@@ -165,4 +248,4 @@ std::optional<ReadyInfo> ParseReadyLine(const std::string& line);
 // Quotes one word for a POSIX shell ('…' with embedded quotes escaped).
 std::string ShellQuote(const std::string& word);
 
-}  // namespace dsd::agent
+}  // namespace dsd::coordinator

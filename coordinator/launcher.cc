@@ -1,4 +1,4 @@
-#include "agent/launcher.h"
+#include "coordinator/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 
@@ -17,17 +18,23 @@
 #include "common/log.h"
 #include "common/strings.h"
 
-namespace dsd::agent {
+namespace dsd::coordinator {
+using agent::GenerateToken;
+using agent::LoadTokenFile;
+using agent::WriteTokenFile;
 
 std::string ShellQuote(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_") ==
-                           std::string::npos) {
+  if (!word.empty() &&
+      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_") ==
+          std::string::npos) {
     return word;
   }
   std::string out = "'";
   for (char c : word) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -43,9 +50,7 @@ std::vector<std::string> AgentArgs(const net::Endpoint& listen, const std::strin
   return args;
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::optional<ReadyInfo> ParseReadyLine(const std::string& line) {
   size_t pos = line.find("DSDOCTOR_AGENT_READY ");
@@ -250,9 +255,12 @@ Result<SpawnLauncher::Spawn> LocalLauncher::SpawnFor(const NodePlan& node, size_
   return s;
 }
 
-std::vector<std::string> SshLauncher::SshCommand(const std::string& host, const std::vector<std::string>& remote_args) const {
-  std::vector<std::string> cmd = {"ssh", "-o", "BatchMode=yes", "-o",
-                                  "ConnectTimeout=" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(options_.connect_timeout).count())};
+std::vector<std::string> SshLauncher::SshCommand(const std::string& host,
+                                                 const std::vector<std::string>& remote_args) const {
+  std::vector<std::string> cmd = {
+      "ssh", "-o", "BatchMode=yes", "-o",
+      "ConnectTimeout=" +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(options_.connect_timeout).count())};
   cmd.insert(cmd.end(), options_.ssh_args.begin(), options_.ssh_args.end());
   cmd.push_back(host);
   cmd.push_back("--");
@@ -271,8 +279,8 @@ Result<SpawnLauncher::Spawn> SshLauncher::SpawnFor(const NodePlan& node, size_t)
   return s;
 }
 
-std::vector<std::string> MpirunLauncher::MpirunCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
-                                                      const std::string& token_file) const {
+std::vector<std::string> MpirunLauncher::MpirunCommand(
+    const std::vector<std::pair<std::string, std::string>>& name_addr, const std::string& token_file) const {
   std::vector<std::string> cmd = {options_.mpirun};
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.insert(cmd.end(), {"-np", std::to_string(name_addr.size()), "--bind-to", "none", "--map-by", "node"});
@@ -293,58 +301,96 @@ std::vector<std::string> MpirunLauncher::MpirunCommand(const std::vector<std::pa
   return cmd;
 }
 
-std::vector<AgentHandle> MpirunLauncher::Start(const std::vector<NodePlan>& nodes, const std::string& token) {
+MpirunLauncher::MpirunLauncher(MpirunLauncherOptions options) : options_(std::move(options)) {
+  token_dir_parent_ = options_.token_dir;
+  ready_timeout_ = options_.ready_timeout;
+}
+
+std::string MpirunLauncher::AddressOf(const NodePlan& node, size_t index) const {
+  if (!options_.simulated) return node.host;
+  auto a = LocalLauncher::NthLoopbackAddress("127.0.0.2", static_cast<int>(index));
+  return a.ok() ? *a : "";
+}
+
+PdshLauncher::PdshLauncher(PdshLauncherOptions options) : options_(std::move(options)) {
+  token_dir_parent_ = options_.token_dir;
+  ready_timeout_ = options_.ready_timeout;
+}
+
+FanoutLauncher::Command PdshLauncher::PdshCommand(const std::vector<std::string>& hosts,
+                                                  const std::string& token_file) const {
+  Command c;
+  c.argv = {options_.pdsh, "-S", "-f", "1024", "-R", "ssh", "-w", Join(hosts, ",")};
+  c.argv.insert(c.argv.end(), options_.extra_args.begin(), options_.extra_args.end());
+  // pdsh joins the remote words into one line for the remote shell: quote each (%h stays bare).
+  std::vector<std::string> remote = {options_.remote_dsdoctor};
+  if (!options_.log_level.empty()) remote.insert(remote.end(), {"--log-level", options_.log_level});
+  remote.insert(remote.end(), {"agent", "--listen", "%h:" + std::to_string(options_.agent_port), "--token-file",
+                               token_file, "--name", "%h", "--exit-with-coordinator"});
+  c.argv.push_back("exec");
+  for (const auto& w : remote) c.argv.push_back(ShellQuote(w));
+  std::string ssh = "-o BatchMode=yes -o ConnectTimeout=" +
+                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(options_.connect_timeout).count());
+  for (const auto& a : options_.ssh_args) ssh += " " + a;
+  c.env = {{"PDSH_SSH_ARGS_APPEND", ssh}};
+  return c;
+}
+
+FanoutLauncher::Command PdshLauncher::FanoutCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
+                                                    const std::string& token_file) const {
+  std::vector<std::string> hosts;
+  for (const auto& [name, addr] : name_addr) hosts.push_back(name);
+  return PdshCommand(hosts, token_file);
+}
+
+std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& nodes, const std::string& token) {
   auto log = log::Get("agent");
   std::vector<AgentHandle> handles(nodes.size());
   std::vector<std::pair<std::string, std::string>> name_addr;
   for (size_t i = 0; i < nodes.size(); ++i) {
     handles[i].name = nodes[i].host;
-    std::string addr = nodes[i].host;
-    if (options_.simulated) {
-      auto a = LocalLauncher::NthLoopbackAddress("127.0.0.2", static_cast<int>(i));
-      addr = a.ok() ? *a : "";
-    }
-    handles[i].endpoint = {addr, 0};
-    name_addr.emplace_back(nodes[i].host, addr);
+    handles[i].endpoint = {AddressOf(nodes[i], i), 0};
+    name_addr.emplace_back(nodes[i].host, handles[i].endpoint.host);
   }
   auto fail_all = [&](const std::string& why) {
     for (auto& h : handles) h.error = why;
     return handles;
   };
-  std::string dir_template = options_.token_dir + "/dsdoctor-mpirun-XXXXXX";
-  if (!::mkdtemp(dir_template.data())) return fail_all("mkdtemp " + options_.token_dir + ": " + std::strerror(errno));
+  std::string dir_template = token_dir_parent_ + "/dsdoctor-" + tool() + "-XXXXXX";
+  if (!::mkdtemp(dir_template.data())) return fail_all("mkdtemp " + token_dir_parent_ + ": " + std::strerror(errno));
   token_dir_ = dir_template;
   std::string token_file = token_dir_ + "/token";
   if (Status s = WriteTokenFile(token_file, token); !s.ok()) return fail_all(s.message());
   int err_fd = AnonymousFile();
   int out_pipe[2];
-  if (err_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) return fail_all(std::string("mpirun setup: ") + std::strerror(errno));
-  auto argv_strings = MpirunCommand(name_addr, token_file);
+  if (err_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) return fail_all(tool() + " setup: " + std::strerror(errno));
+  Command command = FanoutCommand(name_addr, token_file);
   std::vector<char*> argv;
-  for (auto& a : argv_strings) argv.push_back(a.data());
+  for (auto& a : command.argv) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // mpirun ends its job when terminated
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // mpirun and pdsh end their remote commands when terminated
     if (::getppid() != parent) ::_exit(1);
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_fd, 2);
+    for (const auto& [k, v] : command.env) ::setenv(k.c_str(), v.c_str(), 1);
     ::execvp(argv[0], argv.data());
     std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
   }
   ::close(out_pipe[1]);
   pid_ = pid;
-  log->debug("mpirun pid {} starts {} agents", pid, nodes.size());
-  auto ready = AwaitReadyLines(out_pipe[0], nodes.size(), options_.ready_timeout);
+  log->debug("{} pid {} starts {} agents", tool(), pid, nodes.size());
+  auto ready = AwaitReadyLines(out_pipe[0], nodes.size(), ready_timeout_);
   ::close(out_pipe[0]);  // later output of the agents goes nowhere; they log to stderr
   // Every ready agent has read its token: remove the file now rather than at Stop(), which a
   // killed coordinator never reaches.
   RemoveTokenDir();
-  std::string mpirun_stderr = ReadAllFrom(err_fd);
+  std::string tool_stderr = ReadAllFrom(err_fd);
   ::close(err_fd);
   for (auto& h : handles) {
     auto it = std::find_if(ready.begin(), ready.end(), [&](const ReadyInfo& r) { return r.name == h.name; });
@@ -352,15 +398,20 @@ std::vector<AgentHandle> MpirunLauncher::Start(const std::vector<NodePlan>& node
       h.endpoint.port = it->port;
       continue;
     }
-    h.error = "mpirun started no agent for " + h.name;
-    if (!Trim(mpirun_stderr).empty()) h.error += ": " + LastLines(mpirun_stderr, 8);
+    h.error = tool() + " started no agent for " + h.name;
+    // pdsh prefixes its lines with the host: prefer that host's lines.
+    std::string mine;
+    for (const auto& line : Split(tool_stderr, '\n'))
+      if (line.find(h.name + ": ") != std::string::npos) mine += line + "\n";
+    const std::string& text = mine.empty() ? tool_stderr : mine;
+    if (!Trim(text).empty()) h.error += ": " + LastLines(text, 8);
   }
   return handles;
 }
 
-void MpirunLauncher::Stop() {
+void FanoutLauncher::Stop() {
   if (pid_ > 0) {
-    ::kill(pid_, SIGTERM);  // mpirun forwards it and ends every rank
+    ::kill(pid_, SIGTERM);  // mpirun and pdsh forward it and end every remote command
     int status = 0;
     bool reaped = false;
     for (int i = 0; i < 500 && !reaped; ++i) {
@@ -376,7 +427,7 @@ void MpirunLauncher::Stop() {
   RemoveTokenDir();
 }
 
-void MpirunLauncher::RemoveTokenDir() {
+void FanoutLauncher::RemoveTokenDir() {
   if (token_dir_.empty()) return;
   ::unlink((token_dir_ + "/token").c_str());
   ::rmdir(token_dir_.c_str());
@@ -394,4 +445,61 @@ std::vector<AgentHandle> AttachLauncher::Start(const std::vector<NodePlan>& node
   return handles;
 }
 
-}  // namespace dsd::agent
+Result<LaunchSetup> MakeLauncher(const LauncherChoice& c, size_t node_count) {
+  LaunchSetup setup;
+  const std::string remote = c.remote_dsdoctor.empty() ? c.self_binary : c.remote_dsdoctor;
+  if ((c.kind == "ssh" || c.kind == "pdsh") && c.simulated) {
+    return InvalidArgument("--launcher " + c.kind + " needs a hostfile, not --local");
+  }
+  if (c.kind == "attach") {
+    if (c.agents.empty()) return InvalidArgument("--launcher attach needs --agents host:port,…");
+    if (c.agents.size() != node_count) {
+      return InvalidArgument("--agents lists " + std::to_string(c.agents.size()) + " agents for " +
+                             std::to_string(node_count) + " nodes");
+    }
+    std::string file = c.token_file;
+    if (file.empty() && std::getenv("DSDOCTOR_TOKEN_FILE")) file = std::getenv("DSDOCTOR_TOKEN_FILE");
+    if (file.empty()) return InvalidArgument("--launcher attach needs --token-file (or DSDOCTOR_TOKEN_FILE)");
+    DSD_ASSIGN_OR_RETURN(setup.token, LoadTokenFile(file));
+    setup.launcher = std::make_unique<AttachLauncher>(c.agents);
+    return setup;
+  }
+  if (c.kind == "local") {
+    LocalLauncherOptions o;
+    o.dsdoctor_binary = c.self_binary;
+    o.agent_port = c.agent_port;
+    o.log_level = c.log_level;
+    setup.launcher = std::make_unique<LocalLauncher>(o);
+  } else if (c.kind == "ssh") {
+    SshLauncherOptions o;
+    o.remote_dsdoctor = remote;
+    o.ssh_args = c.ssh_args;
+    o.agent_port = c.agent_port;
+    o.log_level = c.log_level;
+    setup.launcher = std::make_unique<SshLauncher>(o);
+  } else if (c.kind == "pdsh") {
+    PdshLauncherOptions o;
+    o.remote_dsdoctor = remote;
+    o.ssh_args = c.ssh_args;
+    o.extra_args = c.pdsh_args;
+    o.agent_port = c.agent_port;
+    o.log_level = c.log_level;
+    setup.launcher = std::make_unique<PdshLauncher>(o);
+  } else if (c.kind == "mpirun") {
+    MpirunLauncherOptions o;
+    o.dsdoctor_binary = remote;
+    o.extra_args = c.mpirun_args;
+    o.agent_port = c.agent_port;
+    o.log_level = c.log_level;
+    o.simulated = c.simulated;
+    setup.launcher = std::make_unique<MpirunLauncher>(o);
+  } else {
+    return InvalidArgument("unknown --launcher '" + c.kind + "' (local, ssh, pdsh, mpirun or attach)");
+  }
+  auto token = agent::GenerateToken();
+  if (!token.ok()) return Internal(token.status().message());
+  setup.token = *token;
+  return setup;
+}
+
+}  // namespace dsd::coordinator

@@ -1,0 +1,91 @@
+#include "coordinator/launcher.h"
+
+#include <gtest/gtest.h>
+
+#include "common/strings.h"
+
+namespace dsd::coordinator {
+namespace {
+
+TEST(LauncherTest, ReadyLineIsFoundBehindPdshAndMpirunPrefixes) {
+  auto r = ParseReadyLine("worker-1: DSDOCTOR_AGENT_READY name=worker-1 addr=worker-1 port=4100 pid=77");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->name, "worker-1");
+  EXPECT_EQ(r->port, 4100);
+  EXPECT_FALSE(ParseReadyLine("worker-1: DSDOCTOR_AGENT_READY name=worker-1 addr=worker-1").has_value());
+  EXPECT_FALSE(ParseReadyLine("worker-1: ssh: connect to host worker-1 port 22: No route to host").has_value());
+}
+
+TEST(LauncherTest, ShellQuoteLeavesPdshPlaceholdersBare) {
+  EXPECT_EQ(ShellQuote("%h:0"), "%h:0");
+  EXPECT_EQ(ShellQuote("/opt/ds doctor/bin"), "'/opt/ds doctor/bin'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+}
+
+// DeepSpeed's PDSHRunner: `pdsh -S -f 1024 -w HOSTS …` over ssh; each agent binds to the name pdsh puts for %h.
+TEST(LauncherTest, PdshCommandStartsOneAgentPerHostWithItsName) {
+  PdshLauncherOptions o;
+  o.remote_dsdoctor = "/opt/dsdoctor";
+  o.ssh_args = {"-p", "2222"};
+  o.agent_port = 7000;
+  o.log_level = "debug";
+  PdshLauncher l(o);
+  auto c = l.PdshCommand({"worker-0", "worker-1"}, "/shared/tok/token");
+  EXPECT_EQ(Join(c.argv, " "),
+            "pdsh -S -f 1024 -R ssh -w worker-0,worker-1 exec /opt/dsdoctor --log-level debug agent --listen %h:7000 "
+            "--token-file /shared/tok/token --name %h --exit-with-coordinator");
+  ASSERT_EQ(c.env.size(), 1u);
+  EXPECT_EQ(c.env[0].first, "PDSH_SSH_ARGS_APPEND");
+  EXPECT_EQ(c.env[0].second, "-o BatchMode=yes -o ConnectTimeout=10 -p 2222");
+}
+
+TEST(LauncherTest, MpirunOnSimulatedNodesUsesLocalhostSlots) {
+  MpirunLauncherOptions o;
+  o.mpirun = "mpirun";
+  o.dsdoctor_binary = "/bin/dsdoctor";
+  o.simulated = true;
+  MpirunLauncher l(o);
+  std::string cmd = Join(l.MpirunCommand({{"node-0", "127.0.0.2"}, {"node-1", "127.0.0.3"}}, "/tmp/t"), " ");
+  EXPECT_NE(cmd.find("-np 2 --bind-to none --map-by node --host localhost:2"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("agent --mpi-nodes node-0=127.0.0.2,node-1=127.0.0.3 --listen mpi:0 --token-file /tmp/t"),
+            std::string::npos)
+      << cmd;
+}
+
+struct BadChoice {
+  std::string name;
+  LauncherChoice choice;
+  size_t nodes;
+  std::string message;
+};
+void PrintTo(const BadChoice& c, std::ostream* os) { *os << c.name; }
+class MakeLauncherErrorTest : public ::testing::TestWithParam<BadChoice> {};
+
+TEST_P(MakeLauncherErrorTest, IsAUsageError) {
+  auto s = MakeLauncher(GetParam().choice, GetParam().nodes);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(GetParam().message), std::string::npos) << s.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, MakeLauncherErrorTest,
+    ::testing::Values(
+        BadChoice{"SshLocal", {.kind = "ssh", .simulated = true}, 2, "--launcher ssh needs a hostfile"},
+        BadChoice{"PdshLocal", {.kind = "pdsh", .simulated = true}, 2, "--launcher pdsh needs a hostfile"},
+        BadChoice{"AttachNoAgents", {.kind = "attach"}, 2, "needs --agents"},
+        BadChoice{"AttachCount", {.kind = "attach", .agents = {{"a", 1}}}, 2, "--agents lists 1 agents for 2 nodes"},
+        BadChoice{"Unknown", {.kind = "slurm"}, 2, "unknown --launcher 'slurm'"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(LauncherTest, EveryLauncherKindIsMade) {
+  for (const char* kind : {"local", "ssh", "pdsh", "mpirun"}) {
+    auto s = MakeLauncher({.kind = kind, .self_binary = "/bin/dsdoctor"}, 2);
+    ASSERT_TRUE(s.ok()) << kind << ": " << s.status().ToString();
+    EXPECT_NE(s->launcher, nullptr);
+    EXPECT_EQ(s->token.size(), 64u) << "a fresh token";
+  }
+}
+
+}  // namespace
+}  // namespace dsd::coordinator

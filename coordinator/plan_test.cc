@@ -1,0 +1,71 @@
+#include "coordinator/plan.h"
+
+#include <gtest/gtest.h>
+
+namespace dsd::coordinator {
+namespace {
+
+TEST(PlanTest, RanksGetDeepSpeedsEnvironmentNodeAfterNode) {
+  JobNodes nodes{"hf", false, {{"w1", {0, 2}}, {"w2", {1}}}, {}};
+  RankPlan p = PlanRanks(nodes, {}, "w1", 29500);
+  ASSERT_EQ(p.ranks.size(), 3u);
+  const RankLaunch& r1 = p.ranks[1];
+  EXPECT_EQ(r1.node, "w1");
+  EXPECT_EQ(r1.env.at("RANK"), "1");
+  EXPECT_EQ(r1.env.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(r1.env.at("CUDA_VISIBLE_DEVICES"), "0,2");
+  EXPECT_EQ(r1.env.at("WORLD_SIZE"), "3");
+  EXPECT_EQ(r1.env.at("LOCAL_SIZE"), "2");
+  const RankLaunch& r2 = p.ranks[2];
+  EXPECT_EQ(r2.node_index, 1);
+  EXPECT_EQ(r2.local_rank, 0);
+  EXPECT_EQ(r2.env.at("CROSS_RANK"), "1");
+  EXPECT_EQ(r2.env.at("CROSS_SIZE"), "2");
+  EXPECT_EQ(r2.env.at("CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(r2.env.at("MASTER_ADDR"), "w1");
+  EXPECT_EQ(r2.env.at("MASTER_PORT"), "29500");
+  // Agents' names, when given, are what reports call the nodes.
+  EXPECT_EQ(PlanRanks(nodes, {"node-a", "node-b"}, "w1", 1).ranks[2].env.at("DSDOCTOR_NODE"), "node-b");
+}
+
+TEST(PlanTest, LocalNodesAreSimulatedWithTheirSlots) {
+  auto n = PlanJobNodes({.local = 3, .local_slots = 2});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_TRUE(n->simulated);
+  EXPECT_EQ(n->source, "--local 3");
+  EXPECT_EQ(n->world_size(), 6);
+  EXPECT_EQ(n->nodes[2].host, "node-2");
+  auto filtered = PlanJobNodes({.local = 3, .local_slots = 2, .filters = {.exclude = "node-1:0"}});
+  ASSERT_TRUE(filtered.ok());
+  EXPECT_EQ(filtered->world_size(), 5);
+}
+
+TEST(PlanTest, SourcesAndTheirErrors) {
+  EXPECT_FALSE(PlanJobNodes({.hostfile = "/etc/hostname", .local = 2}).ok());
+  auto none = PlanJobNodes({.this_node = "me", .this_node_slots = 2, .filters = {.num_nodes = 2}});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("Num nodes is >1 but no extra nodes"), std::string::npos);
+  auto attach = PlanJobNodes({.attach_agents = 2});
+  ASSERT_TRUE(attach.ok());
+  EXPECT_EQ(attach->nodes[1].host, "node-1");
+  auto missing = PlanJobNodes({.hostfile = "/nonexistent/hostfile"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/hostfile"), std::string::npos);
+}
+
+TEST(PlanTest, JsonAndTextAgree) {
+  JobNodes nodes{"hf", false, {{"w1", {0, 2}}, {"w2", {1}}}, {"a note"}};
+  RankPlan p = PlanRanks(nodes, {}, "w1", 0);
+  auto j = PlanJson(nodes, p, "pdsh");
+  EXPECT_EQ(j["nodes"][0]["ranks"], nlohmann::json({0, 1}));
+  EXPECT_EQ(j["nodes"][1]["cuda_visible_devices"], "1");
+  EXPECT_EQ(j["notes"][0], "a note");
+  std::string t = PlanText(nodes, p, "pdsh");
+  EXPECT_NE(t.find("Plan: 2 nodes, 3 ranks from hf, launcher pdsh"), std::string::npos) << t;
+  EXPECT_NE(t.find("master w1:(a free port at start)"), std::string::npos) << t;
+  EXPECT_NE(t.find("  1     w2    2          1\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("  note: a note"), std::string::npos) << t;
+}
+
+}  // namespace
+}  // namespace dsd::coordinator
