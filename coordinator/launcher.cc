@@ -163,6 +163,9 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) ::_exit(1);  // the coordinator died before prctl took effect
+      // Its own process group: Ctrl-C in the terminal reaches the coordinator only, which stops
+      // the ranks through the agents and reports how they ended.
+      ::setpgid(0, 0);
       ::dup2(in_pipe[0], 0);
       ::dup2(out_pipe[1], 1);
       if (err_fd >= 0) ::dup2(err_fd, 2);
@@ -373,6 +376,7 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // mpirun and pdsh end their remote commands when terminated
     if (::getppid() != parent) ::_exit(1);
+    ::setpgid(0, 0);  // see SpawnLauncher::Start
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
     ::dup2(out_pipe[1], 1);

@@ -1418,12 +1418,62 @@ void Events(Ctx& c) {
   }
 }
 
+// Agents `run` lost sight of (docs/run.md "Agent liveness"). Their ranks' states are the last ones
+// seen, so nothing about those ranks is proof: findings that rest only on them are dropped, and
+// the job is never called hung (and so never stopped) while some of its ranks are out of sight.
+void LostAgents(Ctx& c) {
+  std::set<int> unobserved;
+  for (const auto& r : c.job.ranks)
+    if (r.unobserved && r.status == RankStatus::kRunning) unobserved.insert(r.rank);
+  for (const auto& a : c.job.agents_lost) {
+    Finding f;
+    f.code = codes::kAgentLost;
+    f.severity = a.recovered ? Severity::kWarning : Severity::kError;
+    f.nodes = {a.node};
+    f.ranks = a.ranks;
+    std::string who = a.ranks.empty() ? std::string("its ranks") : RankWord(a.ranks);
+    if (a.recovered) {
+      f.summary = "the agent on " + a.node + " was silent for " + Seconds(a.silent_s) + " and came back; " + who +
+                  " went unobserved meanwhile";
+      f.remedy = "a network partition or an overloaded node between this machine and " + a.node +
+                 ": check the link (firewall rules, packet loss, `ping`/`mtr`) and the node's load";
+    } else {
+      bool dropped = a.why.rfind("connection lost", 0) == 0;
+      f.summary = "the agent on " + a.node +
+                  (dropped ? " is gone (" + a.why + ")" : " has sent nothing for " + Seconds(a.silent_s)) + "; " + who +
+                  " on it " + (a.ranks.size() == 1 ? "is" : "are") +
+                  " no longer observed (last state kept, no exit code assumed)";
+      f.remedy =
+          "check that " + a.node +
+          " is up and reachable from this machine (ping it; firewall rules on the "
+          "agent's port; `dmesg` there for an OOM kill of the agent); the ranks' own logs are in the log dir on " +
+          a.node;
+    }
+    f.evidence = {a.why};
+    f.proof = proof::kAgent;
+    c.Add(std::move(f), false);
+  }
+  if (unobserved.empty()) return;
+  auto only_unobserved = [&](const Finding& f) {
+    return !f.ranks.empty() &&
+           std::all_of(f.ranks.begin(), f.ranks.end(), [&](int r) { return unobserved.count(r) > 0; });
+  };
+  std::erase_if(c.out.findings, [&](const Finding& f) {
+    return (f.code == codes::kRankMissing || f.code == codes::kCollectiveStall || f.code == codes::kStraggler) &&
+           only_unobserved(f);
+  });
+  if (c.out.hang) {
+    c.out.hang = false;
+    c.out.suspect = true;
+  }
+}
+
 int Priority(const std::string& code) {
   static const char* kOrder[] = {
-      codes::kCollectiveMismatch, codes::kP2pDeadlock,     codes::kRankExited,  codes::kRankMissing,
-      codes::kCollectiveStall,    codes::kOutOfMemory,     codes::kCudaError,   codes::kNcclVersionMismatch,
-      codes::kNcclError,          codes::kRendezvousError, codes::kLaunchError, codes::kCommError,
-      codes::kWatchdogTimeout,    codes::kLogError,        codes::kStraggler};
+      codes::kCollectiveMismatch,  codes::kP2pDeadlock,     codes::kRankExited,      codes::kAgentLost,
+      codes::kRankMissing,         codes::kCollectiveStall, codes::kOutOfMemory,     codes::kCudaError,
+      codes::kNcclVersionMismatch, codes::kNcclError,       codes::kRendezvousError, codes::kLaunchError,
+      codes::kCommError,           codes::kWatchdogTimeout, codes::kLogError,        codes::kStraggler};
   constexpr int n = sizeof(kOrder) / sizeof(kOrder[0]);
   for (int i = 0; i < n; ++i)
     if (code == kOrder[i]) return i;
@@ -1437,7 +1487,10 @@ std::vector<RankClass> ClassifyRanks(const JobState& job) {
   std::vector<RankClass> classes;
   for (const RankState& r : job.ranks) {
     std::string key;
-    if (r.status != RankStatus::kRunning) {
+    if (r.unobserved && r.status == RankStatus::kRunning) {
+      key = "not observed (its agent is lost; last seen " +
+            (r.in_flight ? "in " + r.in_flight->Describe() : "running") + ")";
+    } else if (r.status != RankStatus::kRunning) {
       key = WhereIs(job, r);
     } else {
       key = job.logs_only  ? std::string("state unknown (the logs do not say how it ended)")
@@ -1480,6 +1533,7 @@ Diagnosis Diagnose(const JobState& job) {
   StoreCulprits(c);
   FirstFailure(c);
   Events(c);
+  LostAgents(c);
   std::stable_sort(c.out.findings.begin(), c.out.findings.end(), [](const Finding& a, const Finding& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return Priority(a.code) < Priority(b.code);

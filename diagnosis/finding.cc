@@ -9,9 +9,12 @@ namespace dsd::diagnosis {
 
 const char* SeverityName(Severity s) {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kError: return "error";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kError:
+      return "error";
   }
   return "?";
 }
@@ -25,19 +28,22 @@ Result<Severity> ParseSeverity(const std::string& s) {
 
 bool IsKnownCode(const std::string& code) {
   static const std::array kAll = {
-      codes::kAgentUnreachable, codes::kPortBlocked,     codes::kPortRefused,        codes::kHostUnreachable,
-      codes::kNameUnresolved,   codes::kDuplicateHostname, codes::kNcclMissing,      codes::kNcclVersionMismatch,
-      codes::kCudaVersionMismatch, codes::kSocketIfnameInvalid, codes::kEnvMismatch, codes::kSlotsExceedGpus,
-      codes::kBandwidthLow,     codes::kAllreduceWrong,  codes::kCollectiveMismatch, codes::kRankMissing,
-      codes::kRankExited,       codes::kCollectiveStall, codes::kWatchdogTimeout,    codes::kP2pDeadlock,
-      codes::kStraggler,        codes::kNcclError,       codes::kCommError,          codes::kLogError,
-      codes::kRendezvousError,  codes::kOutOfMemory,     codes::kCudaError,          codes::kLaunchError};
+      codes::kAgentUnreachable,    codes::kPortBlocked,         codes::kPortRefused,        codes::kHostUnreachable,
+      codes::kNameUnresolved,      codes::kDuplicateHostname,   codes::kNcclMissing,        codes::kNcclVersionMismatch,
+      codes::kCudaVersionMismatch, codes::kSocketIfnameInvalid, codes::kEnvMismatch,        codes::kSlotsExceedGpus,
+      codes::kBandwidthLow,        codes::kAllreduceWrong,      codes::kCollectiveMismatch, codes::kRankMissing,
+      codes::kRankExited,          codes::kCollectiveStall,     codes::kWatchdogTimeout,    codes::kP2pDeadlock,
+      codes::kStraggler,           codes::kNcclError,           codes::kCommError,          codes::kLogError,
+      codes::kRendezvousError,     codes::kOutOfMemory,         codes::kCudaError,          codes::kLaunchError,
+      codes::kAgentLost,           codes::kLaunchPlan};
   return std::find(kAll.begin(), kAll.end(), code) != kAll.end();
 }
 
 nlohmann::json ToJson(const Finding& f) {
-  nlohmann::json j = {{"code", f.code},   {"severity", SeverityName(f.severity)}, {"summary", f.summary}, {"nodes", f.nodes},
-                      {"ranks", f.ranks}, {"evidence", f.evidence},               {"remedy", f.remedy}};
+  nlohmann::json j = {{"code", f.code},       {"severity", SeverityName(f.severity)},
+                      {"summary", f.summary}, {"nodes", f.nodes},
+                      {"ranks", f.ranks},     {"evidence", f.evidence},
+                      {"remedy", f.remedy}};
   if (!f.proof.empty()) j["proof"] = f.proof;
   return j;
 }
@@ -45,7 +51,8 @@ nlohmann::json ToJson(const Finding& f) {
 Result<Finding> FindingFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return InvalidArgument("finding: not a JSON object");
   auto str = [&](const char* key, std::string* out) -> Status {
-    if (!j.contains(key) || !j[key].is_string()) return InvalidArgument(std::string("finding: field '") + key + "' must be a string");
+    if (!j.contains(key) || !j[key].is_string())
+      return InvalidArgument(std::string("finding: field '") + key + "' must be a string");
     *out = j[key].get<std::string>();
     return Status::Ok();
   };

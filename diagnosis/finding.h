@@ -4,7 +4,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -33,7 +32,8 @@ inline constexpr const char* kEnvMismatch = "ENV_MISMATCH";
 inline constexpr const char* kSlotsExceedGpus = "SLOTS_EXCEED_GPUS";
 inline constexpr const char* kBandwidthLow = "BANDWIDTH_LOW";
 inline constexpr const char* kAllreduceWrong = "ALLREDUCE_WRONG";
-inline constexpr const char* kLaunchPlan = "LAUNCH_PLAN";  // deepspeed accepts the flags/hostfile but plans surprisingly
+inline constexpr const char* kLaunchPlan =
+    "LAUNCH_PLAN";  // deepspeed accepts the flags/hostfile but plans surprisingly
 // run
 inline constexpr const char* kCollectiveMismatch = "COLLECTIVE_MISMATCH";
 inline constexpr const char* kRankMissing = "RANK_MISSING";
@@ -50,6 +50,7 @@ inline constexpr const char* kRendezvousError = "RENDEZVOUS_ERROR";  // c10d sto
 inline constexpr const char* kOutOfMemory = "OUT_OF_MEMORY";         // host OOM killer or GPU memory
 inline constexpr const char* kCudaError = "CUDA_ERROR";              // illegal address, device assert, ECC, driver
 inline constexpr const char* kLaunchError = "LAUNCH_ERROR";          // ssh/pdsh/mpirun could not start or lost a node
+inline constexpr const char* kAgentLost = "AGENT_LOST";              // run: an agent went silent or its link dropped
 }  // namespace codes
 
 bool IsKnownCode(const std::string& code);
@@ -62,6 +63,7 @@ inline constexpr const char* kTrace = "trace";          // the ranks' own trace 
 inline constexpr const char* kStacks = "stacks";        // captured stacks (and /proc) of blocked ranks
 inline constexpr const char* kExit = "exit";            // a rank's exit status
 inline constexpr const char* kLog = "log";              // lines the ranks printed
+inline constexpr const char* kAgent = "agent";          // the coordinator lost sight of an agent
 inline constexpr const char* kHeuristic = "heuristic";  // quiet output, flat CPU, elapsed time
 }  // namespace proof
 

@@ -3,17 +3,21 @@
 namespace dsd::diagnosis {
 
 std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
-  auto paint = [&](const char* code, const std::string& s) { return color ? std::string("\033[") + code + "m" + s + "\033[0m" : s; };
+  auto paint = [&](const char* code, const std::string& s) {
+    return color ? std::string("\033[") + code + "m" + s + "\033[0m" : s;
+  };
   std::string out;
   int running = 0, exited = 0;
-  for (const auto& r : job.ranks) (r.status == RankStatus::kRunning ? running : exited) += r.status != RankStatus::kNotStarted;
+  for (const auto& r : job.ranks)
+    (r.status == RankStatus::kRunning ? running : exited) += r.status != RankStatus::kNotStarted;
   (void)running;
   if (job.logs_only)
     out += "dsdoctor: from logs: " + std::to_string(job.world_size) + " ranks named" +
            (exited ? " (" + std::to_string(exited) + " reported as exited)" : std::string()) + "\n";
   else
-    out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) + " running, " + std::to_string(exited) +
-           " exited)" + (d.hang ? (job.job_ended ? ": the job hung or failed in a collective" : ": the job is hung") : "") + "\n";
+    out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) + " running, " +
+           std::to_string(exited) + " exited)" +
+           (d.hang ? (job.job_ended ? ": the job hung or failed in a collective" : ": the job is hung") : "") + "\n";
   if (d.findings.empty()) out += paint("32", "no problems found") + "\n";
   for (const Finding& f : d.findings) {
     const char* c = f.severity == Severity::kError ? "31" : f.severity == Severity::kWarning ? "33" : "36";
@@ -32,8 +36,8 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
         out += "  … " + std::to_string(d.classes.size() - 20) + " more classes\n";
         break;
       }
-      out += "  " + std::string(cl.ranks.size() == 1 ? "rank " : "ranks ") + FormatRanks(cl.ranks) + " (" + std::to_string(cl.ranks.size()) +
-             "): " + cl.description + "\n";
+      out += "  " + std::string(cl.ranks.size() == 1 ? "rank " : "ranks ") + FormatRanks(cl.ranks) + " (" +
+             std::to_string(cl.ranks.size()) + "): " + cl.description + "\n";
     }
   }
   return out;
@@ -48,6 +52,12 @@ nlohmann::json RunJson(const JobState& job, const Diagnosis& d) {
   for (const auto& c : d.classes) j["classes"].push_back(ToJson(c));
   j["ranks"] = nlohmann::json::array();
   for (const auto& r : job.ranks) j["ranks"].push_back(ToJson(r));
+  if (!job.agents_lost.empty()) {
+    j["agents_lost"] = nlohmann::json::array();
+    for (const auto& a : job.agents_lost)
+      j["agents_lost"].push_back(
+          {{"node", a.node}, {"ranks", a.ranks}, {"why", a.why}, {"silent_s", a.silent_s}, {"recovered", a.recovered}});
+  }
   return j;
 }
 

@@ -13,8 +13,10 @@ bool OpRecord::rooted() const {
 
 std::string OpRecord::Describe() const {
   std::string s = op + "#" + std::to_string(seq);
-  if (op == "recv" && peer < 0) s += " from any rank";
-  else if (!collective() || rooted()) s += (op == "send" ? " to " : op == "recv" ? " from " : " root ") + std::to_string(peer);
+  if (op == "recv" && peer < 0)
+    s += " from any rank";
+  else if (!collective() || rooted())
+    s += (op == "send" ? " to " : op == "recv" ? " from " : " root ") + std::to_string(peer);
   if (!dtype.empty()) s += " " + dtype + " x" + std::to_string(count);
   if (bytes) s += " (" + FormatBytes(static_cast<double>(bytes)) + ")";
   if (!reduce.empty()) s += " " + reduce;
@@ -24,17 +26,34 @@ std::string OpRecord::Describe() const {
 
 const char* RankStatusName(RankStatus s) {
   switch (s) {
-    case RankStatus::kNotStarted: return "not_started";
-    case RankStatus::kRunning: return "running";
-    case RankStatus::kExited: return "exited";
+    case RankStatus::kNotStarted:
+      return "not_started";
+    case RankStatus::kRunning:
+      return "running";
+    case RankStatus::kExited:
+      return "exited";
   }
   return "?";
 }
 
 bool IsTorchCollective(std::string_view f) {
-  static const char* kNames[] = {"barrier", "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce",
-                                 "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
-                                 "scatter", "send", "recv", "monitored_barrier", "all_gather_object", "broadcast_object_list"};
+  static const char* kNames[] = {"barrier",
+                                 "all_reduce",
+                                 "broadcast",
+                                 "all_gather",
+                                 "all_gather_into_tensor",
+                                 "reduce",
+                                 "reduce_scatter",
+                                 "reduce_scatter_tensor",
+                                 "all_to_all",
+                                 "all_to_all_single",
+                                 "gather",
+                                 "scatter",
+                                 "send",
+                                 "recv",
+                                 "monitored_barrier",
+                                 "all_gather_object",
+                                 "broadcast_object_list"};
   for (const char* n : kNames)
     if (f == n) return true;
   return false;
@@ -59,7 +78,8 @@ bool StackCollective(const std::string& stack, std::string* collective, std::str
     if (i + 1 < frames.size()) {
       const std::string& caller = frames[i + 1];
       size_t open = caller.find(" (");
-      if (open != std::string::npos && caller.back() == ')') *location = caller.substr(open + 2, caller.size() - open - 3);
+      if (open != std::string::npos && caller.back() == ')')
+        *location = caller.substr(open + 2, caller.size() - open - 3);
     }
     return true;
   }
@@ -84,9 +104,12 @@ bool StackInDdpBackward(const std::string& stack, std::string* location) {
   location->clear();
   size_t next = stack.find(" < ", at);
   if (next != std::string::npos) {
-    std::string caller = stack.substr(next + 3, stack.find(" < ", next + 3) == std::string::npos ? std::string::npos : stack.find(" < ", next + 3) - next - 3);
+    std::string caller = stack.substr(next + 3, stack.find(" < ", next + 3) == std::string::npos
+                                                    ? std::string::npos
+                                                    : stack.find(" < ", next + 3) - next - 3);
     size_t open = caller.find(" (");
-    if (open != std::string::npos && caller.back() == ')') *location = caller.substr(open + 2, caller.size() - open - 3);
+    if (open != std::string::npos && caller.back() == ')')
+      *location = caller.substr(open + 2, caller.size() - open - 3);
   }
   return true;
 }
@@ -132,9 +155,18 @@ class Fields {
 }  // namespace
 
 nlohmann::json ToJson(const OpRecord& r) {
-  nlohmann::json j = {{"op", r.op},         {"seq", r.seq},       {"comm", r.comm},         {"dtype", r.dtype},
-                      {"reduce", r.reduce}, {"count", r.count},   {"bytes", r.bytes},       {"peer", r.peer},
-                      {"callsite", r.callsite}, {"state", r.state}, {"started_ns", r.started_ns}, {"ended_ns", r.ended_ns}};
+  nlohmann::json j = {{"op", r.op},
+                      {"seq", r.seq},
+                      {"comm", r.comm},
+                      {"dtype", r.dtype},
+                      {"reduce", r.reduce},
+                      {"count", r.count},
+                      {"bytes", r.bytes},
+                      {"peer", r.peer},
+                      {"callsite", r.callsite},
+                      {"state", r.state},
+                      {"started_ns", r.started_ns},
+                      {"ended_ns", r.ended_ns}};
   if (r.async) j["async"] = true;
   return j;
 }
@@ -162,8 +194,9 @@ Result<OpRecord> OpRecordFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json ToJson(const LogEvent& e) {
-  nlohmann::json j = {{"rank", e.rank}, {"code", e.code}, {"severity", SeverityName(e.severity)}, {"kind", e.kind},
-                      {"summary", e.summary}, {"text", e.text}, {"line", e.line}, {"remedy", e.remedy}};
+  nlohmann::json j = {{"rank", e.rank}, {"code", e.code},       {"severity", SeverityName(e.severity)},
+                      {"kind", e.kind}, {"summary", e.summary}, {"text", e.text},
+                      {"line", e.line}, {"remedy", e.remedy}};
   if (e.subject_rank >= 0) j["subject_rank"] = e.subject_rank;
   if (!e.collective.empty()) j["collective"] = e.collective;
   if (!e.location.empty()) j["location"] = e.location;
@@ -245,12 +278,16 @@ nlohmann::json ToJson(const RankState& r) {
   j["recent"] = std::move(recent);
   if (!r.last_error.empty()) j["last_error"] = r.last_error;
   if (r.proc.valid) {
-    j["proc"] = {{"state", std::string(1, r.proc.state)}, {"wchan", r.proc.wchan},
-                 {"cpu_fraction", r.proc.cpu_fraction}, {"flat_for_s", r.proc.flat_for_s}, {"tree_cpu_s", r.proc.tree_cpu_s}};
+    j["proc"] = {{"state", std::string(1, r.proc.state)},
+                 {"wchan", r.proc.wchan},
+                 {"cpu_fraction", r.proc.cpu_fraction},
+                 {"flat_for_s", r.proc.flat_for_s},
+                 {"tree_cpu_s", r.proc.tree_cpu_s}};
   }
   if (!r.stack.empty()) j["stack"] = r.stack;
   if (r.last_output_ns) j["last_output_ns"] = r.last_output_ns;
   if (r.sample_ns) j["sample_ns"] = r.sample_ns;
+  if (r.unobserved) j["unobserved"] = true;
   return j;
 }
 
@@ -277,10 +314,15 @@ Result<RankState> RankStateFromJson(const nlohmann::json& j) {
   f.Get("stack", &r.stack);
   f.Get("last_output_ns", &r.last_output_ns);
   f.Get("sample_ns", &r.sample_ns);
+  f.Get("unobserved", &r.unobserved);
   DSD_RETURN_IF_ERROR(f.status());
-  if (status == "running") r.status = RankStatus::kRunning;
-  else if (status == "exited") r.status = RankStatus::kExited;
-  else if (status != "not_started") return InvalidArgument("rank " + std::to_string(r.rank) + ": status '" + status + "' is not running|exited|not_started");
+  if (status == "running")
+    r.status = RankStatus::kRunning;
+  else if (status == "exited")
+    r.status = RankStatus::kExited;
+  else if (status != "not_started")
+    return InvalidArgument("rank " + std::to_string(r.rank) + ": status '" + status +
+                           "' is not running|exited|not_started");
   if (j.contains("in_flight")) {
     DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(j["in_flight"]));
     r.in_flight = rec;

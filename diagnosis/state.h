@@ -5,10 +5,9 @@
 // forms are the ones stored in a run's `run.json` (docs/run.md). Thread-compatible.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,16 +20,16 @@ namespace dsd::diagnosis {
 // One traced call of a rank (docs/trace.md), with names rather than the trace's numbers so the
 // engine does not depend on the runtime.
 struct OpRecord {
-  std::string op;        // "all_reduce", "barrier", "broadcast", "all_gather", "send", "recv", "rendezvous"
-  uint64_t seq = 0;      // collectives: per communicator; send/recv: per peer
+  std::string op;    // "all_reduce", "barrier", "broadcast", "all_gather", "send", "recv", "rendezvous"
+  uint64_t seq = 0;  // collectives: per communicator; send/recv: per peer
   uint32_t comm = 0;
-  std::string dtype;     // "float32", … ("" when none)
-  std::string reduce;    // "sum", … ("" when none)
+  std::string dtype;   // "float32", … ("" when none)
+  std::string reduce;  // "sum", … ("" when none)
   uint64_t count = 0, bytes = 0;
-  int peer = -1;         // root (broadcast) or peer (send/recv)
+  int peer = -1;  // root (broadcast) or peer (send/recv)
   std::string callsite;
-  std::string state;     // "started" | "completed" | "failed" | "enqueued"
-  bool async = false;    // returned to the program at once: in flight says unfinished, not that the rank waits
+  std::string state;   // "started" | "completed" | "failed" | "enqueued"
+  bool async = false;  // returned to the program at once: in flight says unfinished, not that the rank waits
   int64_t started_ns = 0, ended_ns = 0;
 
   bool collective() const { return op != "send" && op != "recv"; }
@@ -53,10 +52,10 @@ const char* RankStatusName(RankStatus s);  // "not_started" | "running" | "exite
 // /proc view of the rank's process over the last sampling interval.
 struct ProcSample {
   bool valid = false;
-  char state = '?';          // R, S, D, T, t, Z
+  char state = '?';  // R, S, D, T, t, Z
   std::string wchan;
-  double cpu_fraction = 0;   // CPU seconds per wall second over the last interval (all threads)
-  double flat_for_s = 0;     // how long CPU time has not grown (0 while it grows)
+  double cpu_fraction = 0;  // CPU seconds per wall second over the last interval (all threads)
+  double flat_for_s = 0;    // how long CPU time has not grown (0 while it grows)
   // CPU seconds used so far by the rank's whole process tree (DataLoader workers, compiler
   // children): flatness above is measured on it, and the coordinator compares it before stopping.
   double tree_cpu_s = 0;
@@ -64,18 +63,19 @@ struct ProcSample {
 
 // One line (or block) of a rank's log that means something (collectors/log_classifier).
 struct LogEvent {
-  int rank = -1;              // the rank whose log it is
-  int subject_rank = -1;      // the rank the line is about, when it names another (mpirun, torchrun tables)
-  std::string code;           // a finding code: NCCL_ERROR, COMM_ERROR, LOG_ERROR, WATCHDOG_TIMEOUT, RANK_EXITED, COLLECTIVE_MISMATCH
+  int rank = -1;          // the rank whose log it is
+  int subject_rank = -1;  // the rank the line is about, when it names another (mpirun, torchrun tables)
+  std::string
+      code;  // a finding code: NCCL_ERROR, COMM_ERROR, LOG_ERROR, WATCHDOG_TIMEOUT, RANK_EXITED, COLLECTIVE_MISMATCH
   Severity severity = Severity::kError;
-  std::string kind;           // "nccl_warn", "python_traceback", "gloo_connection", … (docs/run.md)
-  std::string summary;        // one line
-  std::string text;           // the log line(s)
-  int line = 0;               // 1-based line in the rank's log
+  std::string kind;     // "nccl_warn", "python_traceback", "gloo_connection", … (docs/run.md)
+  std::string summary;  // one line
+  std::string text;     // the log line(s)
+  int line = 0;         // 1-based line in the rank's log
   std::string remedy;
   // Python tracebacks: the collective the program was inside, and where it called it.
-  std::string collective;     // "barrier", "all_reduce", … ("" when none)
-  std::string location;       // "train.py:14"
+  std::string collective;  // "barrier", "all_reduce", … ("" when none)
+  std::string location;    // "train.py:14"
   // Exit facts taken from a launcher's table (subject_rank): exit code or signal.
   int exit_code = 0, signal = 0;
   // Where the line is (analyze): the file as given, the node and pid its prefixes named, its byte
@@ -105,9 +105,9 @@ struct RankState {
   int local_rank = 0;
   int pid = 0;
   RankStatus status = RankStatus::kNotStarted;
-  int exit_code = 0;   // status == kExited and signal == 0
-  int signal = 0;      // killed by this signal
-  int64_t exit_ns = 0; // when the exit was seen
+  int exit_code = 0;    // status == kExited and signal == 0
+  int signal = 0;       // killed by this signal
+  int64_t exit_ns = 0;  // when the exit was seen
   // Trace (absent for programs that do not use the bundled runtime).
   bool has_trace = false;
   std::optional<OpRecord> in_flight;
@@ -121,12 +121,24 @@ struct RankState {
   bool finished = false;  // the runtime shut down cleanly
   std::string last_error;
   ProcSample proc;
-  std::string stack;  // a captured stack, already reduced to its frames (collectors/stack)
+  std::string stack;           // a captured stack, already reduced to its frames (collectors/stack)
   int64_t last_output_ns = 0;  // when the rank last wrote to its log (0: it never wrote)
   // When this state was read (the reader's clock: the agent's for a remote node); 0 means
   // JobState::now_ns. Ages of this rank's calls are measured to this moment, so a late sample
   // never makes a rank look stuck longer than it was seen to be.
   int64_t sample_ns = 0;
+  // Its agent is lost (run): the state above is the last one seen, and nothing is assumed about
+  // what happened since (docs/run.md "Agent liveness").
+  bool unobserved = false;
+};
+
+// An agent `run` lost sight of: its connection dropped, or it sent nothing for a while.
+struct AgentLoss {
+  std::string node;
+  std::vector<int> ranks;  // its ranks that were running when it was last heard from
+  std::string why;         // "connection lost: …", "no frame from the agent for 3.2 s"
+  double silent_s = 0;
+  bool recovered = false;  // it came back (a partition healed): a warning, not an error
 };
 
 struct JobState {
@@ -140,7 +152,8 @@ struct JobState {
   bool logs_only = false;
   std::vector<RankState> ranks;  // indexed by rank
   std::vector<LogEvent> events;
-  std::vector<Finding> network;  // findings of a `check` run, to correlate with stalls
+  std::vector<Finding> network;        // findings of a `check` run, to correlate with stalls
+  std::vector<AgentLoss> agents_lost;  // run: agents lost now, and those that came back
 };
 
 // Ranks whose state is the same (status, op, callsite, process state, stack): 1,000 ranks read as
@@ -151,10 +164,10 @@ struct RankClass {
 };
 
 struct Diagnosis {
-  std::vector<Finding> findings;  // most important first
-  std::vector<RankClass> classes; // largest first
-  bool hang = false;              // a proven finding says the job cannot make progress
-  bool suspect = false;           // only heuristics say so (warnings; worth a look at the stacks)
+  std::vector<Finding> findings;   // most important first
+  std::vector<RankClass> classes;  // largest first
+  bool hang = false;               // a proven finding says the job cannot make progress
+  bool suspect = false;            // only heuristics say so (warnings; worth a look at the stacks)
   // No finding yet, but stacks now may prove one sooner: ranks have waited in a traced collective
   // for kLookS while a member rank, in no traced call, has been blocked as long (a rank in DDP's
   // C++ all-reduce, say).

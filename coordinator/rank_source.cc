@@ -1,0 +1,244 @@
+#include "coordinator/rank_source.h"
+
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "collectors/python_tracer.h"
+#include "collectors/stack.h"
+#include "common/file.h"
+#include "common/log.h"
+
+namespace dsd::coordinator {
+
+void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from) {
+  std::string stack = std::move(into.stack);
+  into = from;
+  if (into.stack.empty()) into.stack = std::move(stack);
+}
+
+Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv,
+                           const std::map<std::string, std::string>& env, const std::string& log_dir,
+                           const std::string& cwd, bool trace_python) {
+  python_ = argv[0].find("python") != std::string::npos;
+  std::optional<collectors::PythonTracer> tracer;
+  if (trace_python && !(tracer = collectors::FindPythonTracer()))
+    log::Get("run")->warn(
+        "the Python collective tracer is not installed beside this binary; Python ranks run untraced");
+  for (const auto& l : launches) {
+    std::string base = log_dir + "/rank-" + std::to_string(l.rank);
+    monitors_.emplace_back(l.rank, l.local_rank, l.node, base + ".log", base + ".trace");
+    auto e = env;
+    for (const auto& [k, v] : l.env) e[k] = v;
+    if (tracer) collectors::AddPythonTracer(*tracer, &e);
+    DSD_RETURN_IF_ERROR(monitors_.back().Start(argv, e, cwd));
+  }
+  return Status::Ok();
+}
+
+void DirectSource::Tick(int64_t now, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
+  for (auto& m : monitors_) {
+    m.Tick(now, &logs[m.state().rank]);
+    Adopt(ranks[m.state().rank], m.state());
+  }
+}
+
+void DirectSource::Signal(int sig) {
+  for (auto& m : monitors_) m.Signal(sig);
+}
+
+std::map<int, std::string> DirectSource::Stacks(const std::vector<int>& want) {
+  std::map<int, std::string> out;
+  for (int r : want) {
+    auto& m = monitors_[r];
+    if (m.state().status != diagnosis::RankStatus::kRunning) continue;
+    auto st = collectors::CaptureStack(m.state().pid, python_);
+    if (!st.ok()) continue;
+    out[r] = st->signature;
+    (void)WriteFileAtomic(m.log_path().substr(0, m.log_path().size() - 4) + ".stack",
+                          "# " + st->tool + "\n" + st->text);
+  }
+  return out;
+}
+
+AgentSource::~AgentSource() {
+  for (auto& a : agents_) ::shutdown(a->client.fd(), SHUT_RDWR);
+  for (auto& a : agents_)
+    if (a->reader.joinable()) a->reader.join();
+}
+
+Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
+                          const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                          const std::string& log_dir, const std::string& cwd, bool trace_python) {
+  const int sample_ms =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.sample_period).count());
+  for (size_t i = 0; i < clients.size(); ++i) {
+    auto a = std::make_unique<Agent>(std::move(clients[i]));
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& l : per_node[i]) {
+      ranks.push_back({{"rank", l.rank}, {"local_rank", l.local_rank}, {"env", l.env}});
+      a->ranks.push_back(l.rank);
+    }
+    nlohmann::json req = {{"type", "run"},
+                          {"argv", argv},
+                          {"env", env},
+                          {"log_dir", log_dir},
+                          {"cwd", cwd},
+                          {"ranks", ranks},
+                          {"sample_ms", sample_ms},
+                          {"trace_python", trace_python}};
+    DSD_RETURN_IF_ERROR(net::SendFrame(a->client.fd(), req));
+    auto reply = net::RecvFrame(a->client.fd(), a->client.decoder(), std::chrono::seconds(30));
+    if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());
+    if (reply->value("type", "") != "started")
+      return Unavailable("agent " + a->client.agent_name() +
+                         " could not start its ranks: " + reply->value("message", reply->dump()));
+    a->last_frame = a->last_live = clock_->Now();
+    Agent* raw = a.get();
+    agents_.push_back(std::move(a));
+    raw->reader = std::thread([this, raw] { Read(*raw); });
+  }
+  last_tick_ = resumed_ = clock_->Now();
+  return Status::Ok();
+}
+
+bool AgentSource::Lost(const Agent& a, MonoTime now) const {
+  if (a.done) return false;
+  if (!a.connected) return true;
+  Duration limit = std::max<Duration>(options_.sample_period * options_.lost_after_samples, std::chrono::seconds(1));
+  return now - a.last_frame > limit;
+}
+
+void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  MonoTime now = clock_->Now();
+  // A gap far longer than a tick means we were stopped (SIGSTOP, a debugger) or starved: the
+  // agents' silence during it is ours, not theirs, and what is queued is old news.
+  Duration stall = std::max<Duration>(options_.sample_period * options_.lost_after_samples, std::chrono::seconds(1));
+  if (now - last_tick_ > stall) {
+    log::Get("run")->info("the coordinator was away for {:.1f} s; catching up with the agents before diagnosing",
+                          std::chrono::duration<double>(now - last_tick_).count());
+    resumed_ = now;
+    for (auto& a : agents_) a->last_frame = std::max(a->last_frame, now);
+  }
+  last_tick_ = now;
+  for (auto& [r, st] : latest_)
+    if (r >= 0 && r < static_cast<int>(ranks.size())) Adopt(ranks[r], st);
+  for (auto& [r, text] : pending_log_)
+    if (r >= 0 && r < static_cast<int>(logs.size())) logs[r] += text;
+  pending_log_.clear();
+}
+
+bool AgentSource::CaughtUp() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  MonoTime now = clock_->Now();
+  for (const auto& a : agents_)
+    if (!a->done && !Lost(*a, now) && a->last_live < resumed_) return false;
+  return true;
+}
+
+std::vector<AgentHealth> AgentSource::Health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  MonoTime now = clock_->Now();
+  std::vector<AgentHealth> out;
+  for (const auto& a : agents_) {
+    AgentHealth h{a->client.agent_name(), a->ranks, a->connected, a->done, Lost(*a, now), 0, a->why};
+    if (!a->done) h.silent_s = std::max(0.0, std::chrono::duration<double>(now - a->last_frame).count());
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+void AgentSource::Signal(int sig) {
+  std::vector<int> fds;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& a : agents_)
+      if (a->connected && !a->done) fds.push_back(a->client.fd());
+  }
+  for (int fd : fds) (void)net::SendFrame(fd, {{"type", "stop"}, {"signal", sig}});
+}
+
+std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
+  std::vector<Agent*> asked;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stacks_.clear();
+    MonoTime now = clock_->Now();
+    for (auto& a : agents_) {
+      a->stacks_answered = false;
+      if (a->done || Lost(*a, now)) continue;  // a lost agent answers nothing: never wait for it
+      std::vector<int> mine;
+      for (int r : want)
+        if (std::find(a->ranks.begin(), a->ranks.end(), r) != a->ranks.end()) mine.push_back(r);
+      if (mine.empty()) continue;
+      asked.push_back(a.get());
+      (void)net::SendFrame(a->client.fd(), {{"type", "stacks"}, {"ranks", mine}});
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  auto deadline = std::chrono::steady_clock::now() + options_.stack_timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    MonoTime now = clock_->Now();
+    bool all = std::all_of(asked.begin(), asked.end(),
+                           [&](Agent* a) { return a->stacks_answered || a->done || Lost(*a, now); });
+    if (all) break;
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  return stacks_;
+}
+
+void AgentSource::Read(Agent& a) {
+  auto log = log::Get("run");
+  while (true) {
+    auto msg = net::RecvFrame(a.client.fd(), a.client.decoder(), std::chrono::seconds(3600));
+    if (!msg.ok()) {
+      if (msg.status().code() == StatusCode::kTimeout) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      // The agent is gone (killed, its node down) or the link broke. Its ranks' fate is unknown:
+      // they keep their last state, and no exit code is made up for them.
+      if (!a.done) {
+        a.connected = false;
+        a.why = "connection lost: " + msg.status().message();
+        log->warn("agent {}: {}", a.client.agent_name(), a.why);
+      }
+      cv_.notify_all();
+      return;
+    }
+    int pending = 0;
+    ::ioctl(a.client.fd(), FIONREAD, &pending);
+    const bool live = pending == 0 && a.client.decoder().buffered() == 0;
+    std::string type = msg->value("type", "");
+    std::lock_guard<std::mutex> lock(mu_);
+    a.last_frame = clock_->Now();
+    if (type == "sample") {
+      if (live) a.last_live = a.last_frame;
+      const auto& list = (*msg)["ranks"];
+      if (!list.is_array()) continue;
+      for (const auto& j : list) {
+        auto st = diagnosis::RankStateFromJson(j);
+        if (!st.ok() || std::find(a.ranks.begin(), a.ranks.end(), st->rank) == a.ranks.end()) continue;
+        // When the agent read this state (its clock): ages are measured to it, never to ours.
+        if (!st->sample_ns) st->sample_ns = msg->value("now_ns", int64_t{0});
+        if (j.contains("log") && j["log"].is_string()) pending_log_[st->rank] += j["log"].get<std::string>();
+        latest_[st->rank] = std::move(*st);
+      }
+    } else if (type == "stacks") {
+      const auto& list = (*msg)["stacks"];
+      if (list.is_array())
+        for (const auto& s : list)
+          if (s.contains("signature") && s["signature"].is_string() && s.contains("rank") &&
+              s["rank"].is_number_integer())
+            stacks_[s["rank"].get<int>()] = s["signature"].get<std::string>();
+      a.stacks_answered = true;
+      cv_.notify_all();
+    } else if (type == "done") {
+      a.done = true;
+      cv_.notify_all();
+    }
+  }
+}
+
+}  // namespace dsd::coordinator

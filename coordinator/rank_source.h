@@ -1,0 +1,120 @@
+// Where `run` gets its ranks' states: the agents of the nodes (AgentSource, the default) or
+// children of this process (DirectSource, `run --direct`). The JobCoordinator only sees the
+// RankSource interface, so its tests drive it with a fake.
+// Thread-safety: a RankSource is used from one thread (the coordinator's); AgentSource has
+// reader threads of its own and guards what they share.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/client.h"
+#include "collectors/rank_monitor.h"
+#include "common/clock.h"
+#include "coordinator/plan.h"
+#include "diagnosis/state.h"
+
+namespace dsd::coordinator {
+
+// How one node's agent is doing, as the coordinator sees it (docs/run.md "Agent liveness").
+struct AgentHealth {
+  std::string node;
+  std::vector<int> ranks;
+  bool connected = true;  // false: the connection ended before the agent said "done"
+  bool done = false;      // every rank of the node exited and the agent said so
+  bool lost = false;      // disconnected, or silent for longer than the source allows
+  double silent_s = 0;    // time since its last frame, counted while the coordinator was awake
+  std::string why;        // how the connection ended ("" while connected)
+};
+
+class RankSource {
+ public:
+  virtual ~RankSource() = default;
+  // Copies the newest state of every rank into `ranks` (keeping the coordinator's own fields:
+  // stack) and appends each rank's new output to logs[rank].
+  virtual void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) = 0;
+  virtual void Signal(int sig) = 0;
+  // rank → stack signature, for the given ranks (one per class); ranks of lost agents are skipped.
+  virtual std::map<int, std::string> Stacks(const std::vector<int>& ranks) = 0;
+  // One entry per agent; empty when the ranks are our own children.
+  virtual std::vector<AgentHealth> Health() const { return {}; }
+  // False while the coordinator is catching up after it was stopped or slow: some agent's newest
+  // sample came from the backlog rather than live, so the states may be stale and must not be
+  // diagnosed (docs/run.md "Agent liveness").
+  virtual bool CaughtUp() const { return true; }
+};
+
+// Copies a sampled state over the coordinator's, keeping the stack the coordinator captured.
+void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from);
+
+class DirectSource final : public RankSource {
+ public:
+  Status Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv,
+               const std::map<std::string, std::string>& env, const std::string& log_dir, const std::string& cwd,
+               bool trace_python);
+  void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
+  void Signal(int sig) override;
+  std::map<int, std::string> Stacks(const std::vector<int>& want) override;
+
+ private:
+  std::vector<collectors::RankMonitor> monitors_;
+  bool python_ = false;
+};
+
+struct AgentSourceOptions {
+  Duration sample_period = std::chrono::milliseconds(200);  // asked of every agent
+  int lost_after_samples = 5;  // an agent silent this many sample periods (at least 1 s) is lost
+  Duration stack_timeout = std::chrono::seconds(30);
+};
+
+// One connection per agent, each read by its own thread; the coordinator's thread only sends.
+// Every agent sends a sample each period whether or not anything changed: the heartbeat.
+class AgentSource final : public RankSource {
+ public:
+  // `clock` is borrowed and must outlive the source.
+  AgentSource(AgentSourceOptions options, Clock* clock) : options_(options), clock_(clock) {}
+  ~AgentSource() override;
+  Status Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
+               const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+               const std::string& log_dir, const std::string& cwd, bool trace_python);
+  void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
+  void Signal(int sig) override;
+  std::map<int, std::string> Stacks(const std::vector<int>& want) override;
+  std::vector<AgentHealth> Health() const override;
+  bool CaughtUp() const override;
+
+ private:
+  struct Agent {
+    explicit Agent(agent::AgentClient c) : client(std::move(c)) {}
+    agent::AgentClient client;
+    std::vector<int> ranks;
+    std::thread reader;
+    // Guarded by mu_:
+    MonoTime last_frame{};  // when its newest frame arrived
+    MonoTime last_live{};   // when a sample arrived with nothing queued behind it
+    bool connected = true;
+    bool done = false;
+    std::string why;
+    bool stacks_answered = false;
+  };
+  void Read(Agent& a);
+  bool Lost(const Agent& a, MonoTime now) const;  // mu_ held
+
+  AgentSourceOptions options_;
+  Clock* clock_;
+  std::vector<std::unique_ptr<Agent>> agents_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int, diagnosis::RankState> latest_;
+  std::map<int, std::string> pending_log_;
+  std::map<int, std::string> stacks_;
+  MonoTime last_tick_{};  // the coordinator's previous Tick
+  MonoTime resumed_{};    // when the coordinator last came back from a stall
+};
+
+}  // namespace dsd::coordinator
