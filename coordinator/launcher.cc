@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
+#include <set>
 
 #include "agent/token.h"
 #include "common/file.h"
@@ -71,8 +73,10 @@ std::optional<ReadyInfo> ParseReadyLine(const std::string& line) {
 
 namespace {
 
-// Reads `fd` line by line until `count` ready lines arrived, EOF, or the deadline.
-std::vector<ReadyInfo> AwaitReadyLines(int fd, size_t count, Duration timeout) {
+// Reads `fd` line by line until `count` ready lines arrived, EOF, the deadline, or `give_up` (asked
+// every 200 ms with the ready lines so far) says the rest will never come.
+std::vector<ReadyInfo> AwaitReadyLines(int fd, size_t count, Duration timeout,
+                                       const std::function<bool(const std::vector<ReadyInfo>&)>& give_up = {}) {
   std::vector<ReadyInfo> ready;
   std::string pending;
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -86,8 +90,9 @@ std::vector<ReadyInfo> AwaitReadyLines(int fd, size_t count, Duration timeout) {
     if (ready.size() >= count) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
+    if (give_up && give_up(ready)) break;
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 200))) <= 0) continue;
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n <= 0) break;
     pending.append(buf, static_cast<size_t>(n));
@@ -339,6 +344,18 @@ FanoutLauncher::Command PdshLauncher::PdshCommand(const std::vector<std::string>
   return c;
 }
 
+std::set<std::string> PdshLauncher::FailedNodes(const std::string& stderr_text) const {
+  // "pdsh@launcher: worker-1: ssh exited with exit code 255", "pdsh@launcher: worker-1: connect: …"
+  std::set<std::string> failed;
+  for (const auto& line : Split(stderr_text, '\n')) {
+    if (!StartsWith(line, "pdsh@")) continue;
+    size_t a = line.find(": ");
+    size_t b = a == std::string::npos ? a : line.find(": ", a + 2);
+    if (b != std::string::npos) failed.insert(line.substr(a + 2, b - a - 2));
+  }
+  return failed;
+}
+
 FanoutLauncher::Command PdshLauncher::FanoutCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
                                                     const std::string& token_file) const {
   std::vector<std::string> hosts;
@@ -389,7 +406,18 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
   ::close(out_pipe[1]);
   pid_ = pid;
   log->debug("{} pid {} starts {} agents", tool(), pid, nodes.size());
-  auto ready = AwaitReadyLines(out_pipe[0], nodes.size(), ready_timeout_);
+  // pdsh goes on for the other hosts when one fails: stop waiting once every node is either ready
+  // or named in the tool's stderr as failed.
+  auto give_up = [&](const std::vector<ReadyInfo>& so_far) {
+    std::set<std::string> failed = FailedNodes(ReadAllFrom(err_fd));
+    if (failed.empty()) return false;
+    for (const auto& h : handles)
+      if (!failed.count(h.name) &&
+          std::none_of(so_far.begin(), so_far.end(), [&](const ReadyInfo& r) { return r.name == h.name; }))
+        return false;
+    return true;
+  };
+  auto ready = AwaitReadyLines(out_pipe[0], nodes.size(), ready_timeout_, give_up);
   ::close(out_pipe[0]);  // later output of the agents goes nowhere; they log to stderr
   // Every ready agent has read its token: remove the file now rather than at Stop(), which a
   // killed coordinator never reaches.

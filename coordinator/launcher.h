@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,8 @@ class FanoutLauncher : public Launcher {
                                 const std::string& token_file) const = 0;
   virtual std::string AddressOf(const NodePlan& node, size_t index) const { return node.host; }
   virtual std::string tool() const = 0;  // "mpirun", "pdsh": for messages
+  // Nodes the tool's stderr so far says will never start an agent.
+  virtual std::set<std::string> FailedNodes(const std::string& stderr_text) const { return {}; }
   std::string token_dir_parent_ = "/tmp";
   Duration ready_timeout_ = std::chrono::seconds(60);
 
@@ -192,6 +195,8 @@ class PdshLauncher final : public FanoutLauncher {
   explicit PdshLauncher(PdshLauncherOptions options);
   // The pdsh command line and its environment (exposed for tests).
   Command PdshCommand(const std::vector<std::string>& hosts, const std::string& token_file) const;
+  // Hosts pdsh's stderr reports as failed ("pdsh@launcher: worker-1: ssh exited with exit code 255").
+  std::set<std::string> FailedNodes(const std::string& stderr_text) const override;
 
  protected:
   Command FanoutCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,

@@ -39,6 +39,17 @@ TEST(LauncherTest, PdshCommandStartsOneAgentPerHostWithItsName) {
   EXPECT_EQ(c.env[0].second, "-o BatchMode=yes -o ConnectTimeout=10 -p 2222");
 }
 
+// pdsh goes on with the other hosts when one fails: its stderr says which, so the wait ends early.
+TEST(LauncherTest, PdshStderrNamesTheFailedHosts) {
+  PdshLauncher l({});
+  auto failed = l.FailedNodes(
+      "worker-2: ssh: connect to host worker-2 port 22: Connection refused\n"
+      "pdsh@launch: worker-2: ssh exited with exit code 255\n"
+      "pdsh@launch: worker-3: connect: Connection timed out\n"
+      "worker-1: some agent log line\n");
+  EXPECT_EQ(failed, (std::set<std::string>{"worker-2", "worker-3"}));
+}
+
 TEST(LauncherTest, MpirunOnSimulatedNodesUsesLocalhostSlots) {
   MpirunLauncherOptions o;
   o.mpirun = "mpirun";

@@ -1,0 +1,203 @@
+// End-to-end tests of the coordinator's launchers and of the faults it must survive, with real
+// processes: pdsh over a real sshd, OpenMPI's mpirun, an agent killed with SIGKILL, the
+// coordinator stopped with SIGSTOP, and an iptables DROP between the coordinator and one agent.
+// Each runs inside a private network namespace (`unshare -n`, only lo), so nothing touches the
+// host's network; every process a script starts is ended by pid.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/file.h"
+#include "common/process.h"
+
+namespace dsd {
+namespace {
+
+using nlohmann::json;
+
+class CoordinatorE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("dsd_coord_e2e_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto probe = RunCommand({"unshare", "-n", "sh", "-c", "ip link set lo up && iptables -L OUTPUT -n >/dev/null"}, {});
+    if (!probe.ok() || probe->exit_code != 0) {
+      if (std::getenv("DSDOCTOR_REQUIRE_NETNS"))
+        FAIL() << "network namespaces/iptables required: " << (probe.ok() ? probe->err : "");
+      GTEST_SKIP() << "needs root, unshare -n and iptables";
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  CommandResult InNamespace(const std::string& script) {
+    CommandOptions opts;
+    opts.env = {{"DSD", DSDOCTOR_BIN}, {"DIR", dir_.string()}, {"EX", EXAMPLES_DIR}, {"DSDOCTOR_LOG_LEVEL", "warn"}};
+    opts.timeout = std::chrono::seconds(120);
+    auto r = RunCommand({"unshare", "-n", "bash", "-c", "set -u; ip link set lo up; " + script}, opts);
+    EXPECT_TRUE(r.ok());
+    EXPECT_FALSE(r->timed_out);
+    return r.ok() ? *r : CommandResult{};
+  }
+  json ReadJson(const std::string& name) {
+    auto text = ReadFile((dir_ / name).string());
+    EXPECT_TRUE(text.ok()) << text.status().ToString();
+    return text.ok() ? json::parse(*text, nullptr, false) : json();
+  }
+  static std::vector<json> FindingsWithCode(const json& doc, const std::string& code) {
+    std::vector<json> out;
+    for (const auto& f : doc["findings"])
+      if (f["code"] == code) out.push_back(f);
+    return out;
+  }
+  // No rank of the report still runs.
+  static void ExpectNoRankLeft(const json& doc) {
+    for (const auto& rank : doc["ranks"]) {
+      int pid = rank.value("pid", 0);
+      if (pid > 0) EXPECT_NE(::kill(pid, 0), 0) << "rank " << rank["rank"] << " (pid " << pid << ") still runs";
+    }
+  }
+  std::filesystem::path dir_;
+};
+
+// A real sshd inside the namespace (port 2222, keys made for the test).
+constexpr const char* kSshd =
+    "mkdir -p /run/sshd; "
+    "ssh-keygen -q -t ed25519 -N '' -f $DIR/host_key; ssh-keygen -q -t ed25519 -N '' -f $DIR/user_key; "
+    "cp $DIR/user_key.pub $DIR/authorized_keys; chmod 600 $DIR/authorized_keys; "
+    "printf 'Port 2222\\nListenAddress 0.0.0.0\\nHostKey %s/host_key\\nAuthorizedKeysFile %s/authorized_keys\\n"
+    "PermitRootLogin prohibit-password\\nPasswordAuthentication no\\nKbdInteractiveAuthentication no\\nUsePAM no\\n"
+    "StrictModes no\\nPidFile %s/sshd.pid\\n' $DIR $DIR $DIR > $DIR/sshd_config; "
+    "/usr/sbin/sshd -D -e -f $DIR/sshd_config 2> $DIR/sshd.log & S=$!; "
+    "for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/2222) 2>/dev/null && break; sleep 0.1; done; "
+    "SSH_OPTS=\"-F /dev/null -p 2222 -i $DIR/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+    "-o LogLevel=ERROR\"; ";
+
+bool HavePdshAndSshd() {
+  bool ok = ::access("/usr/sbin/sshd", X_OK) == 0 && ::access("/usr/bin/pdsh", X_OK) == 0;
+  if (!ok && std::getenv("DSDOCTOR_REQUIRE_NETNS")) ADD_FAILURE() << "pdsh or sshd missing: run scripts/setup.sh";
+  return ok;
+}
+
+// DeepSpeed's default launcher: pdsh over ssh starts one agent per hostfile node (named by %h),
+// `check` probes between them and `run` trains over them; a node sshd refuses is named with pdsh's
+// own message, and no agent outlives the coordinator.
+TEST_F(CoordinatorE2eTest, PdshLauncherChecksAndRunsOverRealSsh) {
+  if (!HavePdshAndSshd()) GTEST_SKIP() << "no pdsh/sshd";
+  auto r = InNamespace(
+      std::string(kSshd) +
+      "printf '127.0.0.2 slots=2\\n127.0.0.3 slots=2\\n127.0.0.4 slots=1\\n' > $DIR/hostfile; "
+      "iptables -A INPUT -d 127.0.0.4 -p tcp --dport 2222 -j REJECT --reject-with tcp-reset; "
+      "$DSD check --hostfile $DIR/hostfile --launcher pdsh --ssh-opts \"$SSH_OPTS\" --no-bandwidth "
+      "--agent-port 47930 "
+      "--connect-timeout-ms 500 --json $DIR/check.json; echo check=$?; "
+      "$DSD run --hostfile $DIR/hostfile --exclude 127.0.0.4 --launcher pdsh --ssh-opts \"$SSH_OPTS\" "
+      "--agent-port 47930 --master_port 29561 --quiet --log-dir $DIR/logs --json $DIR/run.json -- $EX/train_healthy "
+      "--steps 5; echo run=$?; sleep 0.5; "
+      "pgrep -f '[a]gent --listen 127.0.0.[234]:47930' || echo no-agents-left; kill $S; wait $S");
+  EXPECT_NE(r.out.find("check=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  json check = ReadJson("check.json");
+  auto unreachable = FindingsWithCode(check, "AGENT_UNREACHABLE");
+  ASSERT_EQ(unreachable.size(), 1u) << check["findings"].dump(2);
+  EXPECT_EQ(unreachable[0]["nodes"], json({"127.0.0.4"}));
+  EXPECT_NE(unreachable[0]["evidence"].dump().find("pdsh started no agent for 127.0.0.4"), std::string::npos)
+      << unreachable[0].dump();
+  EXPECT_EQ(check["matrix"]["agent"][0][1].get<std::string>().rfind("ok", 0), 0u) << check["matrix"].dump();
+  json run = ReadJson("run.json");
+  ASSERT_EQ(run["ranks"].size(), 4u);
+  EXPECT_EQ(run["ranks"][3]["node"], "127.0.0.3");
+  EXPECT_EQ(run["ranks"][3]["exit_code"], 0);
+  EXPECT_TRUE(run["findings"].empty()) << run["findings"].dump(2);
+  EXPECT_EQ(run["ranks"][3]["step"], 5) << "its trace, read from the node's log dir";
+  ExpectNoRankLeft(run);
+}
+
+TEST_F(CoordinatorE2eTest, MpirunLauncherRunsTheJob) {
+  auto r = InNamespace(
+      "$DSD run --local 2 --slots 2 --launcher mpirun --agent-port 47940 --quiet --log-dir $DIR/logs --json "
+      "$DIR/run.json -- "
+      "$EX/train_healthy --steps 5; echo run=$?; sleep 0.3; pgrep -f '[l]isten mpi:47940' || echo no-agents-left");
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  json run = ReadJson("run.json");
+  ASSERT_EQ(run["ranks"].size(), 4u);
+  EXPECT_EQ(run["ranks"][2]["node"], "node-1");
+  EXPECT_TRUE(run["findings"].empty()) << run["findings"].dump(2);
+}
+
+// kill -9 of one node's agent: AGENT_LOST names the node and its rank, no exit code is made up for
+// the rank (it died with its agent), the other node's rank ends normally, and the job is not a
+// success (exit 1).
+TEST_F(CoordinatorE2eTest, KilledAgentIsAgentLostWithoutAnInventedExitCode) {
+  auto r = InNamespace(
+      "$DSD run --local 2 --agent-port 47920 --quiet --log-dir $DIR/logs --json $DIR/run.json -- sh -c 'exec sleep 4' "
+      "& "
+      "C=$!; "
+      "for i in $(seq 50); do [ -f $DIR/logs/rank-1.log ] && break; sleep 0.1; done; sleep 0.5; "
+      "kill -9 $(pgrep -f '[a]gent --listen 127.0.0.3:47920'); wait $C; echo run=$?; sleep 0.3; "
+      "pgrep -f '[a]gent --listen 127.0.0.[23]:47920' || echo no-agents-left");
+  EXPECT_NE(r.out.find("run=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  json run = ReadJson("run.json");
+  ASSERT_FALSE(run["findings"].empty()) << r.out;
+  const json& f = run["findings"][0];
+  EXPECT_EQ(f["code"], "AGENT_LOST") << run["findings"].dump(2);
+  EXPECT_EQ(f["nodes"], json({"node-1"}));
+  EXPECT_EQ(f["ranks"], json({1}));
+  EXPECT_NE(f["summary"].get<std::string>().find("is gone (connection lost"), std::string::npos) << f.dump();
+  EXPECT_TRUE(FindingsWithCode(run, "RANK_EXITED").empty()) << run["findings"].dump(2);
+  EXPECT_EQ(run["ranks"][1]["unobserved"], true);
+  EXPECT_EQ(run["ranks"][1]["status"], "running") << "its last known state";
+  EXPECT_NE(run["ranks"][1].value("exit_code", 0), 255);
+  EXPECT_EQ(run["ranks"][0]["exit_code"], 0);
+  ExpectNoRankLeft(run);
+}
+
+// A coordinator stopped (SIGSTOP) longer than --hang-after finds stale samples queued when it
+// resumes: it catches up before it diagnoses, so a healthy job is neither flagged nor stopped.
+TEST_F(CoordinatorE2eTest, StoppedCoordinatorNeverDiagnosesStaleSamples) {
+  auto r = InNamespace(
+      "$DSD run --local 2 --slots 2 --hang-after 1 --quiet --log-dir $DIR/logs --json $DIR/run.json -- "
+      "$EX/train_healthy --steps 120 --step-delay-ms 100 & C=$!; sleep 3; kill -STOP $C; sleep 8; kill -CONT $C; "
+      "wait $C; echo run=$?");
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  json run = ReadJson("run.json");
+  EXPECT_TRUE(run["findings"].empty()) << run["findings"].dump(2);
+  EXPECT_FALSE(run.contains("stopped_by_dsdoctor")) << run.dump(2);
+  for (const auto& rank : run["ranks"]) EXPECT_EQ(rank["exit_code"], 0);
+}
+
+// iptables DROP between the coordinator and one agent: AGENT_LOST within the live output, no stack
+// request waits on the silent agent, and once the partition heals a job whose ranks all exited 0
+// reports 0 with a warning about the gap.
+TEST_F(CoordinatorE2eTest, DroppedLinkIsAgentLostAndAHealedPartitionReportsTheJobsCode) {
+  auto r = InNamespace(
+      "$DSD run --local 2 --agent-port 47910 --log-dir $DIR/logs --json $DIR/run.json -- sh -c 'exec sleep 6' "
+      "> $DIR/live.out & C=$!; sleep 1.5; "
+      "iptables -A INPUT -s 127.0.0.3 -p tcp --sport 47910 -j DROP; "
+      "iptables -A INPUT -d 127.0.0.3 -p tcp --dport 47910 -j DROP; sleep 3; iptables -F INPUT; "
+      "wait $C; echo run=$?");
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  std::string live = ReadFile((dir_ / "live.out").string()).value_or("");
+  EXPECT_NE(live.find("dsdoctor: error AGENT_LOST: the agent on node-1 has sent nothing for"), std::string::npos)
+      << live;
+  EXPECT_NE(live.find("dsdoctor: agent on node-1 is back after"), std::string::npos) << live;
+  json run = ReadJson("run.json");
+  auto lost = FindingsWithCode(run, "AGENT_LOST");
+  ASSERT_EQ(lost.size(), 1u) << run["findings"].dump(2);
+  EXPECT_EQ(lost[0]["severity"], "warning");
+  EXPECT_EQ(lost[0]["nodes"], json({"node-1"}));
+  EXPECT_TRUE(FindingsWithCode(run, "RANK_MISSING").empty()) << run["findings"].dump(2);
+  EXPECT_EQ(run["ranks"][1]["exit_code"], 0);
+  EXPECT_FALSE(run["ranks"][1].contains("unobserved"));
+}
+
+}  // namespace
+}  // namespace dsd
