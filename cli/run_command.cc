@@ -144,6 +144,9 @@ int RunJob(const RunOptions& o) {
     if (!o.master_addr.empty()) return o.master_addr;
     if (o.direct) return std::string("127.0.0.1");
     if (simulated) return agent_addrs.empty() ? std::string("127.0.0.2") : agent_addrs[0];
+    // Attached agents without a hostfile: nodes are only named node-<i>; the first agent's address
+    // is where rank 0 runs.
+    if (plan.source == "--agents") return agent_addrs.empty() ? endpoints[0].host : agent_addrs[0];
     return (*nodes)[0].host;
   };
   if (o.dry_run) {

@@ -132,6 +132,29 @@ TEST_F(CoordinatorE2eTest, MpirunLauncherRunsTheJob) {
   EXPECT_TRUE(run["findings"].empty()) << run["findings"].dump(2);
 }
 
+// Agents that run already (started by a cluster's own tooling): `run --launcher attach` runs the
+// job on them with their token, and leaves them running.
+TEST_F(CoordinatorE2eTest, AttachLauncherRunsTheJobOnRunningAgents) {
+  auto r = InNamespace(
+      "umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > $DIR/token; "
+      "for a in 2 3; do $DSD agent --listen 127.0.0.$a:47950 --token-file $DIR/token --name host-$a > $DIR/agent$a.out "
+      "& "
+      "done; for i in $(seq 50); do grep -q READY $DIR/agent3.out 2>/dev/null && grep -q READY $DIR/agent2.out && "
+      "break; "
+      "sleep 0.1; done; "
+      "$DSD run --launcher attach --agents 127.0.0.2:47950,127.0.0.3:47950 --token-file $DIR/token --master_port 29562 "
+      "--quiet --log-dir $DIR/logs --json $DIR/run.json -- $EX/train_healthy --steps 3; echo run=$?; "
+      "pgrep -f '[a]gent --listen 127.0.0.[23]:47950' | wc -l | sed 's/^/agents=/'; "
+      "pkill -f '[a]gent --listen 127.0.0.[23]:47950'; wait");
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("agents=2"), std::string::npos) << "attached agents outlive the run: " << r.out;
+  json run = ReadJson("run.json");
+  ASSERT_EQ(run["ranks"].size(), 2u);
+  EXPECT_EQ(run["ranks"][1]["node"], "host-3") << "the agent's own name";
+  EXPECT_EQ(run["ranks"][1]["step"], 3);
+  EXPECT_TRUE(run["findings"].empty()) << run["findings"].dump(2);
+}
+
 // kill -9 of one node's agent: AGENT_LOST names the node and its rank, no exit code is made up for
 // the rank (it died with its agent), the other node's rank ends normally, and the job is not a
 // success (exit 1).
