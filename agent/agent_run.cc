@@ -43,14 +43,16 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
       ranks.emplace_back(rank, r.value("local_rank", 0), options_.name, base + ".log", base + ".trace");
     }
   } catch (const std::exception& e) {
-    (void)net::SendFrame(fd, {{"type", "error"}, {"code", "bad_request"}, {"message", std::string("run: ") + e.what()}});
+    (void)net::SendFrame(fd,
+                         {{"type", "error"}, {"code", "bad_request"}, {"message", std::string("run: ") + e.what()}});
     return;
   }
   // Python ranks get the collective tracer unless the coordinator said no (run --no-trace).
   std::optional<collectors::PythonTracer> tracer;
   if (request.value("trace_python", true)) {
     tracer = collectors::FindPythonTracer();
-    if (!tracer) log->warn("run: the Python collective tracer is not installed beside this binary; Python ranks run untraced");
+    if (!tracer)
+      log->warn("run: the Python collective tracer is not installed beside this binary; Python ranks run untraced");
   }
   json started = json::array();
   size_t i = 0;
@@ -86,20 +88,27 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
         if (sig != SIGKILL && !stop_deadline) stop_deadline = runtime::TraceNowNs() + 3'000'000'000LL;
       } else if (type == "stacks") {
         json out = json::array();
+        bool first = true;
         for (int want : msg->value("ranks", std::vector<int>{})) {
           for (auto& m : ranks) {
             if (m.state().rank != want || m.state().status != diagnosis::RankStatus::kRunning) continue;
+            // A capture can take seconds: a heartbeat between ranks tells the coordinator we live.
+            if (!first) (void)net::SendFrame(fd, {{"type", "heartbeat"}, {"now_ns", runtime::TraceNowNs()}});
+            first = false;
             bool python = argv[0].find("python") != std::string::npos;
             auto st = collectors::CaptureStack(m.state().pid, python);
             if (st.ok()) {
-              (void)WriteFileAtomic(log_dir + "/rank-" + std::to_string(want) + ".stack", "# " + st->tool + "\n" + st->text);
+              (void)WriteFileAtomic(log_dir + "/rank-" + std::to_string(want) + ".stack",
+                                    "# " + st->tool + "\n" + st->text);
               out.push_back({{"rank", want}, {"tool", st->tool}, {"signature", st->signature}});
             } else {
               out.push_back({{"rank", want}, {"error", st.status().message()}});
             }
           }
         }
-        (void)net::SendFrame(fd, {{"type", "stacks"}, {"stacks", out}});
+        json reply = {{"type", "stacks"}, {"stacks", out}};
+        if (msg->contains("id")) reply["id"] = (*msg)["id"];  // the coordinator drops replies to older requests
+        (void)net::SendFrame(fd, reply);
       }
     }
     int64_t now = runtime::TraceNowNs();

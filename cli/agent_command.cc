@@ -2,17 +2,16 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "agent/agent.h"
 #include "agent/token.h"
-#include "probe/mpi_comm.h"
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "probe/mpi_comm.h"
 
 namespace dsd::cli {
 
@@ -42,7 +41,8 @@ Result<std::pair<std::string, std::string>> MpiNode(const std::string& list) {
   size_t rank = std::strtoul(rank_text, nullptr, 10);
   auto entries = Split(list, ',');
   if (rank >= entries.size()) {
-    return InvalidArgument("rank " + std::string(rank_text) + " but only " + std::to_string(entries.size()) + " nodes listed");
+    return InvalidArgument("rank " + std::string(rank_text) + " but only " + std::to_string(entries.size()) +
+                           " nodes listed");
   }
   const std::string& e = entries[rank];
   size_t eq = e.find('=');
@@ -88,8 +88,10 @@ int RunAgent(const AgentCommandOptions& o) {
   opts.exit_on_stdin_eof = o.exit_with_coordinator;
   // Under mpirun the agent also serves MPI_Allreduce probes over MPI_COMM_WORLD.
   if (!o.mpi_nodes.empty() && probe::LaunchedByMpirun()) {
-    if (Status s = probe::InitMpi(); s.ok()) opts.mpi = true;
-    else log->warn("MPI probes unavailable: {}", s.message());
+    if (Status s = probe::InitMpi(); s.ok())
+      opts.mpi = true;
+    else
+      log->warn("MPI probes unavailable: {}", s.message());
   }
   agent::Agent agent(opts, &inventory);
   if (Status s = agent.Bind(); !s.ok()) {

@@ -57,7 +57,9 @@ int RunCheck(const CheckOptions& o) {
     // The plan alone: what each node would run, without starting anything.
     auto ranks = coordinator::PlanRanks(*nodes, {}, nodes->nodes[0].host, o.master_port);
     if (o.json_out == "-")
-      std::cout << coordinator::PlanJson(*nodes, ranks, launcher_name).dump(2) << "\n";
+      std::cout << coordinator::PlanJson(*nodes, ranks, launcher_name)
+                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                << "\n";
     else
       std::cout << coordinator::PlanText(*nodes, ranks, launcher_name);
     return kExitOk;
@@ -98,11 +100,15 @@ int RunCheck(const CheckOptions& o) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   int code = agent::ClusterExitCode(result);
   if (o.json_out == "-") {
-    std::cout << agent::ClusterJson(input, result).dump(2) << "\n";
+    std::cout << agent::ClusterJson(input, result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
   } else {
     std::cout << agent::RenderClusterText(input, result, o.color);
     if (!o.json_out.empty()) {
-      if (Status s = WriteFileAtomic(o.json_out, agent::ClusterJson(input, result).dump(2) + "\n"); !s.ok()) {
+      if (Status s = WriteFileAtomic(
+              o.json_out,
+              agent::ClusterJson(input, result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+          !s.ok()) {
         log->error("--json: {}", s.message());
         return kExitInternal;
       }

@@ -14,7 +14,7 @@ int RunReport(const ReportOptions& options) {
   auto rows = probe::EvaluateNode(inv);
   log->debug("report: {} rows", rows.size());
   if (options.json) {
-    std::cout << probe::ReportJson(inv, rows).dump(2) << "\n";
+    std::cout << probe::ReportJson(inv, rows).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::string title = "dsdoctor report: " + inv.system.hostname;
     std::cout << probe::RenderChecksText(title, rows, {options.color});

@@ -155,7 +155,9 @@ int RunJob(const RunOptions& o) {
                                         : simulated       ? 0
                                                           : 29500);
     if (o.json_out == "-")
-      std::cout << coordinator::PlanJson(plan, ranks, launcher_name).dump(2) << "\n";
+      std::cout << coordinator::PlanJson(plan, ranks, launcher_name)
+                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                << "\n";
     else
       std::cout << coordinator::PlanText(plan, ranks, launcher_name);
     return kExitOk;
@@ -336,7 +338,8 @@ int RunJob(const RunOptions& o) {
       job.RequestStop("viewer");  // q: the person is done with this job
     if (view_state.paused && !was_paused) paused_tails = live.tails();
   }
-  view.reset();  // the terminal is ours again for the report
+  view.reset();                      // the terminal is ours again for the report
+  job.NoteInterrupt(g_stop_signal);  // Ctrl-C during the last tick still counts
   coordinator::JobResult result = job.Finish();
   source.reset();
   if (launcher) launcher->Stop();

@@ -27,8 +27,8 @@ using nlohmann::json;
 Result<std::pair<int, int>> ParseSize(const std::string& text) {
   int cols = 0, rows = 0;
   char x = 0, extra = 0;
-  if (std::sscanf(text.c_str(), "%d%c%d%c", &cols, &x, &rows, &extra) != 3 || (x != 'x' && x != 'X') || cols < 1 || rows < 1 || cols > 1000 ||
-      rows > 1000)
+  if (std::sscanf(text.c_str(), "%d%c%d%c", &cols, &x, &rows, &extra) != 3 || (x != 'x' && x != 'X') || cols < 1 ||
+      rows < 1 || cols > 1000 || rows > 1000)
     return InvalidArgument("--size " + text + ": expected COLSxROWS, e.g. 100x30");
   return std::pair{cols, rows};
 }
@@ -52,17 +52,20 @@ std::string Seconds(double s) {
 // 4,096-rank tick in about a millisecond, so a seek is quick).
 class Player {
  public:
-  Player(std::vector<tui::RecordedEvent> events, std::string path) : events_(std::move(events)), path_(std::move(path)) {
+  Player(std::vector<tui::RecordedEvent> events, std::string path)
+      : events_(std::move(events)), path_(std::move(path)) {
     double t = 0;
     for (const auto& e : events_) times_.push_back(t = std::max(t, e.event.value("t", 0.0)));
   }
   // Every event must apply; the first must be the header. Errors name the file and line.
   Status Validate() {
     if (events_.empty()) return InvalidArgument(path_ + ": no events (is it a dsdoctor run's events.jsonl?)");
-    if (events_[0].event.value("type", "") != "header") return InvalidArgument(path_ + ":" + std::to_string(events_[0].line) + ": the first event is not a header");
+    if (events_[0].event.value("type", "") != "header")
+      return InvalidArgument(path_ + ":" + std::to_string(events_[0].line) + ": the first event is not a header");
     tui::StreamDecoder d;
     for (const auto& e : events_)
-      if (Status st = d.Apply(e.event); !st.ok()) return InvalidArgument(path_ + ":" + std::to_string(e.line) + ": " + st.message());
+      if (Status st = d.Apply(e.event); !st.ok())
+        return InvalidArgument(path_ + ":" + std::to_string(e.line) + ": " + st.message());
     return Status::Ok();
   }
   void SeekTo(double t) {
@@ -102,7 +105,8 @@ int Replay(const TuiOptions& o) {
     return kExitUsage;
   }
   const std::string log_dir = fs::path(path).parent_path().string();
-  tui::Chrome chrome{"dsdoctor replay", "", "quit", "left/right  seek 5 s back/on   < >  half/double speed   home/end  start/end"};
+  tui::Chrome chrome{"dsdoctor replay", "", "quit",
+                     "left/right  seek 5 s back/on   < >  half/double speed   home/end  start/end"};
   double pos = o.at >= 0 ? std::min(o.at, player.end_t()) : o.dump ? player.end_t() : 0;
   if (o.dump) {
     auto size = ParseSize(o.size);  // checked in RunTui
@@ -121,13 +125,26 @@ int Replay(const TuiOptions& o) {
   auto last = std::chrono::steady_clock::now();
   auto extra = [&](int key) {
     switch (key) {
-      case tui::kKeyLeft: pos = std::max(0.0, pos - 5); return true;
-      case tui::kKeyRight: pos = std::min(player.end_t(), pos + 5); return true;
-      case '<': speed = std::max(0.01, speed / 2); return true;
-      case '>': speed = std::min(1000.0, speed * 2); return true;
-      case tui::kKeyHome: pos = 0; return true;
-      case tui::kKeyEnd: pos = player.end_t(); return true;
-      default: return false;
+      case tui::kKeyLeft:
+        pos = std::max(0.0, pos - 5);
+        return true;
+      case tui::kKeyRight:
+        pos = std::min(player.end_t(), pos + 5);
+        return true;
+      case '<':
+        speed = std::max(0.01, speed / 2);
+        return true;
+      case '>':
+        speed = std::min(1000.0, speed * 2);
+        return true;
+      case tui::kKeyHome:
+        pos = 0;
+        return true;
+      case tui::kKeyEnd:
+        pos = player.end_t();
+        return true;
+      default:
+        return false;
     }
   };
   while (true) {
@@ -139,7 +156,8 @@ int Replay(const TuiOptions& o) {
     std::snprintf(note, sizeof note, "replay %s/%s x%g%s", Seconds(pos).c_str(), Seconds(player.end_t()).c_str(), speed,
                   pos >= player.end_t() ? " end" : "");
     chrome.note = note;
-    if (tui::Interact(**view, player.state().snapshot(), &player.state().logs(), vs, chrome, now + std::chrono::milliseconds(200), log_dir, extra))
+    if (tui::Interact(**view, player.state().snapshot(), &player.state().logs(), vs, chrome,
+                      now + std::chrono::milliseconds(200), log_dir, extra))
       return kExitOk;
   }
 }
@@ -193,8 +211,8 @@ std::string EndedRunHint(const std::string& log_dir) {
   std::vector<std::string> warnings;
   auto events = tui::ReadEventFile((fs::path(log_dir) / "events.jsonl").string(), &warnings);
   if (!events.ok() || events->empty() || events->back().event.value("type", "") != "end") return "";
-  return "the run in " + log_dir + " has ended (code " + std::to_string(events->back().event.value("code", 0)) + "); replay it: dsdoctor tui --replay " +
-         log_dir;
+  return "the run in " + log_dir + " has ended (code " + std::to_string(events->back().event.value("code", 0)) +
+         "); replay it: dsdoctor tui --replay " + log_dir;
 }
 
 int Attach(const TuiOptions& o) {
@@ -209,7 +227,8 @@ int Attach(const TuiOptions& o) {
         std::cerr << "dsdoctor tui: " << hint << "\n";
         return kExitProblems;
       }
-      std::cerr << "dsdoctor tui: " << addr.status().message() << " (is a dsdoctor run using this log dir, without --serve off?)\n";
+      std::cerr << "dsdoctor tui: " << addr.status().message()
+                << " (is a dsdoctor run using this log dir, without --serve off?)\n";
       return kExitUsage;
     }
     address = std::string(Trim(*addr));
@@ -267,8 +286,10 @@ int Attach(const TuiOptions& o) {
   std::string closed;
   while (true) {
     bool open = stream.Drain(dec, &closed);
-    if (dec.ended()) chrome.note = "the run ended, code " + std::to_string(dec.end_code());
-    else if (!open) chrome.note = "disconnected: " + closed;
+    if (dec.ended())
+      chrome.note = "the run ended, code " + std::to_string(dec.end_code());
+    else if (!open)
+      chrome.note = "disconnected: " + closed;
     const tui::Snapshot& s = vs.paused ? shown : dec.snapshot();
     if (!vs.paused) shown = dec.snapshot();
     bool was_paused = vs.paused;

@@ -59,9 +59,13 @@ Result<std::vector<FilterEntry>> ParseFilter(const std::string& flag, const std:
         std::string_view v = StripPy(s);
         int slot = -1;
         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), slot);
-        if (v.empty() || ec != std::errc() || p != v.data() + v.size() || slot < 0 || slot >= kMaxSlotsPerHost)
+        if (v.empty() || ec != std::errc() || p != v.data() + v.size())
           return InvalidArgument(where + ": slot '" + std::string(s) + "' of host '" + fields[0] +
                                  "' is not a slot number (0, 1, …; deepspeed fails on it)");
+        if (slot < 0 || slot >= kMaxSlotsPerHost)
+          return InvalidArgument(
+              where + ": slot '" + std::string(s) + "' of host '" + fields[0] +
+              "' is not a slot number (0, 1, …; deepspeed would pass it on as CUDA_VISIBLE_DEVICES)");
         slots.push_back(slot);
       }
     }
@@ -86,7 +90,11 @@ Result<Hostfile> ParseHostfile(const std::string& path, const std::string& conte
   Hostfile hf;
   hf.path = path;
   std::map<std::string, int> first_line;
-  auto lines = Split(content, '\n');
+  // Python's readlines() in text mode ends a line at \n, \r\n or a lone \r (universal newlines).
+  std::string text = content;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (text[i] == '\r') text[i] = i + 1 < text.size() && text[i + 1] == '\n' ? ' ' : '\n';
+  auto lines = Split(text, '\n');
   for (size_t i = 0; i < lines.size(); ++i) {
     const int n = static_cast<int>(i) + 1;
     const std::string where = path + ":" + std::to_string(n);

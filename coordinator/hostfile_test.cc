@@ -81,6 +81,7 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{"Negative", "w1 slots=-1\n", {}, "error: slots= must be followed by a whole number"},
         ParityCase{"MissingCount", "w1 slots=\n", {}, "error: hf:1: bad entry 'w1 slots='"},
         ParityCase{"Crlf", "w1 slots=2\r\n", {}, "w1:0,1"},
+        ParityCase{"LoneCr", "w1 slots=2\rw2 slots=1\r", {}, "w1:0,1 w2:0"},  // readlines() splits at \r
         ParityCase{"NoHost", "slots=4\n", {}, "error: no host name before slots="},
         ParityCase{"IndentedComment", "w1 slots=2 #x\n  # c\n", {}, "w1:0,1"},
         // deepspeed takes any count; thousands of slots per host is a typo that would cost memory
@@ -106,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{"EmptySlot", kThree, {.include = "w1:"}, "error: slot '' of host 'w1' is not a slot number"},
         ParityCase{"TwoColons", kThree, {.include = "w1:0:1"}, "error: has more than one ':'"},
         ParityCase{"HostfileOrder", kThree, {.include = "w3:1@w1:0"}, "w1:0 w3:1"},
-        ParityCase{"NegativeSlot", kThree, {.include = "w1:-1"}, "error: slot '-1' of host 'w1'"}));
+        // deepspeed passes it on: CUDA_VISIBLE_DEVICES=-1 hides every GPU
+        ParityCase{"NegativeSlot", kThree, {.include = "w1:-1"}, "error: would pass it on as CUDA_VISIBLE_DEVICES"}));
 
 INSTANTIATE_TEST_SUITE_P(
     Exclude, DeepSpeedParityTest,

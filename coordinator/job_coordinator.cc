@@ -116,6 +116,10 @@ void JobCoordinator::RequestStop(const std::string& reason, int interrupt_signal
   stop_deadline_ns_ = NowNs() + options_.stop_escalation.count();
 }
 
+void JobCoordinator::NoteInterrupt(int interrupt_signal) {
+  if (interrupt_signal) interrupt_signal_ = interrupt_signal;
+}
+
 void JobCoordinator::Announce(const diagnosis::Diagnosis& d) {
   for (const auto& f : d.findings)
     if (announced_.insert(FindingKey(f)).second) observer_->OnFinding(f);
@@ -182,9 +186,11 @@ void JobCoordinator::TakeStacks(const diagnosis::Diagnosis& d, int64_t now) {
         "py-spy is not installed, so Python ranks show native stacks only (no Python frames): "
         "`pip install py-spy`, or set DSDOCTOR_PY_SPY to its path");
   }
-  // Samples that arrived while the stacks were taken (another node's agent may lag a tick).
+  // Samples that arrived while the stacks were taken (another node's agent may lag a tick), and
+  // which agents were lost meanwhile: a lost agent's ranks are never proof of a hang.
   source_->Tick(NowNs(), job_.ranks, fresh_);
   FeedLogs(false);
+  UpdateAgents(NowNs());
   // Before acting, check that nothing moved while we looked: a new or finished call, CPU growth
   // anywhere in a rank's process tree. A rank that moved is not hung. CPU growth matters to
   // proofs that rest on stacks; trace proofs only need the records still.
@@ -251,14 +257,18 @@ bool JobCoordinator::Tick() {
     all_observed_exited_ns_ = 0;
   }
   // Like torchrun and the deepspeed launcher, a failed rank ends the job: the others are stopped
-  // once they had fail_fast_grace_s to print their own errors (their tracebacks are evidence).
-  if (!stopped_by_us_ && !first_failure_ns_)
+  // once they had fail_fast_grace_s to print their own errors (their tracebacks are evidence). A
+  // node whose agent is gone lost its ranks with it, which fails the job the same way (with no
+  // exit code made up for them).
+  if (!stopped_by_us_ && !first_failure_ns_) {
     for (const auto& r : job_.ranks)
       if (r.status == diagnosis::RankStatus::kExited && (r.signal || r.exit_code)) first_failure_ns_ = now;
+    if (!gone_.empty()) first_failure_ns_ = now;
+  }
   if (!stopped_by_us_ && first_failure_ns_ &&
       now - first_failure_ns_ > static_cast<int64_t>(options_.fail_fast_grace_s * 1e9) && !stop_deadline_ns_) {
-    observer_->OnNotice("a rank failed " + Seconds(options_.fail_fast_grace_s) +
-                        " ago; stopping the remaining ranks (as torchrun does)");
+    observer_->OnNotice(std::string(gone_.empty() ? "a rank failed " : "a node's agent was lost with its ranks ") +
+                        Seconds(options_.fail_fast_grace_s) + " ago; stopping the remaining ranks (as torchrun does)");
     StopAll(SIGTERM);
     stop_reason_ = "failed";
     stop_deadline_ns_ = now + options_.stop_escalation.count();

@@ -72,6 +72,8 @@ class JobCoordinator {
   bool Tick();
   // Ctrl-C (interrupt_signal: its number, the exit code is 128 + it) or q in the TUI ("viewer").
   void RequestStop(const std::string& reason, int interrupt_signal = 0);
+  // A signal that arrived as the job ended by itself: the exit code is still 128 + it.
+  void NoteInterrupt(int interrupt_signal);
   bool stopping() const { return stop_deadline_ns_ != 0 || stopped_by_us_; }
   // The final look and report; writes run.json. Call once, after Tick returned false.
   JobResult Finish();

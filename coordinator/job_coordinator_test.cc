@@ -284,5 +284,36 @@ TEST_F(JobCoordinatorTest, DisconnectedAgentEndsWithoutWaiting) {
   EXPECT_NE(r.diagnosis.findings[0].summary.find("connection reset by peer"), std::string::npos);
 }
 
+// A node whose agent is gone lost its ranks: like a failed rank, the others are stopped after the
+// grace period instead of waiting forever in a collective with the dead ranks.
+TEST_F(JobCoordinatorTest, GoneAgentStopsTheOthersAfterTheGrace) {
+  auto job = Make(4);
+  source_->health = {{"node-0", {0, 1}, true, false, false, 0.1, ""},
+                     {"node-1", {2, 3}, false, false, true, 0.1, "connection lost: connection closed by peer"}};
+  source_->unreachable = {2, 3};
+  EXPECT_FALSE(RunFor(*job, 9.5));
+  EXPECT_TRUE(source_->signals.empty());
+  EXPECT_TRUE(RunFor(*job, 2));
+  EXPECT_EQ(source_->signals, std::vector<int>{SIGTERM});
+  JobResult r = job->Finish();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.stop.reason, "failed");
+  EXPECT_EQ(r.diagnosis.findings[0].code, "AGENT_LOST");
+}
+
+// Ranks the coordinator cannot see never prove a hang, also on the look after the stacks.
+TEST_F(JobCoordinatorTest, AHangThatRestsOnALostAgentsRanksNeverStopsTheJob) {
+  auto job = Make(4);
+  source_->health = {{"node-0", {0, 1}, true, false, false, 0.1, ""}, {"node-1", {2, 3}, true, false, true, 2.0, ""}};
+  source_->unreachable = {2, 3};
+  source_->Enter(0, "barrier", 5, "save_checkpoint");
+  for (int r = 1; r < 4; ++r) source_->Enter(r, "all_reduce", 5, "engine.step");
+  EXPECT_FALSE(RunFor(*job, 20));
+  EXPECT_TRUE(source_->signals.empty());
+  for (const auto& req : source_->stack_requests)
+    for (int r : req) EXPECT_LT(r, 2) << "no stack request for a lost agent's rank";
+  EXPECT_FALSE(job->current().hang);
+}
+
 }  // namespace
 }  // namespace dsd::coordinator

@@ -15,7 +15,9 @@ namespace dsd::coordinator {
 
 void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from) {
   std::string stack = std::move(into.stack);
+  const bool unobserved = into.unobserved;  // the coordinator's judgement, not the sample's
   into = from;
+  into.unobserved = unobserved;
   if (into.stack.empty()) into.stack = std::move(stack);
 }
 
@@ -92,9 +94,11 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::ve
     DSD_RETURN_IF_ERROR(net::SendFrame(a->client.fd(), req));
     auto reply = net::RecvFrame(a->client.fd(), a->client.decoder(), std::chrono::seconds(30));
     if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());
-    if (reply->value("type", "") != "started")
-      return Unavailable("agent " + a->client.agent_name() +
-                         " could not start its ranks: " + reply->value("message", reply->dump()));
+    if (!reply->contains("type") || (*reply)["type"] != "started") {
+      const auto m = reply->find("message");
+      return Unavailable("agent " + a->client.agent_name() + " could not start its ranks: " +
+                         (m != reply->end() && m->is_string() ? m->get<std::string>() : reply->dump()));
+    }
     a->last_frame = a->last_live = clock_->Now();
     Agent* raw = a.get();
     agents_.push_back(std::move(a));
@@ -107,6 +111,9 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::ve
 bool AgentSource::Lost(const Agent& a, MonoTime now) const {
   if (a.done) return false;
   if (!a.connected) return true;
+  // An agent capturing stacks sends only a heartbeat between ranks: each capture may take up to the
+  // stack tool's timeout, so its silence counts against stack_timeout, not the sample limit.
+  if (a.stacks_pending) return now - a.last_frame > options_.stack_timeout;
   Duration limit = std::max<Duration>(options_.sample_period * options_.lost_after_samples, std::chrono::seconds(1));
   return now - a.last_frame > limit;
 }
@@ -121,7 +128,8 @@ void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::v
     log::Get("run")->info("the coordinator was away for {:.1f} s; catching up with the agents before diagnosing",
                           std::chrono::duration<double>(now - last_tick_).count());
     resumed_ = now;
-    for (auto& a : agents_) a->last_frame = std::max(a->last_frame, now);
+    for (auto& a : agents_)
+      if (!Lost(*a, last_tick_)) a->last_frame = std::max(a->last_frame, now);  // lost before the gap: still lost
   }
   last_tick_ = now;
   for (auto& [r, st] : latest_)
@@ -163,9 +171,12 @@ void AgentSource::Signal(int sig) {
 
 std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
   std::vector<Agent*> asked;
+  std::vector<std::pair<int, nlohmann::json>> requests;  // sent after unlocking: a send may block
+  int64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stacks_.clear();
+    id = ++stacks_id_;
     MonoTime now = clock_->Now();
     for (auto& a : agents_) {
       a->stacks_answered = false;
@@ -175,9 +186,11 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
         if (std::find(a->ranks.begin(), a->ranks.end(), r) != a->ranks.end()) mine.push_back(r);
       if (mine.empty()) continue;
       asked.push_back(a.get());
-      (void)net::SendFrame(a->client.fd(), {{"type", "stacks"}, {"ranks", mine}});
+      a->stacks_pending = true;
+      requests.emplace_back(a->client.fd(), nlohmann::json{{"type", "stacks"}, {"id", id}, {"ranks", mine}});
     }
   }
+  for (const auto& [fd, request] : requests) (void)net::SendFrame(fd, request);
   std::unique_lock<std::mutex> lock(mu_);
   auto deadline = std::chrono::steady_clock::now() + options_.stack_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -187,6 +200,8 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
     if (all) break;
     cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
+  // We waited, we were not stalled: the readers kept receiving meanwhile.
+  last_tick_ = clock_->Now();
   return stacks_;
 }
 
@@ -196,6 +211,9 @@ void AgentSource::Read(Agent& a) {
     auto msg = net::RecvFrame(a.client.fd(), a.client.decoder(), std::chrono::seconds(3600));
     if (!msg.ok()) {
       if (msg.status().code() == StatusCode::kTimeout) continue;
+      // Shut the socket down whatever the error (a broken stream too), so the agent sees it and
+      // stops its ranks rather than blocking on a coordinator that no longer reads.
+      ::shutdown(a.client.fd(), SHUT_RDWR);
       std::lock_guard<std::mutex> lock(mu_);
       // The agent is gone (killed, its node down) or the link broke. Its ranks' fate is unknown:
       // they keep their last state, and no exit code is made up for them.
@@ -210,35 +228,51 @@ void AgentSource::Read(Agent& a) {
     int pending = 0;
     ::ioctl(a.client.fd(), FIONREAD, &pending);
     const bool live = pending == 0 && a.client.decoder().buffered() == 0;
-    std::string type = msg->value("type", "");
     std::lock_guard<std::mutex> lock(mu_);
     a.last_frame = clock_->Now();
-    if (type == "sample") {
-      if (live) a.last_live = a.last_frame;
-      const auto& list = (*msg)["ranks"];
-      if (!list.is_array()) continue;
-      for (const auto& j : list) {
-        auto st = diagnosis::RankStateFromJson(j);
-        if (!st.ok() || std::find(a.ranks.begin(), a.ranks.end(), st->rank) == a.ranks.end()) continue;
-        // When the agent read this state (its clock): ages are measured to it, never to ours.
-        if (!st->sample_ns) st->sample_ns = msg->value("now_ns", int64_t{0});
-        if (j.contains("log") && j["log"].is_string()) pending_log_[st->rank] += j["log"].get<std::string>();
-        latest_[st->rank] = std::move(*st);
-      }
-    } else if (type == "stacks") {
-      const auto& list = (*msg)["stacks"];
-      if (list.is_array())
-        for (const auto& s : list)
-          if (s.contains("signature") && s["signature"].is_string() && s.contains("rank") &&
-              s["rank"].is_number_integer())
-            stacks_[s["rank"].get<int>()] = s["signature"].get<std::string>();
-      a.stacks_answered = true;
-      cv_.notify_all();
-    } else if (type == "done") {
-      a.done = true;
-      cv_.notify_all();
+    try {
+      Handle(a, *msg, live);
+    } catch (const nlohmann::json::exception& e) {
+      // An agent's frame of the wrong shape degrades that frame, never the coordinator.
+      log->warn("agent {}: ignoring a malformed frame: {}", a.client.agent_name(), e.what());
     }
   }
+}
+
+void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
+  const auto type = msg.find("type");
+  if (type == msg.end() || !type->is_string()) return;
+  if (*type == "sample") {
+    if (live) a.last_live = a.last_frame;
+    const auto list = msg.find("ranks");
+    if (list == msg.end() || !list->is_array()) return;
+    const auto now_ns = msg.find("now_ns");
+    for (const auto& j : *list) {
+      auto st = diagnosis::RankStateFromJson(j);
+      if (!st.ok() || std::find(a.ranks.begin(), a.ranks.end(), st->rank) == a.ranks.end()) continue;
+      // When the agent read this state (its clock): ages are measured to it, never to ours.
+      if (!st->sample_ns && now_ns != msg.end() && now_ns->is_number_integer()) st->sample_ns = now_ns->get<int64_t>();
+      if (j.contains("log") && j["log"].is_string()) pending_log_[st->rank] += j["log"].get<std::string>();
+      latest_[st->rank] = std::move(*st);
+    }
+  } else if (*type == "stacks") {
+    // A reply to an earlier request that timed out describes ranks as they were then: dropped.
+    const auto id = msg.find("id");
+    if (id != msg.end() && (!id->is_number_integer() || id->get<int64_t>() != stacks_id_)) return;
+    const auto list = msg.find("stacks");
+    if (list != msg.end() && list->is_array())
+      for (const auto& s : *list)
+        if (s.is_object() && s.contains("signature") && s["signature"].is_string() && s.contains("rank") &&
+            s["rank"].is_number_integer())
+          stacks_[s["rank"].get<int>()] = s["signature"].get<std::string>();
+    a.stacks_answered = true;
+    a.stacks_pending = false;
+    cv_.notify_all();
+  } else if (*type == "done") {
+    a.done = true;
+    cv_.notify_all();
+  }
+  // "heartbeat" (between stack captures) and anything else only count as a sign of life.
 }
 
 }  // namespace dsd::coordinator

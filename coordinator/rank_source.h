@@ -101,9 +101,12 @@ class AgentSource final : public RankSource {
     bool done = false;
     std::string why;
     bool stacks_answered = false;
+    // Capturing stacks: the agent sends only heartbeats between ranks (py-spy takes a while per rank).
+    bool stacks_pending = false;
   };
   void Read(Agent& a);
-  bool Lost(const Agent& a, MonoTime now) const;  // mu_ held
+  void Handle(Agent& a, const nlohmann::json& msg, bool live);  // mu_ held
+  bool Lost(const Agent& a, MonoTime now) const;                // mu_ held
 
   AgentSourceOptions options_;
   Clock* clock_;
@@ -113,8 +116,9 @@ class AgentSource final : public RankSource {
   std::map<int, diagnosis::RankState> latest_;
   std::map<int, std::string> pending_log_;
   std::map<int, std::string> stacks_;
-  MonoTime last_tick_{};  // the coordinator's previous Tick
-  MonoTime resumed_{};    // when the coordinator last came back from a stall
+  MonoTime last_tick_{};   // the coordinator's previous Tick
+  MonoTime resumed_{};     // when the coordinator last came back from a stall
+  int64_t stacks_id_ = 0;  // the newest stacks request; replies to older ones are dropped
 };
 
 }  // namespace dsd::coordinator

@@ -164,6 +164,12 @@ TEST(CliTest, PlanAndDryRunShowSlotsRanksAndMaster) {
   EXPECT_EQ(j["nodes"][1]["host"], "worker-1");
   EXPECT_EQ(j["nodes"][1]["ranks"], nlohmann::json({2, 3}));
   EXPECT_EQ(j["nodes"][1]["cuda_visible_devices"], "0,1");
+  // A host name that is not UTF-8 is still a plan, printed as valid JSON (the byte replaced).
+  std::string latin1 = WriteTemp("hf_latin1", "w\xe9rker slots=1\n");
+  auto odd = Dsdoctor({"check", "--hostfile", latin1, "--plan", "--json", "-"});
+  EXPECT_EQ(odd.exit_code, 0) << odd.err;
+  EXPECT_TRUE(nlohmann::json::accept(odd.out)) << odd.out;
+  std::filesystem::remove(latin1);
   auto bad = Dsdoctor({"run", "--hostfile", hf, "--include", "worker-2", "--dry-run", "--", "true"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--include: host 'worker-2' is not in " + hf), std::string::npos) << bad.err;
