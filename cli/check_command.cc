@@ -7,6 +7,7 @@
 
 #include "agent/cluster_check.h"
 #include "cli/commands.h"
+#include "cli/launch_flags.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -25,15 +26,12 @@ using nlohmann::json;
 int RunCheck(const CheckOptions& o) {
   auto log = log::Get("cli");
   auto started = std::chrono::steady_clock::now();
-  std::vector<net::Endpoint> endpoints;
-  for (const auto& part : o.agents.empty() ? std::vector<std::string>{} : Split(o.agents, ',')) {
-    auto e = net::ParseEndpoint(std::string(Trim(part)));
-    if (!e.ok()) {
-      std::cerr << "dsdoctor check: --agents: " << e.status().message() << "\n";
-      return kExitUsage;
-    }
-    endpoints.push_back(*e);
+  auto agent_list = coordinator::ParseAgentList(o.agents);
+  if (!agent_list.ok()) {
+    std::cerr << "dsdoctor check: " << agent_list.status().message() << "\n";
+    return kExitUsage;
   }
+  const std::vector<net::Endpoint>& endpoints = *agent_list;
   coordinator::NodeSourceOptions source;
   source.hostfile = o.hostfile;
   source.local = o.local;
@@ -64,18 +62,7 @@ int RunCheck(const CheckOptions& o) {
       std::cout << coordinator::PlanText(*nodes, ranks, launcher_name);
     return kExitOk;
   }
-  coordinator::LauncherChoice choice;
-  choice.kind = launcher_name;
-  choice.self_binary = SelfExe();
-  choice.remote_dsdoctor = o.remote_dsdoctor;
-  choice.ssh_args = SplitWhitespace(o.ssh_opts);
-  choice.mpirun_args = SplitWhitespace(o.mpirun_opts);
-  choice.pdsh_args = SplitWhitespace(o.pdsh_opts);
-  choice.agents = endpoints;
-  choice.token_file = o.token_file;
-  choice.agent_port = o.agent_port;
-  choice.log_level = o.log_level;
-  choice.simulated = o.local > 0;
+  coordinator::LauncherChoice choice = LauncherChoiceFrom(o, launcher_name, endpoints, o.local > 0);
   auto setup = coordinator::MakeLauncher(choice, nodes->nodes.size());
   if (!setup.ok()) {
     std::cerr << "dsdoctor check: " << setup.status().message() << "\n";

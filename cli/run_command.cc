@@ -27,6 +27,7 @@
 #include "agent/client.h"
 #include "agent/token.h"
 #include "cli/commands.h"
+#include "cli/launch_flags.h"
 #include "collectors/debug_profile.h"
 #include "collectors/log_catalogue.h"
 #include "collectors/log_classifier.h"
@@ -104,15 +105,12 @@ std::map<std::string, std::string> JobEnvironment() {
 
 int RunJob(const RunOptions& o) {
   auto log = log::Get("run");
-  std::vector<net::Endpoint> endpoints;
-  for (const auto& part : o.agents.empty() ? std::vector<std::string>{} : Split(o.agents, ',')) {
-    auto e = net::ParseEndpoint(std::string(Trim(part)));
-    if (!e.ok()) {
-      std::cerr << "dsdoctor run: --agents: " << e.status().message() << "\n";
-      return kExitUsage;
-    }
-    endpoints.push_back(*e);
+  auto agent_list = coordinator::ParseAgentList(o.agents);
+  if (!agent_list.ok()) {
+    std::cerr << "dsdoctor run: " << agent_list.status().message() << "\n";
+    return kExitUsage;
   }
+  const std::vector<net::Endpoint>& endpoints = *agent_list;
   // Nodes: --local N simulated nodes with --slots each, the hostfile's (filtered like deepspeed's), or this node.
   coordinator::NodeSourceOptions node_source;
   node_source.hostfile = o.hostfile;
@@ -204,18 +202,7 @@ int RunJob(const RunOptions& o) {
   std::vector<coordinator::AgentHandle> handles;
   std::string token;
   if (!o.direct) {
-    coordinator::LauncherChoice choice;
-    choice.kind = launcher_name;
-    choice.self_binary = SelfExe();
-    choice.remote_dsdoctor = o.remote_dsdoctor;
-    choice.ssh_args = SplitWhitespace(o.ssh_opts);
-    choice.mpirun_args = SplitWhitespace(o.mpirun_opts);
-    choice.pdsh_args = SplitWhitespace(o.pdsh_opts);
-    choice.agents = endpoints;
-    choice.token_file = o.token_file;
-    choice.agent_port = o.agent_port;
-    choice.log_level = o.log_level;
-    choice.simulated = simulated;
+    coordinator::LauncherChoice choice = LauncherChoiceFrom(o, launcher_name, endpoints, simulated);
     auto setup = coordinator::MakeLauncher(choice, nodes->size());
     if (!setup.ok()) {
       std::cerr << "dsdoctor run: " << setup.status().message() << "\n";

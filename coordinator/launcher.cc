@@ -477,6 +477,17 @@ std::vector<AgentHandle> AttachLauncher::Start(const std::vector<NodePlan>& node
   return handles;
 }
 
+Result<std::vector<net::Endpoint>> ParseAgentList(const std::string& list) {
+  std::vector<net::Endpoint> out;
+  if (list.empty()) return out;
+  for (const auto& part : Split(list, ',')) {
+    auto e = net::ParseEndpoint(std::string(Trim(part)));
+    if (!e.ok()) return InvalidArgument("--agents: " + e.status().message());
+    out.push_back(*e);
+  }
+  return out;
+}
+
 Result<LaunchSetup> MakeLauncher(const LauncherChoice& c, size_t node_count) {
   LaunchSetup setup;
   const std::string remote = c.remote_dsdoctor.empty() ? c.self_binary : c.remote_dsdoctor;

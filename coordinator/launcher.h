@@ -239,6 +239,9 @@ struct LaunchSetup {
   std::string token;  // fresh for agents we start; the token file's for attach
 };
 
+// "host:port,host:port" (--agents) → endpoints; "" → none. Errors name the bad entry.
+Result<std::vector<net::Endpoint>> ParseAgentList(const std::string& list);
+
 // Errors (usage): ssh/pdsh with --local, attach without --agents or a token file, --agents not
 // one per node, an unknown kind. Generating a token can fail with an internal error.
 Result<LaunchSetup> MakeLauncher(const LauncherChoice& choice, size_t node_count);

@@ -4,14 +4,15 @@
 // by a script are ended by pid.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "common/file.h"
 #include "common/process.h"
+#include "tests/e2e/sshd.h"
 
 namespace dsd {
 namespace {
@@ -26,7 +27,8 @@ class CheckE2eTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     auto probe = RunCommand({"unshare", "-n", "sh", "-c", "ip link set lo up && iptables -L OUTPUT -n >/dev/null"}, {});
     if (!probe.ok() || probe->exit_code != 0) {
-      if (std::getenv("DSDOCTOR_REQUIRE_NETNS")) FAIL() << "network namespaces/iptables required: " << (probe.ok() ? probe->err : "");
+      if (std::getenv("DSDOCTOR_REQUIRE_NETNS"))
+        FAIL() << "network namespaces/iptables required: " << (probe.ok() ? probe->err : "");
       GTEST_SKIP() << "needs root, unshare -n and iptables";
     }
   }
@@ -73,11 +75,12 @@ TEST_F(CheckE2eTest, HealthyClusterExitsZeroWithValidJUnit) {
   EXPECT_EQ(doc["summary"]["fail"], 0);
   EXPECT_EQ(doc["nodes"].size(), 4u);
   // Well-formed JUnit with one testcase per check and no failure.
-  auto xml = RunCommand({"python3", "-c",
-                         "import sys,xml.etree.ElementTree as E; s=E.parse(sys.argv[1]).getroot().find('testsuite');"
-                         "print(s.get('tests'), s.get('failures'), len(s.findall('testcase')), len(s.findall('.//failure')))",
-                         (dir_ / "junit.xml").string()},
-                        {});
+  auto xml =
+      RunCommand({"python3", "-c",
+                  "import sys,xml.etree.ElementTree as E; s=E.parse(sys.argv[1]).getroot().find('testsuite');"
+                  "print(s.get('tests'), s.get('failures'), len(s.findall('testcase')), len(s.findall('.//failure')))",
+                  (dir_ / "junit.xml").string()},
+                 {});
   ASSERT_TRUE(xml.ok());
   EXPECT_EQ(xml->exit_code, 0) << xml->err;
   EXPECT_EQ(xml->out, "12 0 12 0\n");  // plan, agents, …
@@ -96,7 +99,8 @@ TEST_F(CheckE2eTest, HealthyClusterExitsZeroWithValidJUnit) {
 }
 
 TEST_F(CheckE2eTest, DropRuleIsPortBlockedForExactlyThatPair) {
-  auto r = InNamespace("iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.4 -p tcp --dport 47000 -j DROP; " + std::string(kCheck4));
+  auto r =
+      InNamespace("iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.4 -p tcp --dport 47000 -j DROP; " + std::string(kCheck4));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   json doc = ReadJson("out.json");
   auto blocked = FindingsWithCode(doc, "PORT_BLOCKED");
@@ -112,8 +116,9 @@ TEST_F(CheckE2eTest, DropRuleIsPortBlockedForExactlyThatPair) {
 }
 
 TEST_F(CheckE2eTest, RejectRuleIsPortRefusedWhileTheTargetListens) {
-  auto r = InNamespace("iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.4 -p tcp --dport 47000 -j REJECT --reject-with tcp-reset; " +
-                       std::string(kCheck4));
+  auto r = InNamespace(
+      "iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.4 -p tcp --dport 47000 -j REJECT --reject-with tcp-reset; " +
+      std::string(kCheck4));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   json doc = ReadJson("out.json");
   auto refused = FindingsWithCode(doc, "PORT_REFUSED");
@@ -124,7 +129,8 @@ TEST_F(CheckE2eTest, RejectRuleIsPortRefusedWhileTheTargetListens) {
 }
 
 TEST_F(CheckE2eTest, BlockedRendezvousPortNamesTheMasterPort) {
-  auto r = InNamespace("iptables -A OUTPUT -s 127.0.0.4 -d 127.0.0.2 -p tcp --dport 29500 -j DROP; " + std::string(kCheck4));
+  auto r =
+      InNamespace("iptables -A OUTPUT -s 127.0.0.4 -d 127.0.0.2 -p tcp --dport 29500 -j DROP; " + std::string(kCheck4));
   EXPECT_EQ(r.exit_code, 1);
   json doc = ReadJson("out.json");
   auto blocked = FindingsWithCode(doc, "PORT_BLOCKED");
@@ -138,7 +144,8 @@ TEST_F(CheckE2eTest, AttachedAgentWithMissingIfnameIsSocketIfnameInvalid) {
   auto r = InNamespace(
       "umask 077; echo secret-token > $DIR/token; "
       "$DSD agent --listen 127.0.0.2:47100 --token-file $DIR/token --name good > $DIR/a.out & A=$!; "
-      "NCCL_SOCKET_IFNAME=nosuch0 $DSD agent --listen 127.0.0.3:47100 --token-file $DIR/token --name bad > $DIR/b.out & B=$!; "
+      "NCCL_SOCKET_IFNAME=nosuch0 $DSD agent --listen 127.0.0.3:47100 --token-file $DIR/token --name bad > $DIR/b.out "
+      "& B=$!; "
       "for i in $(seq 100); do grep -q READY $DIR/a.out && grep -q READY $DIR/b.out && break; sleep 0.05; done; "
       "$DSD check --launcher attach --agents 127.0.0.2:47100,127.0.0.3:47100 --token-file $DIR/token "
       "--connect-timeout-ms 500 --json $DIR/out.json; rc=$?; kill $A $B; wait $A $B; exit $rc");
@@ -168,9 +175,11 @@ TEST_F(CheckE2eTest, TwoRealNcclVersionsAreNcclVersionMismatch) {
   auto r = InNamespace(
       "umask 077; echo t > $DIR/token; "
       "$DSD agent --listen 127.0.0.2:47400 --token-file $DIR/token > $DIR/a.out & A=$!; "
-      "DSDOCTOR_NCCL_LIBRARY=" DSDOCTOR_SECOND_NCCL " $DSD agent --listen 127.0.0.3:47400 --token-file $DIR/token > $DIR/b.out & B=$!; "
+      "DSDOCTOR_NCCL_LIBRARY=" DSDOCTOR_SECOND_NCCL
+      " $DSD agent --listen 127.0.0.3:47400 --token-file $DIR/token > $DIR/b.out & B=$!; "
       "$DSD agent --listen 127.0.0.4:47400 --token-file $DIR/token > $DIR/c.out & C=$!; "
-      "for i in $(seq 100); do grep -q READY $DIR/a.out && grep -q READY $DIR/b.out && grep -q READY $DIR/c.out && break; sleep 0.05; done; "
+      "for i in $(seq 100); do grep -q READY $DIR/a.out && grep -q READY $DIR/b.out && grep -q READY $DIR/c.out && "
+      "break; sleep 0.05; done; "
       "$DSD check --launcher attach --agents 127.0.0.2:47400,127.0.0.3:47400,127.0.0.4:47400 --token-file $DIR/token "
       "--connect-timeout-ms 500 --json $DIR/out.json; rc=$?; kill $A $B $C; wait $A $B $C; exit $rc");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
@@ -191,15 +200,18 @@ TEST_F(CheckE2eTest, WrongTokenIsRefusedAndTheAgentStaysUp) {
       "umask 077; echo right > $DIR/token; echo wrong > $DIR/bad; "
       "$DSD agent --listen 127.0.0.2:47200 --token-file $DIR/token > $DIR/a.out 2> $DIR/a.err & A=$!; "
       "for i in $(seq 100); do grep -q READY $DIR/a.out && break; sleep 0.05; done; "
-      "$DSD check --launcher attach --agents 127.0.0.2:47200 --token-file $DIR/bad --json $DIR/bad.json; echo bad_rc=$?; "
-      "$DSD check --launcher attach --agents 127.0.0.2:47200 --token-file $DIR/token --json $DIR/good.json; echo good_rc=$?; "
+      "$DSD check --launcher attach --agents 127.0.0.2:47200 --token-file $DIR/bad --json $DIR/bad.json; echo "
+      "bad_rc=$?; "
+      "$DSD check --launcher attach --agents 127.0.0.2:47200 --token-file $DIR/token --json $DIR/good.json; echo "
+      "good_rc=$?; "
       "kill $A; wait $A; cat $DIR/a.err");
   EXPECT_NE(r.out.find("bad_rc=1"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("good_rc=0"), std::string::npos) << r.out << r.err;
   json bad = ReadJson("bad.json");
   auto unreachable = FindingsWithCode(bad, "AGENT_UNREACHABLE");
   ASSERT_EQ(unreachable.size(), 1u);
-  EXPECT_NE(unreachable[0]["evidence"].dump().find("authentication failed"), std::string::npos) << unreachable[0].dump();
+  EXPECT_NE(unreachable[0]["evidence"].dump().find("authentication failed"), std::string::npos)
+      << unreachable[0].dump();
   EXPECT_NE(r.out.find("refused connection from 127.0.0.1"), std::string::npos);  // the agent logged it
 }
 
@@ -217,35 +229,24 @@ TEST_F(CheckE2eTest, AgentsDoNotOutliveAKilledCoordinator) {
   auto r = InNamespace(
       "iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.2 -p tcp --dport 47300 -j DROP; "
       "$DSD check --local 3 --agent-port 47300 --connect-timeout-ms 10000 --json $DIR/out.json & C=$!; "
-      "P='[a]gent --listen 127.0.0.[234]:47300'; N=3; " + std::string(kKillCoordinator));
+      "P='[a]gent --listen 127.0.0.[234]:47300'; N=3; " +
+      std::string(kKillCoordinator));
   EXPECT_NE(r.out.find("running=yes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
 }
-
-// A real sshd inside the namespace (port 2222, keys made for the test) and the ssh launcher.
-constexpr const char* kSshd =
-    "mkdir -p /run/sshd; "
-    "ssh-keygen -q -t ed25519 -N '' -f $DIR/host_key; ssh-keygen -q -t ed25519 -N '' -f $DIR/user_key; "
-    "cp $DIR/user_key.pub $DIR/authorized_keys; chmod 600 $DIR/authorized_keys; "
-    "printf 'Port 2222\\nListenAddress 0.0.0.0\\nHostKey %s/host_key\\nAuthorizedKeysFile %s/authorized_keys\\n"
-    "PermitRootLogin prohibit-password\\nPasswordAuthentication no\\nKbdInteractiveAuthentication no\\nUsePAM no\\n"
-    "StrictModes no\\nPidFile %s/sshd.pid\\n' $DIR $DIR $DIR > $DIR/sshd_config; "
-    "/usr/sbin/sshd -D -e -f $DIR/sshd_config 2> $DIR/sshd.log & S=$!; "
-    "for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/2222) 2>/dev/null && break; sleep 0.1; done; "
-    "SSH_OPTS=\"-F /dev/null -p 2222 -i $DIR/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-    "-o LogLevel=ERROR\"; ";
 
 TEST_F(CheckE2eTest, SshLauncherStartsAgentsAndNamesTheNodeSshCannotReach) {
   if (::access("/usr/sbin/sshd", X_OK) != 0) {
     if (std::getenv("DSDOCTOR_REQUIRE_NETNS")) FAIL() << "sshd missing: run scripts/setup.sh";
     GTEST_SKIP() << "no sshd";
   }
-  auto r = InNamespace(std::string(kSshd) +
-                       "printf '127.0.0.2 slots=1\\n127.0.0.3 slots=1\\n127.0.0.4 slots=1\\n' > $DIR/hostfile; "
-                       "iptables -A INPUT -d 127.0.0.4 -p tcp --dport 2222 -j REJECT --reject-with tcp-reset; "
-                       "$DSD check --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --agent-port 47550 "
-                       "--connect-timeout-ms 500 --json $DIR/out.json; rc=$?; sleep 0.5; "
-                       "pgrep -f '[a]gent --listen 127.0.0.[234]:47550' || echo no-agents-left; kill $S; wait $S; exit $rc");
+  auto r =
+      InNamespace(std::string(e2e::kSshd) +
+                  "printf '127.0.0.2 slots=1\\n127.0.0.3 slots=1\\n127.0.0.4 slots=1\\n' > $DIR/hostfile; "
+                  "iptables -A INPUT -d 127.0.0.4 -p tcp --dport 2222 -j REJECT --reject-with tcp-reset; "
+                  "$DSD check --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --agent-port 47550 "
+                  "--connect-timeout-ms 500 --json $DIR/out.json; rc=$?; sleep 0.5; "
+                  "pgrep -f '[a]gent --listen 127.0.0.[234]:47550' || echo no-agents-left; kill $S; wait $S; exit $rc");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
   json doc = ReadJson("out.json");
@@ -254,7 +255,8 @@ TEST_F(CheckE2eTest, SshLauncherStartsAgentsAndNamesTheNodeSshCannotReach) {
   EXPECT_EQ(unreachable[0]["nodes"], json({"127.0.0.4"}));
   // ssh's own message is the evidence.
   EXPECT_NE(unreachable[0]["evidence"].dump().find("ssh: connect to host 127.0.0.4 port 2222: Connection refused"),
-            std::string::npos) << unreachable[0].dump();
+            std::string::npos)
+      << unreachable[0].dump();
   // The two reachable nodes ran real agents over ssh and probed each other.
   EXPECT_EQ(doc["nodes"][0]["reachable"], true);
   EXPECT_EQ(doc["nodes"][1]["reachable"], true);
@@ -270,11 +272,13 @@ TEST_F(CheckE2eTest, RunOverSshAgentsPinpointsRankZeroOnlyCheckpoint) {
     if (std::getenv("DSDOCTOR_REQUIRE_NETNS")) FAIL() << "sshd missing: run scripts/setup.sh";
     GTEST_SKIP() << "no sshd";
   }
-  auto r = InNamespace(std::string(kSshd) +
-                       "printf '127.0.0.2 slots=2\\n127.0.0.3 slots=2\\n' > $DIR/hostfile; "
-                       "$DSD run --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --master_port 29533 --quiet "
-                       "--log-dir $DIR/logs --json $DIR/run.json -- " EXAMPLES_DIR "/rank0_only_checkpoint; rc=$?; "
-                       "kill $S; wait $S; exit $rc");
+  auto r = InNamespace(
+      std::string(e2e::kSshd) +
+      "printf '127.0.0.2 slots=2\\n127.0.0.3 slots=2\\n' > $DIR/hostfile; "
+      "$DSD run --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --master_port 29533 --quiet "
+      "--log-dir $DIR/logs --json $DIR/run.json -- " EXAMPLES_DIR
+      "/rank0_only_checkpoint; rc=$?; "
+      "kill $S; wait $S; exit $rc");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   json doc = ReadJson("run.json");
   // Every rank, started by an agent over ssh, was stopped after the report.
@@ -299,12 +303,13 @@ TEST_F(CheckE2eTest, SshAgentsExitWhenTheCoordinatorIsKilled) {
     GTEST_SKIP() << "no sshd";
   }
   // Both the ssh clients and the agents they started match the pattern: 2 + 2.
-  auto r = InNamespace(std::string(kSshd) +
+  auto r = InNamespace(std::string(e2e::kSshd) +
                        "printf '127.0.0.2 slots=1\\n127.0.0.3 slots=1\\n' > $DIR/hostfile; "
                        "iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.2 -p tcp --dport 47500 -j DROP; "
                        "$DSD check --hostfile $DIR/hostfile --launcher ssh --ssh-opts \"$SSH_OPTS\" --agent-port 47500 "
                        "--connect-timeout-ms 10000 --json $DIR/out.json & C=$!; "
-                       "P='[a]gent --listen 127.0.0.[23]:47500'; N=4; " + std::string(kKillCoordinator) + "kill $S; wait $S");
+                       "P='[a]gent --listen 127.0.0.[23]:47500'; N=4; " +
+                       std::string(kKillCoordinator) + "kill $S; wait $S");
   EXPECT_NE(r.out.find("running=yes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
 }
@@ -330,7 +335,8 @@ TEST_F(CheckE2eTest, MpirunLauncherStartsOneAgentPerNode) {
 // Agents started by mpirun run the all-reduce probe as MPI_Allreduce over MPI_COMM_WORLD.
 TEST_F(CheckE2eTest, MpirunAgentsProbeWithMpiAllreduce) {
   auto r = InNamespace(
-      "$DSD check --local 3 --launcher mpirun --agent-port 47900 --sizes 4K,64K --p2p-seconds 0.1 --json $DIR/out.json");
+      "$DSD check --local 3 --launcher mpirun --agent-port 47900 --sizes 4K,64K --p2p-seconds 0.1 --json "
+      "$DIR/out.json");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   json doc = ReadJson("out.json");
   EXPECT_EQ(doc["bandwidth"]["backend"], "mpi");
@@ -341,19 +347,23 @@ TEST_F(CheckE2eTest, MpirunAgentsProbeWithMpiAllreduce) {
 }
 
 TEST_F(CheckE2eTest, MpirunFailureIsAgentUnreachableWithMpirunsMessage) {
-  auto r = InNamespace("$DSD check --local 2 --launcher mpirun --remote-dsdoctor /nonexistent/dsdoctor --json $DIR/out.json");
+  auto r = InNamespace(
+      "$DSD check --local 2 --launcher mpirun --remote-dsdoctor /nonexistent/dsdoctor --json $DIR/out.json");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   json doc = ReadJson("out.json");
   auto unreachable = FindingsWithCode(doc, "AGENT_UNREACHABLE");
   ASSERT_EQ(unreachable.size(), 2u) << doc["findings"].dump(2);
-  EXPECT_NE(unreachable[0]["evidence"].dump().find("/nonexistent/dsdoctor"), std::string::npos) << unreachable[0].dump();
+  EXPECT_NE(unreachable[0]["evidence"].dump().find("/nonexistent/dsdoctor"), std::string::npos)
+      << unreachable[0].dump();
 }
 
 TEST_F(CheckE2eTest, MpirunAgentsExitWhenTheCoordinatorIsKilled) {
   auto r = InNamespace(
       "iptables -A OUTPUT -s 127.0.0.3 -d 127.0.0.2 -p tcp --dport 47800 -j DROP; "
-      "$DSD check --local 3 --launcher mpirun --agent-port 47800 --connect-timeout-ms 10000 --json $DIR/out.json & C=$!; "
-      "P='[a]gent --mpi-nodes .* --listen mpi:47800'; N=4; " + std::string(kKillCoordinator));
+      "$DSD check --local 3 --launcher mpirun --agent-port 47800 --connect-timeout-ms 10000 --json $DIR/out.json & "
+      "C=$!; "
+      "P='[a]gent --mpi-nodes .* --listen mpi:47800'; N=4; " +
+      std::string(kKillCoordinator));
   EXPECT_NE(r.out.find("running=yes"), std::string::npos) << r.out;  // mpirun's command line matches too
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out << r.err;
 }
@@ -380,8 +390,10 @@ TEST_F(CheckE2eTest, RateLimitedNodeIsBandwidthLowInJsonAndJUnit) {
   // Every pair touching node-2 is far below the others.
   for (const auto& p : doc["bandwidth"]["p2p"]) {
     bool slow_pair = p["from"] == "node-2" || p["to"] == "node-2";
-    if (slow_pair) EXPECT_LT(p["gbit_s"].get<double>(), 0.06) << p.dump();
-    else EXPECT_GT(p["gbit_s"].get<double>(), 0.2) << p.dump();
+    if (slow_pair)
+      EXPECT_LT(p["gbit_s"].get<double>(), 0.06) << p.dump();
+    else
+      EXPECT_GT(p["gbit_s"].get<double>(), 0.2) << p.dump();
   }
   for (const auto& row : doc["bandwidth"]["allreduce"]) EXPECT_EQ(row["wrong"], 0);
   auto junit = ReadFile((dir_ / "junit.xml").string());

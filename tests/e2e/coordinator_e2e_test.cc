@@ -13,6 +13,7 @@
 
 #include "common/file.h"
 #include "common/process.h"
+#include "tests/e2e/sshd.h"
 
 namespace dsd {
 namespace {
@@ -65,19 +66,6 @@ class CoordinatorE2eTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-// A real sshd inside the namespace (port 2222, keys made for the test).
-constexpr const char* kSshd =
-    "mkdir -p /run/sshd; "
-    "ssh-keygen -q -t ed25519 -N '' -f $DIR/host_key; ssh-keygen -q -t ed25519 -N '' -f $DIR/user_key; "
-    "cp $DIR/user_key.pub $DIR/authorized_keys; chmod 600 $DIR/authorized_keys; "
-    "printf 'Port 2222\\nListenAddress 0.0.0.0\\nHostKey %s/host_key\\nAuthorizedKeysFile %s/authorized_keys\\n"
-    "PermitRootLogin prohibit-password\\nPasswordAuthentication no\\nKbdInteractiveAuthentication no\\nUsePAM no\\n"
-    "StrictModes no\\nPidFile %s/sshd.pid\\n' $DIR $DIR $DIR > $DIR/sshd_config; "
-    "/usr/sbin/sshd -D -e -f $DIR/sshd_config 2> $DIR/sshd.log & S=$!; "
-    "for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/2222) 2>/dev/null && break; sleep 0.1; done; "
-    "SSH_OPTS=\"-F /dev/null -p 2222 -i $DIR/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-    "-o LogLevel=ERROR\"; ";
-
 bool HavePdshAndSshd() {
   bool ok = ::access("/usr/sbin/sshd", X_OK) == 0 && ::access("/usr/bin/pdsh", X_OK) == 0;
   if (!ok && std::getenv("DSDOCTOR_REQUIRE_NETNS")) ADD_FAILURE() << "pdsh or sshd missing: run scripts/setup.sh";
@@ -90,7 +78,7 @@ bool HavePdshAndSshd() {
 TEST_F(CoordinatorE2eTest, PdshLauncherChecksAndRunsOverRealSsh) {
   if (!HavePdshAndSshd()) GTEST_SKIP() << "no pdsh/sshd";
   auto r = InNamespace(
-      std::string(kSshd) +
+      std::string(e2e::kSshd) +
       "printf '127.0.0.2 slots=2\\n127.0.0.3 slots=2\\n127.0.0.4 slots=1\\n' > $DIR/hostfile; "
       "iptables -A INPUT -d 127.0.0.4 -p tcp --dport 2222 -j REJECT --reject-with tcp-reset; "
       "$DSD check --hostfile $DIR/hostfile --launcher pdsh --ssh-opts \"$SSH_OPTS\" --no-bandwidth "
