@@ -12,6 +12,7 @@
 
 #include "common/file.h"
 #include "common/process.h"
+#include "tests/e2e/netns_test.h"
 #include "tests/e2e/sshd.h"
 
 namespace dsd {
@@ -19,48 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-class CheckE2eTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("dsd_check_e2e_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    auto probe = RunCommand({"unshare", "-n", "sh", "-c", "ip link set lo up && iptables -L OUTPUT -n >/dev/null"}, {});
-    if (!probe.ok() || probe->exit_code != 0) {
-      if (std::getenv("DSDOCTOR_REQUIRE_NETNS"))
-        FAIL() << "network namespaces/iptables required: " << (probe.ok() ? probe->err : "");
-      GTEST_SKIP() << "needs root, unshare -n and iptables";
-    }
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  // Runs `script` in a fresh network namespace with $DSD (the binary) and $DIR set.
-  CommandResult InNamespace(const std::string& script) {
-    CommandOptions opts;
-    opts.env = {{"DSD", DSDOCTOR_BIN}, {"DIR", dir_.string()}, {"DSDOCTOR_LOG_LEVEL", "warn"}};
-    opts.timeout = std::chrono::seconds(90);
-    auto r = RunCommand({"unshare", "-n", "bash", "-c", "set -u; ip link set lo up; " + script}, opts);
-    EXPECT_TRUE(r.ok());
-    EXPECT_FALSE(r->timed_out);
-    return r.ok() ? *r : CommandResult{};
-  }
-
-  json ReadJson(const std::string& name) {
-    auto text = ReadFile((dir_ / name).string());
-    EXPECT_TRUE(text.ok()) << text.status().ToString();
-    return text.ok() ? json::parse(*text) : json();
-  }
-
-  static std::vector<json> FindingsWithCode(const json& doc, const std::string& code) {
-    std::vector<json> out;
-    for (const auto& f : doc["findings"]) {
-      if (f["code"] == code) out.push_back(f);
-    }
-    return out;
-  }
-
-  std::filesystem::path dir_;
-};
+class CheckE2eTest : public e2e::NetnsTest {};
 
 constexpr const char* kCheck4 =
     "$DSD check --local 4 --agent-port 47000 --connect-timeout-ms 500 --no-bandwidth --json $DIR/out.json "
