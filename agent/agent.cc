@@ -10,10 +10,10 @@
 
 #include "agent/agent_store.h"
 #include "agent/token.h"
+#include "common/log.h"
 #include "probe/gloo_comm.h"
 #include "probe/mpi_comm.h"
 #include "probe/nccl_comm.h"
-#include "common/log.h"
 #include "probe/report.h"
 
 namespace dsd::agent {
@@ -89,9 +89,12 @@ void Agent::Serve(net::Fd conn, std::string peer) {
   auto log = log::Get("agent");
   wire::FrameDecoder decoder;
   bool probe = false;
-  if (Status st = AcceptHello(conn.get(), decoder, options_.token, options_.auth_timeout, options_.name, &probe); !st.ok()) {
-    if (probe) log->debug("connection from {} closed without a hello (a connectivity probe)", peer);
-    else log->warn("refused connection from {}: {}", peer, st.message());
+  if (Status st = AcceptHello(conn.get(), decoder, options_.token, options_.auth_timeout, options_.name, &probe);
+      !st.ok()) {
+    if (probe)
+      log->debug("connection from {} closed without a hello (a connectivity probe)", peer);
+    else
+      log->warn("refused connection from {}: {}", peer, st.message());
     return;
   }
   log->debug("authenticated connection from {}", peer);
@@ -100,7 +103,8 @@ void Agent::Serve(net::Fd conn, std::string peer) {
     if (!req.ok()) {
       if (req.status().code() == StatusCode::kTimeout) continue;
       if (req.status().code() == StatusCode::kCorruption && !decoder.broken()) {
-        (void)net::SendFrame(conn.get(), {{"type", "error"}, {"code", "bad_request"}, {"message", req.status().message()}});
+        (void)net::SendFrame(conn.get(),
+                             {{"type", "error"}, {"code", "bad_request"}, {"message", req.status().message()}});
         continue;
       }
       log->debug("connection from {} ends: {}", peer, req.status().message());
@@ -144,13 +148,20 @@ json Agent::Handle(const json& request, bool* close_after) {
       return {{"type", "bye"}};
     }
   } catch (const json::exception& e) {
-    return {{"type", "error"}, {"code", "bad_request"}, {"message", std::string("malformed ") + type + ": " + e.what()}};
+    return {
+        {"type", "error"}, {"code", "bad_request"}, {"message", std::string("malformed ") + type + ": " + e.what()}};
   }
   return {{"type", "error"}, {"code", "unknown_type"}, {"message", "unknown request type '" + type + "'"}};
 }
 
+// A bad argument of an authenticated request is the coordinator's to hear about, never a crash.
+static json BadArgument(const std::string& message) {
+  return {{"type", "error"}, {"code", "bad_request"}, {"message", message}};
+}
+
 json Agent::HandleListen(const json& request) {
   int port = request.at("port").get<int>();
+  if (port < 0 || port > 65535) return BadArgument("listen: port " + std::to_string(port) + " is not 0-65535");
   std::lock_guard<std::mutex> lock(mu_);
   if (port == port_ || extra_listeners_.count(port)) return {{"type", "listening"}, {"port", port}};
   int bound = 0;
@@ -182,7 +193,9 @@ json Agent::HandleKvGet(const json& request) {
   auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 30000));
   std::map<std::string, std::string> values;
   if (stop_ || !kv_.WaitGet(keys, timeout, &values)) {
-    return {{"type", "error"}, {"code", "timeout"}, {"message", "keys not set within " + std::to_string(timeout.count()) + " ms"}};
+    return {{"type", "error"},
+            {"code", "timeout"},
+            {"message", "keys not set within " + std::to_string(timeout.count()) + " ms"}};
   }
   return {{"type", "kv_values"}, {"values", values}};
 }
@@ -209,10 +222,18 @@ json Agent::HandleAllReduce(const json& request) {
   sweep.max_iters = request.value("max_iters", sweep.max_iters);
   sweep.warmup = request.value("warmup", sweep.warmup);
   auto sizes = request.at("sizes").get<std::vector<size_t>>();
+  if (sizes.size() > 64) return BadArgument("allreduce: more than 64 sizes");
+  for (size_t v : sizes)
+    if (v == 0 || v > (size_t{1} << 40)) return BadArgument("allreduce: size " + std::to_string(v) + " out of range");
+  if (sweep.max_iters < 1 || sweep.max_iters > 1000 || sweep.warmup < 0 || sweep.warmup > 100)
+    return BadArgument("allreduce: max_iters 1-1000 and warmup 0-100");
   auto reply = [&](probe::Communicator& comm) -> json {
     auto results = probe::RunAllReduceSweep(comm, sizes, sweep, RealClock::Instance());
     if (!results.ok()) return {{"type", "error"}, {"code", "collective"}, {"message", results.status().message()}};
-    return {{"type", "allreduce_result"}, {"backend", comm.backend()}, {"rank", comm.rank()}, {"results", SweepRowsJson(*results)}};
+    return {{"type", "allreduce_result"},
+            {"backend", comm.backend()},
+            {"rank", comm.rank()},
+            {"results", SweepRowsJson(*results)}};
   };
   if (backend == "mpi") {
     if (!options_.mpi) return {{"type", "error"}, {"code", "unsupported"}, {"message", "agent not started by mpirun"}};
@@ -224,6 +245,8 @@ json Agent::HandleAllReduce(const json& request) {
   if (backend != "gloo") return {{"type", "error"}, {"code", "unsupported"}, {"message", "unknown backend " + backend}};
   int rank = request.at("rank").get<int>();
   int size = request.at("size").get<int>();
+  if (size < 1 || size > 65536 || rank < 0 || rank >= size)
+    return BadArgument("allreduce: rank " + std::to_string(rank) + " of size " + std::to_string(size));
   auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 60000));
   auto store = RequestStore(request, options_.token, timeout);
   if (!store.ok()) return {{"type", "error"}, {"code", "store"}, {"message", store.status().message()}};
@@ -240,10 +263,14 @@ json Agent::HandleAllReduce(const json& request) {
 
 // One rank per local GPU, each on its own thread with its own NCCL communicator and device; ranks
 // first_rank … first_rank+gpus-1 of `size`. Rank 0's NCCL id travels through the master's store.
-json Agent::HandleNcclAllReduce(const json& request, const std::vector<size_t>& sizes, const probe::SweepOptions& sweep) {
+json Agent::HandleNcclAllReduce(const json& request, const std::vector<size_t>& sizes,
+                                const probe::SweepOptions& sweep) {
   int first_rank = request.at("first_rank").get<int>();
   int gpus = request.at("gpus").get<int>();
   int size = request.at("size").get<int>();
+  if (gpus < 1 || gpus > 64 || size < 1 || size > 65536 || first_rank < 0 || first_rank > size - gpus)
+    return BadArgument("allreduce: " + std::to_string(gpus) + " GPUs from rank " + std::to_string(first_rank) + " of " +
+                       std::to_string(size));
   auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 60000));
   std::vector<json> rows(static_cast<size_t>(gpus));
   std::vector<std::string> errors(static_cast<size_t>(gpus));
@@ -322,7 +349,9 @@ json Agent::HandleP2pSend(const json& request) {
     return {{"type", "error"}, {"code", "p2p"}, {"message", "p2p: no acknowledgement from " + to.ToString()}};
   }
   uint64_t received = ack->value("bytes", uint64_t{0});
-  return {{"type", "p2p_result"}, {"bytes", received}, {"seconds", seconds},
+  return {{"type", "p2p_result"},
+          {"bytes", received},
+          {"seconds", seconds},
           {"gbit_s", seconds > 0 ? static_cast<double>(received) * 8 / seconds / 1e9 : 0.0}};
 }
 
@@ -336,8 +365,13 @@ json Agent::HandlePing(const json& request) {
     std::string kind = t.value("kind", "");
     pending.push_back(std::async(std::launch::async, [=, this] {
       auto r = net::Connect(host, port, timeout, options_.listen_addr);
-      return json{{"name", name}, {"host", host}, {"port", port}, {"kind", kind},
-                  {"outcome", net::ConnectOutcomeName(r.outcome)}, {"latency_ms", r.latency_ms}, {"error", r.error}};
+      return json{{"name", name},
+                  {"host", host},
+                  {"port", port},
+                  {"kind", kind},
+                  {"outcome", net::ConnectOutcomeName(r.outcome)},
+                  {"latency_ms", r.latency_ms},
+                  {"error", r.error}};
     }));
   }
   json results = json::array();

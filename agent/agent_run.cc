@@ -20,6 +20,13 @@ namespace dsd::agent {
 
 using nlohmann::json;
 
+namespace {
+// A rank's new output rides in its sample up to this size; more goes in "log" frames of
+// kLogChunkBytes, so no frame nears the 16 MiB limit however fast the ranks print.
+constexpr size_t kInlineLogBytes = 256 << 10;
+constexpr size_t kLogChunkBytes = 1 << 20;
+}  // namespace
+
 void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
   auto log = log::Get("agent");
   std::vector<std::string> argv;
@@ -117,21 +124,41 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
       stop_deadline = 0;
     }
     json sample = json::array();
+    std::vector<json> log_frames;  // output too big for one sample goes ahead of it in chunks
     bool all_exited = true;
     for (auto& m : ranks) {
       std::string fresh;
       m.Tick(now, &fresh);
       json s = diagnosis::ToJson(m.state());
-      if (!fresh.empty()) s["log"] = collectors::SanitizeForStream(fresh);
+      if (!fresh.empty()) {
+        std::string text = collectors::SanitizeForStream(fresh);  // ASCII: any cut is a character boundary
+        if (text.size() <= kInlineLogBytes) {
+          s["log"] = std::move(text);
+        } else {
+          for (size_t at = 0; at < text.size(); at += kLogChunkBytes)
+            log_frames.push_back({{"type", "log"}, {"rank", m.state().rank}, {"log", text.substr(at, kLogChunkBytes)}});
+        }
+      }
       s["last_output_ns"] = m.state().last_output_ns;
       sample.push_back(std::move(s));
       all_exited &= m.state().status == diagnosis::RankStatus::kExited;
     }
-    if (!coordinator_gone && !net::SendFrame(fd, {{"type", "sample"}, {"now_ns", now}, {"ranks", sample}}).ok()) {
+    // Only a broken connection means the coordinator is gone; a frame we could not encode costs
+    // that frame, never the job.
+    auto send = [&](const json& frame) {
+      if (coordinator_gone) return;
+      Status st = net::SendFrame(fd, frame);
+      if (st.ok()) return;
+      if (st.code() == StatusCode::kInvalidArgument) {
+        log->warn("run: a {} frame was dropped: {}", frame.value("type", ""), st.message());
+        return;
+      }
       coordinator_gone = true;
       for (auto& m : ranks) m.Signal(SIGTERM);
       stop_deadline = now + 3'000'000'000LL;
-    }
+    };
+    for (const auto& f : log_frames) send(f);
+    send({{"type", "sample"}, {"now_ns", now}, {"ranks", sample}});
     if (all_exited) break;
   }
   if (!coordinator_gone) (void)net::SendFrame(fd, {{"type", "done"}});

@@ -55,7 +55,11 @@ class Player {
   Player(std::vector<tui::RecordedEvent> events, std::string path)
       : events_(std::move(events)), path_(std::move(path)) {
     double t = 0;
-    for (const auto& e : events_) times_.push_back(t = std::max(t, e.event.value("t", 0.0)));
+    for (const auto& e : events_) {
+      // Validate() names a "t" that is not a number; until then it counts as no time at all.
+      auto it = e.event.is_object() ? e.event.find("t") : e.event.end();
+      times_.push_back(t = std::max(t, it != e.event.end() && it->is_number() ? it->get<double>() : 0.0));
+    }
   }
   // Every event must apply; the first must be the header. Errors name the file and line.
   Status Validate() {

@@ -10,13 +10,15 @@ Result<std::string> EncodeFrame(const nlohmann::json& message, size_t max_frame_
   if (!message.is_object()) return InvalidArgument("frame payload must be a JSON object");
   std::string payload;
   try {
-    payload = message.dump();
-  } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a string
+    // Strings from the outside (a callsite cut mid-character, a log line) may hold invalid UTF-8:
+    // such bytes become U+FFFD rather than costing the whole frame.
+    payload = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("cannot encode frame: ") + e.what());
   }
   if (payload.size() > max_frame_bytes) {
-    return InvalidArgument("frame of " + std::to_string(payload.size()) +
-                           " bytes exceeds the maximum of " + std::to_string(max_frame_bytes));
+    return InvalidArgument("frame of " + std::to_string(payload.size()) + " bytes exceeds the maximum of " +
+                           std::to_string(max_frame_bytes));
   }
   std::string frame(kHeaderSize, '\0');
   std::memcpy(frame.data(), kMagic, 3);
@@ -37,16 +39,20 @@ Result<nlohmann::json> ParseJsonBounded(std::string_view text, size_t max_depth)
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > max_depth) {
-        return Corruption("JSON nested deeper than " + std::to_string(max_depth) +
-                          " levels at byte " + std::to_string(i));
+        return Corruption("JSON nested deeper than " + std::to_string(max_depth) + " levels at byte " +
+                          std::to_string(i));
       }
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;

@@ -52,6 +52,18 @@ TEST(FramingTest, EncodeRejectsNonObjectsAndOversize) {
   EXPECT_FALSE(EncodeFrame(json{{"big", std::string(100, 'x')}}, 50).ok());
 }
 
+// A callsite the trace writer cut in the middle of a character must not cost the frame (an agent
+// that cannot send its sample would stop the job).
+TEST(FramingTest, InvalidUtf8IsReplacedNotRefused) {
+  auto f = EncodeFrame(json{{"callsite", std::string("train.py:\xe2\x82")}});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  FrameDecoder d;
+  d.Feed(*f);
+  auto m = d.Next();
+  ASSERT_TRUE(m.ok() && m->has_value());
+  EXPECT_EQ((**m)["callsite"], "train.py:\xef\xbf\xbd");  // U+FFFD
+}
+
 TEST(FramingTest, BadMagicBreaksTheStreamForGood) {
   FrameDecoder d;
   d.Feed("GET / HTTP/1.1\r\n\r\n");

@@ -255,6 +255,13 @@ void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
       if (j.contains("log") && j["log"].is_string()) pending_log_[st->rank] += j["log"].get<std::string>();
       latest_[st->rank] = std::move(*st);
     }
+  } else if (*type == "log") {
+    // A rank's output that did not fit its sample: it comes first, in order.
+    const auto rank = msg.find("rank");
+    const auto text = msg.find("log");
+    if (rank != msg.end() && rank->is_number_integer() && text != msg.end() && text->is_string() &&
+        std::find(a.ranks.begin(), a.ranks.end(), rank->get<int>()) != a.ranks.end())
+      pending_log_[rank->get<int>()] += text->get<std::string>();
   } else if (*type == "stacks") {
     // A reply to an earlier request that timed out describes ranks as they were then: dropped.
     const auto id = msg.find("id");

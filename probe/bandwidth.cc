@@ -1,6 +1,7 @@
 #include "probe/bandwidth.h"
 
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 
 #include "common/strings.h"
@@ -10,13 +11,16 @@ namespace dsd::probe {
 double BusBwFactor(CollectiveOp op, int n) {
   if (n <= 0) return 0;
   switch (op) {
-    case CollectiveOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllToAll: return static_cast<double>(n - 1) / n;
+    case CollectiveOp::kAllToAll:
+      return static_cast<double>(n - 1) / n;
     case CollectiveOp::kBroadcast:
     case CollectiveOp::kReduce:
-    case CollectiveOp::kSendRecv: return 1.0;
+    case CollectiveOp::kSendRecv:
+      return 1.0;
   }
   return 0;
 }
@@ -51,8 +55,10 @@ Result<size_t> ParseSize(std::string_view s) {
   if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) {
     return InvalidArgument("size '" + std::string(s) + "' is not a number with an optional K/M/G suffix");
   }
-  size_t v = std::stoull(t);
-  if (v > (size_t{1} << 40) / mult) return InvalidArgument("size '" + std::string(s) + "' is too large");
+  size_t v = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || end != t.data() + t.size() || v > (size_t{1} << 40) / mult)
+    return InvalidArgument("size '" + std::string(s) + "' is too large");
   return v * mult;
 }
 
@@ -62,7 +68,9 @@ Result<std::vector<size_t>> ParseSizes(const std::string& text, size_t align) {
   std::vector<size_t> out;
   auto add = [&](size_t v, const std::string& what) -> Status {
     v -= v % align;
-    if (v < align) return InvalidArgument("--sizes: '" + what + "' is smaller than one element (" + std::to_string(align) + " bytes)");
+    if (v < align)
+      return InvalidArgument("--sizes: '" + what + "' is smaller than one element (" + std::to_string(align) +
+                             " bytes)");
     out.push_back(v);
     return Status::Ok();
   };
@@ -92,8 +100,8 @@ std::string RenderBandwidthTable(const std::vector<SizeResult>& rows) {
   std::snprintf(line, sizeof line, "%12s %12s %8s %6s %10s %8s %8s %8s\n", "size", "count", "type", "redop", "time",
                 "algbw", "busbw", "#wrong");
   out += line;
-  std::snprintf(line, sizeof line, "%12s %12s %8s %6s %10s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
-                "(GB/s)", "");
+  std::snprintf(line, sizeof line, "%12s %12s %8s %6s %10s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)",
+                "(GB/s)", "(GB/s)", "");
   out += line;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof line, "%12zu %12zu %8s %6s %10.1f %8.2f %8.2f %8ld\n", r.bytes, r.count, r.type.c_str(),
@@ -106,8 +114,8 @@ std::string RenderBandwidthTable(const std::vector<SizeResult>& rows) {
 }
 
 nlohmann::json ToJson(const SizeResult& r) {
-  return {{"bytes", r.bytes}, {"count", r.count}, {"type", r.type}, {"redop", r.redop}, {"time_us", r.time_us},
-          {"algbw_gbps", r.algbw}, {"busbw_gbps", r.busbw}, {"wrong", r.wrong}};
+  return {{"bytes", r.bytes},     {"count", r.count},      {"type", r.type},        {"redop", r.redop},
+          {"time_us", r.time_us}, {"algbw_gbps", r.algbw}, {"busbw_gbps", r.busbw}, {"wrong", r.wrong}};
 }
 
 }  // namespace dsd::probe

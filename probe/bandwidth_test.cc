@@ -31,6 +31,8 @@ TEST(BandwidthTest, ParsesSizeRangesAndLists) {
   EXPECT_EQ(ParseSizes("1K-64M")->size(), 17u);
   EXPECT_EQ(*ParseSizes("1K,1M,6"), (std::vector<size_t>{1024, 1 << 20, 4}));  // 6 rounds down to one float
   EXPECT_NE(ParseSizes("64M-1K").status().message().find("minimum above maximum"), std::string::npos);
+  // More digits than any integer holds: an error, not an exception.
+  EXPECT_NE(ParseSizes("99999999999999999999999").status().message().find("too large"), std::string::npos);
   EXPECT_NE(ParseSizes("2").status().message().find("smaller than one element"), std::string::npos);
   EXPECT_NE(ParseSizes("1X").status().message().find("'1X' is not a number"), std::string::npos);
   EXPECT_FALSE(ParseSizes("").ok());
@@ -42,7 +44,9 @@ TEST(BandwidthTest, TableHasNcclTestsColumnsAndAverage) {
   ComputeBandwidth(CollectiveOp::kAllReduce, 2, &r);
   std::string t = RenderBandwidthTable({r});
   EXPECT_NE(t.find("#wrong"), std::string::npos);
-  EXPECT_NE(t.find("     1048576       262144    float    sum     1000.0     1.05     1.05        0"), std::string::npos) << t;
+  EXPECT_NE(t.find("     1048576       262144    float    sum     1000.0     1.05     1.05        0"),
+            std::string::npos)
+      << t;
   EXPECT_NE(t.find("# Avg bus bandwidth    : 1.049 GB/s"), std::string::npos) << t;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/file.h"
+#include "common/framing.h"
 #include "common/strings.h"
 
 namespace dsd::runtime {
@@ -15,9 +16,12 @@ using nlohmann::json;
 
 const char* OptimizerTypeName(OptimizerType t) {
   switch (t) {
-    case OptimizerType::kAdam: return "Adam";
-    case OptimizerType::kAdamW: return "AdamW";
-    case OptimizerType::kSgd: return "SGD";
+    case OptimizerType::kAdam:
+      return "Adam";
+    case OptimizerType::kAdamW:
+      return "AdamW";
+    case OptimizerType::kSgd:
+      return "SGD";
   }
   return "";
 }
@@ -29,7 +33,8 @@ namespace {
 // Reads one section with a fixed set of keys; every getter names source and path in its errors.
 class Section {
  public:
-  Section(const json& j, std::string source, std::string path) : j_(j), source_(std::move(source)), path_(std::move(path)) {}
+  Section(const json& j, std::string source, std::string path)
+      : j_(j), source_(std::move(source)), path_(std::move(path)) {}
 
   Status CheckKeys(const std::vector<std::string>& allowed) const {
     if (!j_.is_object()) return Error("", "expected an object, got " + Show(j_));
@@ -101,10 +106,14 @@ Status ParseOptimizer(const Section& s, OptimizerConfig* o) {
   std::string type = s.At("type").get<std::string>();
   std::string lower = type;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (lower == "adam") o->type = OptimizerType::kAdam;
-  else if (lower == "adamw") o->type = OptimizerType::kAdamW;
-  else if (lower == "sgd") o->type = OptimizerType::kSgd;
-  else return s.Error("type", "unsupported optimizer \"" + type + "\" (supported: Adam, AdamW, SGD)");
+  if (lower == "adam")
+    o->type = OptimizerType::kAdam;
+  else if (lower == "adamw")
+    o->type = OptimizerType::kAdamW;
+  else if (lower == "sgd")
+    o->type = OptimizerType::kSgd;
+  else
+    return s.Error("type", "unsupported optimizer \"" + type + "\" (supported: Adam, AdamW, SGD)");
   if (!s.Has("params")) return Status::Ok();
   Section p = s.Sub("params");
   if (o->type == OptimizerType::kSgd) {
@@ -129,12 +138,14 @@ Status ParseOptimizer(const Section& s, OptimizerConfig* o) {
 }
 
 Status ParseFp16(const Section& s, Fp16Config* f) {
-  DSD_RETURN_IF_ERROR(s.CheckKeys({"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
-                                   "min_loss_scale"}));
+  DSD_RETURN_IF_ERROR(s.CheckKeys(
+      {"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"}));
   DSD_RETURN_IF_ERROR(s.Bool("enabled", &f->enabled));
   DSD_RETURN_IF_ERROR(s.Float("loss_scale", 0, 65504.0 * 65536.0, &f->loss_scale));
   DSD_RETURN_IF_ERROR(s.Int("initial_scale_power", 0, &f->initial_scale_power));
-  if (f->initial_scale_power > 40) return s.Error("initial_scale_power", "expected an integer in [0, 40], got " + std::to_string(f->initial_scale_power));
+  if (f->initial_scale_power > 40)
+    return s.Error("initial_scale_power",
+                   "expected an integer in [0, 40], got " + std::to_string(f->initial_scale_power));
   DSD_RETURN_IF_ERROR(s.Int("loss_scale_window", 1, &f->loss_scale_window));
   DSD_RETURN_IF_ERROR(s.Int("hysteresis", 1, &f->hysteresis));
   DSD_RETURN_IF_ERROR(s.Float("min_loss_scale", 1e-10, 1e10, &f->min_loss_scale));
@@ -164,9 +175,12 @@ Status ParseDiagnostics(const Section& s, DiagnosticsConfig* d) {
   DSD_RETURN_IF_ERROR(s.Int("trace_capacity", 16, &d->trace_capacity));
   if (s.Has("watchdog_policy")) {
     const json& p = s.At("watchdog_policy");
-    if (p == "warn") d->watchdog_policy = WatchdogPolicy::kWarn;
-    else if (p == "abort") d->watchdog_policy = WatchdogPolicy::kAbort;
-    else return s.Error("watchdog_policy", "expected \"warn\" or \"abort\", got " + p.dump());
+    if (p == "warn")
+      d->watchdog_policy = WatchdogPolicy::kWarn;
+    else if (p == "abort")
+      d->watchdog_policy = WatchdogPolicy::kAbort;
+    else
+      return s.Error("watchdog_policy", "expected \"warn\" or \"abort\", got " + p.dump());
   }
   return Status::Ok();
 }
@@ -191,9 +205,9 @@ Result<Config> ConfigFromJson(const json& j, const std::string& source) {
   Config c;
   c.source = source;
   Section top(j, source, "");
-  DSD_RETURN_IF_ERROR(top.CheckKeys({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-                                     "optimizer", "fp16", "zero_optimization", "gradient_clipping", "steps_per_print",
-                                     "dsdoctor"}));
+  DSD_RETURN_IF_ERROR(
+      top.CheckKeys({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer",
+                     "fp16", "zero_optimization", "gradient_clipping", "steps_per_print", "dsdoctor"}));
   DSD_RETURN_IF_ERROR(top.Int("train_batch_size", 1, &c.train_batch_size));
   DSD_RETURN_IF_ERROR(top.Int("train_micro_batch_size_per_gpu", 1, &c.train_micro_batch_size_per_gpu));
   DSD_RETURN_IF_ERROR(top.Int("gradient_accumulation_steps", 1, &c.gradient_accumulation_steps));
@@ -210,6 +224,11 @@ Result<Config> ConfigFromJson(const json& j, const std::string& source) {
 }
 
 Result<Config> ParseConfig(const std::string& text, const std::string& source) {
+  // Nesting is bounded before the (recursive) parser and destructor see it: 100,000 '[' would
+  // overflow the stack.
+  if (auto bounded = wire::ParseJsonBounded(text);
+      !bounded.ok() && bounded.status().message().find("nested deeper") != std::string::npos)
+    return InvalidArgument(source + ": invalid JSON: " + bounded.status().message());
   json j;
   try {
     j = json::parse(text);
@@ -218,6 +237,11 @@ Result<Config> ParseConfig(const std::string& text, const std::string& source) {
     auto pos = what.find("]: ");
     if (pos != std::string::npos) what = what.substr(pos + 3);
     return InvalidArgument(source + ":" + LineCol(text, e.byte == 0 ? 0 : e.byte - 1) + ": invalid JSON: " + what);
+  } catch (const json::exception& e) {  // out_of_range: a number such as 1e999 that no double holds
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    return InvalidArgument(source + ": invalid JSON: " + what);
   }
   return ConfigFromJson(j, source);
 }
@@ -234,8 +258,8 @@ Result<BatchPlan> ResolveBatch(const Config& c, int world_size) {
   };
   if (tbs && mb && gas) {
     if (tbs != mb * gas * world_size) {
-      return say("train_batch_size " + std::to_string(tbs) + " != train_micro_batch_size_per_gpu " + std::to_string(mb) +
-                 " * gradient_accumulation_steps " + std::to_string(gas) + " * world size");
+      return say("train_batch_size " + std::to_string(tbs) + " != train_micro_batch_size_per_gpu " +
+                 std::to_string(mb) + " * gradient_accumulation_steps " + std::to_string(gas) + " * world size");
     }
   } else if (tbs && mb) {
     if (tbs % (mb * world_size) != 0) {
@@ -267,9 +291,12 @@ Status ApplyDiagnosticsEnv(const std::string* timeout, const std::string* policy
     d->watchdog_timeout_s = v;
   }
   if (policy) {
-    if (*policy == "warn") d->watchdog_policy = WatchdogPolicy::kWarn;
-    else if (*policy == "abort") d->watchdog_policy = WatchdogPolicy::kAbort;
-    else return InvalidArgument("DSDOCTOR_WATCHDOG_POLICY=" + *policy + ": expected warn or abort");
+    if (*policy == "warn")
+      d->watchdog_policy = WatchdogPolicy::kWarn;
+    else if (*policy == "abort")
+      d->watchdog_policy = WatchdogPolicy::kAbort;
+    else
+      return InvalidArgument("DSDOCTOR_WATCHDOG_POLICY=" + *policy + ": expected warn or abort");
   }
   return Status::Ok();
 }

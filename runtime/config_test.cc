@@ -39,16 +39,18 @@ TEST(ConfigTest, LegacyZeroTrueMeansStageOne) {
 }
 
 TEST(ConfigTest, EveryBadKeyOrValueIsNamed) {
-  EXPECT_EQ(ErrorOf(R"({"train_batch_size": 8, "wall_clock_breakdown": true})"),
-            "ds.json: wall_clock_breakdown: unsupported key (supported: train_batch_size, train_micro_batch_size_per_gpu, "
-            "gradient_accumulation_steps, optimizer, fp16, zero_optimization, gradient_clipping, steps_per_print, dsdoctor)");
+  EXPECT_EQ(
+      ErrorOf(R"({"train_batch_size": 8, "wall_clock_breakdown": true})"),
+      "ds.json: wall_clock_breakdown: unsupported key (supported: train_batch_size, train_micro_batch_size_per_gpu, "
+      "gradient_accumulation_steps, optimizer, fp16, zero_optimization, gradient_clipping, steps_per_print, dsdoctor)");
   EXPECT_EQ(ErrorOf(R"({"train_batch_size": 8, "fp16": {"enabled": true, "loss_scale_window": -3}})"),
             "ds.json: fp16.loss_scale_window: expected an integer >= 1, got -3");
   EXPECT_EQ(ErrorOf(R"({"train_batch_size": "8"})"), "ds.json: train_batch_size: expected an integer >= 1, got \"8\"");
   EXPECT_EQ(ErrorOf(R"({"train_batch_size": 8, "optimizer": {"type": "OneBitAdam"}})"),
             "ds.json: optimizer.type: unsupported optimizer \"OneBitAdam\" (supported: Adam, AdamW, SGD)");
-  EXPECT_EQ(ErrorOf(R"({"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1, "betas": [0.9, 0.9]}}})"),
-            "ds.json: optimizer.params.betas: unsupported key (supported in optimizer.params: lr, momentum, weight_decay)");
+  EXPECT_EQ(
+      ErrorOf(R"({"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1, "betas": [0.9, 0.9]}}})"),
+      "ds.json: optimizer.params.betas: unsupported key (supported in optimizer.params: lr, momentum, weight_decay)");
   EXPECT_EQ(ErrorOf(R"({"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"betas": [0.9]}}})"),
             "ds.json: optimizer.params.betas: expected [beta1, beta2] with each in [0, 1), got [0.9]");
   EXPECT_EQ(ErrorOf(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3}})"),
@@ -75,13 +77,16 @@ TEST(ConfigTest, BatchSizesFollowDeepSpeedsRule) {
   p = ResolveBatch(cfg(R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2})"), 4);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->gradient_accumulation_steps, 2);
-  EXPECT_EQ(ResolveBatch(cfg(R"({"train_batch_size": 10})"), 4).status().message(),
-            "c.json: train_batch_size 10 is not divisible by gradient_accumulation_steps 1 * world size (world size 4)");
-  EXPECT_EQ(ResolveBatch(cfg(R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1})"), 4)
-                .status()
-                .message(),
-            "c.json: train_batch_size 16 != train_micro_batch_size_per_gpu 2 * gradient_accumulation_steps 1 * world size "
-            "(world size 4)");
+  EXPECT_EQ(
+      ResolveBatch(cfg(R"({"train_batch_size": 10})"), 4).status().message(),
+      "c.json: train_batch_size 10 is not divisible by gradient_accumulation_steps 1 * world size (world size 4)");
+  EXPECT_EQ(
+      ResolveBatch(
+          cfg(R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1})"), 4)
+          .status()
+          .message(),
+      "c.json: train_batch_size 16 != train_micro_batch_size_per_gpu 2 * gradient_accumulation_steps 1 * world size "
+      "(world size 4)");
 }
 
 TEST(ConfigTest, EnvironmentOverridesTheWatchdog) {
@@ -94,13 +99,25 @@ TEST(ConfigTest, EnvironmentOverridesTheWatchdog) {
   EXPECT_EQ(ApplyDiagnosticsEnv(&bad, nullptr, &d).message(),
             "DSDOCTOR_TIMEOUT=-1: expected seconds >= 0 (0 disables the watchdog)");
   std::string pol = "ignore";
-  EXPECT_EQ(ApplyDiagnosticsEnv(nullptr, &pol, &d).message(), "DSDOCTOR_WATCHDOG_POLICY=ignore: expected warn or abort");
+  EXPECT_EQ(ApplyDiagnosticsEnv(nullptr, &pol, &d).message(),
+            "DSDOCTOR_WATCHDOG_POLICY=ignore: expected warn or abort");
 }
 
 TEST(ConfigTest, LoadConfigNamesAMissingFile) {
   auto c = LoadConfig("/nonexistent/ds_config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("/nonexistent/ds_config.json"), std::string::npos);
+}
+
+// Numbers no double holds and nesting that would overflow the stack are named errors, not a crash.
+TEST(ConfigTest, HostileJsonIsAnErrorNotACrash) {
+  auto big = ParseConfig(R"({"train_batch_size": 1e999})", "ds.json");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("ds.json: invalid JSON"), std::string::npos) << big.status().message();
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto nested = ParseConfig(deep, "ds.json");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("nested deeper than"), std::string::npos) << nested.status().message();
 }
 
 }  // namespace

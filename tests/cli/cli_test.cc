@@ -126,6 +126,12 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 
 // Hostfile lines deepspeed rejects (OpenMPI accepts some) fail `check` before anything starts,
 // naming file:line and deepspeed's own message: never a green check for a job deepspeed refuses.
+TEST(CliTest, OversizedSweepSizeIsAUsageError) {
+  auto r = Dsdoctor({"check", "--local", "1", "--sizes", "99999999999999999999999", "--plan"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--sizes"), std::string::npos) << r.err;
+}
+
 TEST(CliTest, CheckFailsOnHostfilesDeepSpeedRejects) {
   for (const std::string line : {"worker-1 slots = 4", "worker-1", "worker-1 cpu slots=4"}) {
     std::string hf = WriteTemp("hf_bad", "worker-0 slots=2\n" + line + "\n");
@@ -199,6 +205,17 @@ TEST(CliTest, TuiNeedsAttachOrReplayAndNamesBadRecordings) {
   auto bad = Dsdoctor({"tui", "--replay", dir, "--dump"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("events.jsonl:2: "), std::string::npos) << bad.err;
+
+  // A "t" that is not a number is named with its line, not an internal error (exit 3).
+  f = std::fopen(file.c_str(), "w");
+  std::fputs(
+      "{\"type\":\"header\",\"version\":1,\"t\":0,\"job\":\"train\",\"ranks\":2,\"start_unix_ms\":0}\n"
+      "{\"type\":\"end\",\"t\":\"soon\",\"code\":0}\n",
+      f);
+  std::fclose(f);
+  auto string_t = Dsdoctor({"tui", "--replay", dir, "--dump"});
+  EXPECT_EQ(string_t.exit_code, 2);
+  EXPECT_NE(string_t.err.find("events.jsonl:2: "), std::string::npos) << string_t.err;
 
   auto no_token = Dsdoctor({"tui", "--attach", "127.0.0.1:9"});
   EXPECT_EQ(no_token.exit_code, 2);

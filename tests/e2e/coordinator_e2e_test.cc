@@ -141,6 +141,19 @@ TEST_F(CoordinatorE2eTest, KilledAgentIsAgentLostWithoutAnInventedExitCode) {
   ExpectNoRankLeft(run);
 }
 
+// A rank that prints 40 MB at once: its output travels in chunks under the frame limit (one sample
+// with it would exceed 16 MiB, and an agent that cannot send stops the job), and all of it is on disk.
+TEST_F(CoordinatorE2eTest, ARankPrintingFastNeverBreaksTheAgentLink) {
+  auto r = InNamespace(
+      "$DSD run --local 1 --quiet --log-dir $DIR/logs --json $DIR/run.json -- "
+      "sh -c 'head -c 40000000 /dev/zero | tr \"\\000\" x; echo; echo done'; echo run=$?");
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  json run = ReadJson("run.json");
+  EXPECT_EQ(run["ranks"][0]["exit_code"], 0);
+  EXPECT_TRUE(FindingsWithCode(run, "AGENT_LOST").empty()) << run["findings"].dump(2);
+  EXPECT_EQ(std::filesystem::file_size(dir_ / "logs" / "rank-0.log"), 40000000u + 6u);
+}
+
 // A coordinator stopped (SIGSTOP) longer than --hang-after finds stale samples queued when it
 // resumes: it catches up before it diagnoses, so a healthy job is neither flagged nor stopped.
 TEST_F(CoordinatorE2eTest, StoppedCoordinatorNeverDiagnosesStaleSamples) {

@@ -1,0 +1,61 @@
+// An authenticated request with bad arguments gets an error reply; the agent stays up.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/client.h"
+
+namespace dsd::agent {
+namespace {
+
+class AgentRequestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AgentOptions o;
+    o.listen_addr = "127.0.0.1";
+    o.token = token_;
+    o.name = "node-0";
+    agent_ = std::make_unique<Agent>(o, &inventory_);
+    ASSERT_TRUE(agent_->Bind().ok());
+    thread_ = std::thread([this] { (void)agent_->Run(); });
+  }
+  void TearDown() override {
+    agent_->Stop();
+    thread_.join();
+  }
+  Result<nlohmann::json> Call(const nlohmann::json& request) {
+    auto c = AgentClient::Connect({"127.0.0.1", agent_->port()}, token_, std::chrono::seconds(5));
+    if (!c.ok()) return c.status();
+    return c->Call(request, std::chrono::seconds(10));
+  }
+
+  const std::string token_ = std::string(64, 'b');
+  probe::FakeInventorySource inventory_;
+  std::unique_ptr<Agent> agent_;
+  std::thread thread_;
+};
+
+TEST_F(AgentRequestTest, BadArgumentsAreErrorsAndTheAgentStaysUp) {
+  struct Bad {
+    nlohmann::json request;
+    std::string message;
+  };
+  const std::vector<Bad> cases = {
+      {{{"type", "listen"}, {"port", 70000}}, "port 70000 is not 0-65535"},
+      {{{"type", "allreduce"}, {"backend", "nccl"}, {"sizes", {1024}}, {"first_rank", 0}, {"gpus", -1}, {"size", 2}},
+       "-1 GPUs"},
+      {{{"type", "allreduce"}, {"sizes", {1024}}, {"rank", 5}, {"size", 2}}, "rank 5 of size 2"},
+      {{{"type", "allreduce"}, {"sizes", {0}}, {"rank", 0}, {"size", 1}}, "size 0 out of range"},
+  };
+  for (const auto& c : cases) {
+    auto r = Call(c.request);
+    ASSERT_FALSE(r.ok()) << c.request.dump();
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().message();
+  }
+  auto inv = Call({{"type", "inventory"}});
+  EXPECT_TRUE(inv.ok()) << inv.status().ToString();
+}
+
+}  // namespace
+}  // namespace dsd::agent
