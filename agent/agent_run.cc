@@ -41,6 +41,8 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
     cwd = request.value("cwd", std::string());
     sample_ms = std::clamp(request.value("sample_ms", 200), 20, 5000);
     if (argv.empty()) throw std::runtime_error("argv is empty");
+    // What the agent writes (the log dir, logs, stacks) is private; its ranks keep the user's umask.
+    UsePrivateUmask(request.value("share_group", false));
     std::error_code ec;
     std::filesystem::create_directories(log_dir, ec);
     if (ec) throw std::runtime_error("cannot create log dir " + log_dir + ": " + ec.message());

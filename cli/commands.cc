@@ -131,6 +131,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   run_cmd->add_option("--master_addr", run.master_addr, "MASTER_ADDR for the ranks (default: the first node)");
   run_cmd->add_option("--master_port", run.master_port, "MASTER_PORT for the ranks")->check(CLI::Range(1, 65535));
+  run_cmd->add_flag("--share-group", run.share_group,
+                    "Let the group read the log dir (0750, files 0640); by default it is private (0700, files 0600)");
   run_cmd->add_flag(
       "--dry-run", run.dry_run,
       "Print the plan (nodes, slot ids, ranks, CUDA_VISIBLE_DEVICES, master) and start nothing; with --json - as JSON");

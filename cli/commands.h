@@ -79,9 +79,10 @@ struct RunOptions {
   std::string agents;           // attach: running agents host:port,…
   std::string token_file;       // attach: their token
   int agent_port = 0;
-  std::string master_addr;  // MASTER_ADDR (default: the first node's agent address)
-  int master_port = 0;      // 0: a free port (simulated nodes) or 29500
-  bool dry_run = false;     // print the plan and start nothing
+  std::string master_addr;   // MASTER_ADDR (default: the first node's agent address)
+  int master_port = 0;       // 0: a free port (simulated nodes) or 29500
+  bool dry_run = false;      // print the plan and start nothing
+  bool share_group = false;  // log dir 0750 and files 0640 instead of 0700/0600
   std::string log_level;
   std::string serve = "127.0.0.1:0";  // where `dsdoctor tui --attach` connects ("off": nowhere)
   bool color = false;

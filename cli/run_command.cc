@@ -161,12 +161,17 @@ int RunJob(const RunOptions& o) {
     return kExitOk;
   }
   for (const auto& note : plan.notes) std::cerr << "dsdoctor run: note: " << note << "\n";
+  // Logs may hold secrets (tokens in a traceback, data paths): what we create is private.
+  UsePrivateUmask(o.share_group);
   std::error_code ec;
   std::filesystem::create_directories(o.log_dir, ec);
   if (ec) {
     std::cerr << "dsdoctor run: cannot create log dir " << o.log_dir << ": " << ec.message() << "\n";
     return kExitUsage;
   }
+  if (struct stat st; ::stat(o.log_dir.c_str(), &st) == 0 && (st.st_mode & 0007))
+    std::cerr << "dsdoctor run: warning: log dir " << o.log_dir << " is open to other users (mode " << std::oct
+              << (st.st_mode & 0777) << std::dec << "): chmod 700 " << o.log_dir << "\n";
   std::string log_dir = std::filesystem::absolute(o.log_dir).string();
   std::string cwd = std::filesystem::current_path().string();
 
@@ -236,6 +241,7 @@ int RunJob(const RunOptions& o) {
   collectors::ApplyDiagnosticProfile(spdlog::get_level() <= spdlog::level::debug, &env);
   if (!env.count("DSDOCTOR_TIMEOUT")) env["DSDOCTOR_TIMEOUT"] = timeout_buf;
   env["PYTHONUNBUFFERED"] = "1";  // tracebacks and prints reach the log as they happen
+  if (o.share_group) env["DSDOCTOR_TRACE_MODE"] = "0640";
   std::vector<std::vector<coordinator::RankLaunch>> per_node(nnodes);
   const std::vector<coordinator::RankLaunch>& all = rank_plan.ranks;
   for (const auto& l : all) per_node[l.node_index].push_back(l);
@@ -275,7 +281,8 @@ int RunJob(const RunOptions& o) {
       clients.push_back(std::move(*c));
     }
     auto a = std::make_unique<coordinator::AgentSource>(coordinator::AgentSourceOptions{}, &RealClock::Instance());
-    if (Status st = a->Start(std::move(clients), per_node, o.command, env, log_dir, cwd, !o.no_trace); !st.ok()) {
+    if (Status st = a->Start(std::move(clients), per_node, o.command, env, log_dir, cwd, !o.no_trace, o.share_group);
+        !st.ok()) {
       std::cerr << "dsdoctor run: " << st.message() << "\n";
       return kExitProblems;
     }

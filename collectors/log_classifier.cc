@@ -178,6 +178,14 @@ void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view e
                " until the process group's timeout: another rank never made the matching call (compare where each rank "
                "failed) or the network between them is blocked.";
     e.code = e.collective.empty() ? codes::kCommError : codes::kLogError;
+  } else if (StartsWith(exc, "(traceback cut off")) {
+    // No exception line: the process died while printing, most often killed by its launcher after
+    // another rank failed. It names no cause of its own, so it never leads the report.
+    e.severity = Severity::kWarning;
+    e.consequence = true;
+    e.remedy =
+        "The process died before it finished printing this traceback (usually its launcher killed it after "
+        "another rank failed): the other findings say why.";
   } else if (Has(exc, "out of memory")) {
     e.code = codes::kOutOfMemory;
     e.remedy = "The device ran out of memory: lower the micro batch size, enable ZeRO or activation checkpointing.";

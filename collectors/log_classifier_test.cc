@@ -34,6 +34,9 @@ TEST(LogClassifierTest, TracebackCutOffByDeathIsStillReported) {
   auto ev = Classify("Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n");
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].location, "a.py:3");
+  // It names no cause (no exception line): a warning and a consequence, never the first failure.
+  EXPECT_EQ(ev[0].severity, diagnosis::Severity::kWarning);
+  EXPECT_TRUE(ev[0].consequence);
 }
 
 TEST(LogClassifierTest, NcclWarnConnectFailureGetsTheFirewallRemedy) {

@@ -30,7 +30,8 @@ Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<s
   so.env["DSDOCTOR_TRACE_FILE"] = trace_path_;
   so.log_path = log_path_;
   so.cwd = cwd;
-  so.parent_death_signal = SIGKILL;  // a dead watcher leaves no orphans
+  so.parent_death_signal = SIGKILL;          // a dead watcher leaves no orphans
+  so.umask = static_cast<int>(UserUmask());  // the job's own files are as the user would make them
   DSD_ASSIGN_OR_RETURN(auto p, Subprocess::Start(argv, so));
   state_.pid = p.pid();
   state_.status = diagnosis::RankStatus::kRunning;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 namespace dsd {
@@ -99,6 +100,25 @@ Status WriteFileAtomic(const std::string& path, const std::string& content,
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+namespace {
+// The umask before UsePrivateUmask changed it; -1 while unchanged.
+std::atomic<int> g_user_umask{-1};
+}  // namespace
+
+void UsePrivateUmask(bool share_with_group) {
+  mode_t before = ::umask(share_with_group ? 027 : 077);
+  int expected = -1;
+  g_user_umask.compare_exchange_strong(expected, static_cast<int>(before));
+}
+
+mode_t UserUmask() {
+  int u = g_user_umask.load();
+  if (u >= 0) return static_cast<mode_t>(u);
+  mode_t now = ::umask(022);  // reading the umask means setting it: put it back at once
+  ::umask(now);
+  return now;
 }
 
 }  // namespace dsd

@@ -1,6 +1,8 @@
 // File helpers returning Status instead of throwing.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <string>
 
@@ -18,5 +20,12 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 
 Status WriteFileAtomic(const std::string& path, const std::string& content,
                        const std::function<void()>& after_partial_write = {});
 bool FileExists(const std::string& path);
+
+// Log dirs are private by default (docs/run.md "Log dir"): `run` and its agents create what they
+// write with umask 077 (directories 0700, files 0600), or 027 when shared with the group. The umask
+// is the process's, so this is process-wide state: call it once, before the first file is made.
+// UserUmask() is the umask the process started with, which the job's own processes keep.
+void UsePrivateUmask(bool share_with_group);
+mode_t UserUmask();
 
 }  // namespace dsd

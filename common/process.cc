@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "common/log.h"
 
@@ -26,8 +27,10 @@ void ReapWithDeadline(pid_t pid, MonoTime deadline, R& result) {
     pid_t w = ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) break;
-    if (std::chrono::steady_clock::now() >= deadline) result.timed_out = true;
-    else ::usleep(2000);
+    if (std::chrono::steady_clock::now() >= deadline)
+      result.timed_out = true;
+    else
+      ::usleep(2000);
   }
   if (result.timed_out) {
     log::Get("process")->debug("pid {} timed out; sending SIGKILL", pid);
@@ -62,8 +65,10 @@ Result<ChildResult> RunInChild(const std::function<int()>& body, const ChildOpti
     ::dup2(fds[1], 2);
     ::close(fds[0]);
     for (const auto& [k, v] : options.env) {
-      if (v.empty()) ::unsetenv(k.c_str());
-      else ::setenv(k.c_str(), v.c_str(), 1);
+      if (v.empty())
+        ::unsetenv(k.c_str());
+      else
+        ::setenv(k.c_str(), v.c_str(), 1);
     }
     int rc = 0;
     try {
@@ -114,18 +119,18 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, const Com
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  std::vector<std::string> env = MergedEnvironment(options.env);
+  std::vector<char*> envp = EnvironmentPointers(env);
+  auto path = options.env.find("PATH");  // execvpe searches the PATH of the caller
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoError("fork", errno);
   if (pid == 0) {
     ::dup2(in_pipe[0], 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
-    for (const auto& [k, v] : options.env) {
-      if (v.empty()) ::unsetenv(k.c_str());
-      else ::setenv(k.c_str(), v.c_str(), 1);
-    }
+    if (path != options.env.end() && !path->second.empty()) ::setenv("PATH", path->second.c_str(), 1);
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) ::_exit(127);
-    ::execvp(cargv[0], cargv.data());
+    ::execvpe(cargv[0], cargv.data(), envp.data());
     std::fprintf(stderr, "exec %s: %s\n", cargv[0], std::strerror(errno));
     ::_exit(127);
   }
@@ -182,6 +187,38 @@ std::string DescribeChildEnd(const ChildResult& r) {
   if (r.timed_out) return "timed out";
   if (r.signaled) return "signal " + std::to_string(r.term_signal) + " (" + strsignal(r.term_signal) + ")";
   return "exit " + std::to_string(r.exit_code);
+}
+
+std::vector<std::string> MergedEnvironment(const std::map<std::string, std::string>& overlay) {
+  std::map<std::string_view, std::string_view> merged;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string_view::npos && eq > 0) merged.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  for (const auto& [k, v] : overlay) {
+    if (v.empty())
+      merged.erase(k);
+    else
+      merged[k] = v;
+  }
+  std::vector<std::string> out;
+  out.reserve(merged.size());
+  for (const auto& [k, v] : merged) {
+    std::string kv;
+    kv.reserve(k.size() + v.size() + 1);
+    kv.append(k).append(1, '=').append(v);
+    out.push_back(std::move(kv));
+  }
+  return out;
+}
+
+std::vector<char*> EnvironmentPointers(std::vector<std::string>& env) {
+  std::vector<char*> out;
+  out.reserve(env.size() + 1);
+  for (auto& kv : env) out.push_back(kv.data());
+  out.push_back(nullptr);
+  return out;
 }
 
 }  // namespace dsd

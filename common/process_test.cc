@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,11 +14,13 @@ namespace {
 TEST(ProcessTest, CapturesOutputAndExitCode) {
   ChildOptions opts;
   opts.env["DSD_CHILD_TEST"] = "hello";
-  auto r = RunInChild([] {
-    std::printf("out:%s\n", std::getenv("DSD_CHILD_TEST"));
-    std::fprintf(stderr, "err\n");
-    return 7;
-  }, opts);
+  auto r = RunInChild(
+      [] {
+        std::printf("out:%s\n", std::getenv("DSD_CHILD_TEST"));
+        std::fprintf(stderr, "err\n");
+        return 7;
+      },
+      opts);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 7);
   EXPECT_FALSE(r->timed_out);
@@ -29,10 +32,12 @@ TEST(ProcessTest, CapturesOutputAndExitCode) {
 TEST(ProcessTest, KillsAHangingChildAtTheDeadline) {
   ChildOptions opts;
   opts.timeout = std::chrono::milliseconds(200);
-  auto r = RunInChild([] {
-    ::pause();
-    return 0;
-  }, opts);
+  auto r = RunInChild(
+      [] {
+        ::pause();
+        return 0;
+      },
+      opts);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->timed_out);
   EXPECT_TRUE(r->signaled);
@@ -41,10 +46,12 @@ TEST(ProcessTest, KillsAHangingChildAtTheDeadline) {
 }
 
 TEST(ProcessTest, ReportsACrash) {
-  auto r = RunInChild([] {
-    ::raise(SIGSEGV);
-    return 0;
-  }, {});
+  auto r = RunInChild(
+      [] {
+        ::raise(SIGSEGV);
+        return 0;
+      },
+      {});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->signaled);
   EXPECT_EQ(r->term_signal, SIGSEGV);
@@ -53,10 +60,12 @@ TEST(ProcessTest, ReportsACrash) {
 TEST(ProcessTest, TruncatesHugeOutput) {
   ChildOptions opts;
   opts.max_output = 100;
-  auto r = RunInChild([] {
-    for (int i = 0; i < 1000; ++i) std::printf("0123456789");
-    return 0;
-  }, opts);
+  auto r = RunInChild(
+      [] {
+        for (int i = 0; i < 1000; ++i) std::printf("0123456789");
+        return 0;
+      },
+      opts);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->output.size(), 100u);
   EXPECT_TRUE(r->truncated);
@@ -87,6 +96,22 @@ TEST(RunCommandTest, TimesOutAndKills) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->timed_out);
   EXPECT_EQ(r->term_signal, SIGKILL);
+}
+
+// A job with a huge environment (50,000 variables, near the kernel's 2 MiB limit) still starts, with every variable and the
+// overlay's unsets applied (setenv per variable in the child was quadratic).
+TEST(ProcessTest, HugeEnvironmentsAreMergedNotSetOneByOne) {
+  std::map<std::string, std::string> env;
+  for (int i = 0; i < 50000; ++i) env["DSD_V" + std::to_string(i)] = "v" + std::to_string(i);
+  env["HOME"] = "";  // unset
+  CommandOptions o;
+  o.env = env;
+  auto r = RunCommand({"sh", "-c", "echo \"$DSD_V49999 ${HOME-unset}\"; env | grep -c ^DSD_V"}, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->out, "v49999 unset\n50000\n") << r->err;
+  auto merged = MergedEnvironment({{"PATH", "/bin"}, {"DSD_X", "1"}});
+  EXPECT_NE(std::find(merged.begin(), merged.end(), "DSD_X=1"), merged.end());
+  EXPECT_NE(std::find(merged.begin(), merged.end(), "PATH=/bin"), merged.end());
 }
 
 }  // namespace

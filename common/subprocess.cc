@@ -1,9 +1,9 @@
 #include "common/subprocess.h"
 
-#include <sys/prctl.h>
-
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/process.h"
 
 namespace dsd {
 
@@ -32,6 +33,9 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<std::string> env = MergedEnvironment(options.env);
+  std::vector<char*> envp = EnvironmentPointers(env);
+  auto path = options.env.find("PATH");  // execvpe searches the PATH of the caller
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t parent = ::getpid();
@@ -53,15 +57,13 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const
     }
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
-    for (const auto& [k, v] : options.env) {
-      if (v.empty()) ::unsetenv(k.c_str());
-      else ::setenv(k.c_str(), v.c_str(), 1);
-    }
+    if (path != options.env.end() && !path->second.empty()) ::setenv("PATH", path->second.c_str(), 1);
+    if (options.umask >= 0) ::umask(static_cast<mode_t>(options.umask));
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) {
       std::fprintf(stderr, "dsdoctor: chdir %s: %s\n", options.cwd.c_str(), std::strerror(errno));
       ::_exit(127);
     }
-    ::execvp(args[0], args.data());
+    ::execvpe(args[0], args.data(), envp.data());
     std::fprintf(stderr, "dsdoctor: cannot execute %s: %s\n", args[0], std::strerror(errno));
     ::_exit(127);
   }
@@ -100,8 +102,10 @@ std::optional<ExitInfo> Subprocess::Wait(Duration timeout) {
 void Subprocess::Signal(int sig) {
   if (exit_ || pid_ <= 0) return;
   // The child is unreaped, so its pid (and group id) cannot have been reused.
-  if (group_) ::kill(-pid_, sig);
-  else ::kill(pid_, sig);
+  if (group_)
+    ::kill(-pid_, sig);
+  else
+    ::kill(pid_, sig);
 }
 
 }  // namespace dsd

@@ -22,6 +22,7 @@ struct SubprocessOptions {
   std::string cwd;                         // empty: ours
   bool new_process_group = true;           // Kill() then reaches the child's own children
   int parent_death_signal = 0;             // PR_SET_PDEATHSIG: the child gets it when we die (0: none)
+  int umask = -1;                          // the child's umask (-1: ours)
 };
 
 struct ExitInfo {

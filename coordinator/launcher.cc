@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,6 +172,7 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
       // Its own process group: Ctrl-C in the terminal reaches the coordinator only, which stops
       // the ranks through the agents and reports how they ended.
       ::setpgid(0, 0);
+      ::umask(UserUmask());  // the agent sets its own for the log dir; its ranks get the user's
       ::dup2(in_pipe[0], 0);
       ::dup2(out_pipe[1], 1);
       if (err_fd >= 0) ::dup2(err_fd, 2);
@@ -394,6 +396,7 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // mpirun and pdsh end their remote commands when terminated
     if (::getppid() != parent) ::_exit(1);
     ::setpgid(0, 0);  // see SpawnLauncher::Start
+    ::umask(UserUmask());
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
     ::dup2(out_pipe[1], 1);

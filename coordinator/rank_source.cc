@@ -73,7 +73,7 @@ AgentSource::~AgentSource() {
 
 Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
                           const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                          const std::string& log_dir, const std::string& cwd, bool trace_python) {
+                          const std::string& log_dir, const std::string& cwd, bool trace_python, bool share_group) {
   const int sample_ms =
       static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.sample_period).count());
   for (size_t i = 0; i < clients.size(); ++i) {
@@ -90,7 +90,8 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::ve
                           {"cwd", cwd},
                           {"ranks", ranks},
                           {"sample_ms", sample_ms},
-                          {"trace_python", trace_python}};
+                          {"trace_python", trace_python},
+                          {"share_group", share_group}};
     DSD_RETURN_IF_ERROR(net::SendFrame(a->client.fd(), req));
     auto reply = net::RecvFrame(a->client.fd(), a->client.decoder(), std::chrono::seconds(30));
     if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());

@@ -81,7 +81,7 @@ class AgentSource final : public RankSource {
   ~AgentSource() override;
   Status Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
                const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-               const std::string& log_dir, const std::string& cwd, bool trace_python);
+               const std::string& log_dir, const std::string& cwd, bool trace_python, bool share_group = false);
   void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
   void Signal(int sig) override;
   std::map<int, std::string> Stacks(const std::vector<int>& want) override;

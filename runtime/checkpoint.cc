@@ -1,14 +1,19 @@
 #include "runtime/checkpoint.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <string_view>
 
 #include "common/crc32.h"
 #include "common/file.h"
-#include "common/strings.h"
 #include "common/framing.h"
+#include "common/strings.h"
 
 namespace dsd::runtime {
 
@@ -55,7 +60,8 @@ std::string EncodeShard(const Shard& shard) {
   PutU32(&out, kCheckpointVersion);
   PutU32(&out, static_cast<uint32_t>(m.size()));
   out += m;
-  for (const auto& [name, v] : shard.arrays) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  for (const auto& [name, v] : shard.arrays)
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   PutU32(&out, Crc32(out.data(), out.size()));
   return out;
 }
@@ -66,12 +72,14 @@ Result<Shard> DecodeShard(const std::string& bytes, const std::string& what) {
   if (std::memcmp(bytes.data(), kCheckpointMagic, 8) != 0) return bad("bad magic (not a dsdoctor checkpoint shard)");
   uint32_t version = GetU32(bytes, 8);
   if (version != kCheckpointVersion) {
-    return bad("format version " + std::to_string(version) + ", this build reads " + std::to_string(kCheckpointVersion));
+    return bad("format version " + std::to_string(version) + ", this build reads " +
+               std::to_string(kCheckpointVersion));
   }
   uint32_t crc = GetU32(bytes, bytes.size() - 4);
   if (Crc32(bytes.data(), bytes.size() - 4) != crc) return bad("checksum mismatch (torn or corrupted file)");
   uint32_t mlen = GetU32(bytes, 12);
-  if (16 + static_cast<size_t>(mlen) + 4 > bytes.size()) return bad("meta length " + std::to_string(mlen) + " past the end");
+  if (16 + static_cast<size_t>(mlen) + 4 > bytes.size())
+    return bad("meta length " + std::to_string(mlen) + " past the end");
   auto meta = wire::ParseJsonBounded(std::string_view(bytes).substr(16, mlen));
   if (!meta.ok()) return bad("meta: " + meta.status().message());
   Shard s;
@@ -80,7 +88,8 @@ Result<Shard> DecodeShard(const std::string& bytes, const std::string& what) {
   try {
     for (const auto& a : s.meta.at("arrays")) {
       size_t count = a.at("count").get<size_t>();
-      if (count > (bytes.size() - 4 - off) / sizeof(float)) return bad("array " + a.at("name").get<std::string>() + " past the end");
+      if (count > (bytes.size() - 4 - off) / sizeof(float))
+        return bad("array " + a.at("name").get<std::string>() + " past the end");
       std::vector<float> v(count);
       std::memcpy(v.data(), bytes.data() + off, count * sizeof(float));
       off += count * sizeof(float);
@@ -89,7 +98,8 @@ Result<Shard> DecodeShard(const std::string& bytes, const std::string& what) {
   } catch (const std::exception& e) {
     return bad(std::string("meta: ") + e.what());
   }
-  if (off != bytes.size() - 4) return bad(std::to_string(bytes.size() - 4 - off) + " unexpected bytes after the arrays");
+  if (off != bytes.size() - 4)
+    return bad(std::to_string(bytes.size() - 4 - off) + " unexpected bytes after the arrays");
   return s;
 }
 
@@ -111,8 +121,33 @@ Status ValidateTag(const std::string& tag) {
   return Status::Ok();
 }
 
+namespace {
+
+// A rank killed mid-save leaves `<shard>.tmp.<pid>` (WriteFileAtomic's temp file): the next save of
+// that shard removes those of processes that no longer exist, so they never pile up.
+void RemoveStaleTempShards(const std::string& path) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  const std::string prefix = path.substr(path.rfind('/') + 1) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name(e->d_name);
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    std::string_view digits = name.substr(prefix.size());
+    pid_t pid = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (ec != std::errc() || end != digits.data() + digits.size() || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer may still be at it
+    ::unlink((dir + "/" + std::string(name)).c_str());
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
 Status WriteShard(const std::string& path, const Shard& shard, const std::function<void()>& crash_hook) {
   DSD_RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/'))));
+  RemoveStaleTempShards(path);
   return WriteFileAtomic(path, EncodeShard(shard), crash_hook);
 }
 
@@ -122,7 +157,9 @@ Result<Shard> ReadShard(const std::string& path) {
   return DecodeShard(bytes, path);
 }
 
-Status WriteLatest(const std::string& dir, const std::string& tag) { return WriteFileAtomic(LatestPath(dir), tag + "\n"); }
+Status WriteLatest(const std::string& dir, const std::string& tag) {
+  return WriteFileAtomic(LatestPath(dir), tag + "\n");
+}
 
 Result<std::string> ReadLatest(const std::string& dir) {
   std::string path = LatestPath(dir);

@@ -1,6 +1,8 @@
 #include "runtime/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -23,7 +25,8 @@ TEST(CheckpointFormatTest, RoundTripAndEveryCorruptionIsNamed) {
 
   std::string flipped = bytes;
   flipped[bytes.size() / 2] ^= 1;
-  EXPECT_EQ(DecodeShard(flipped, "x.ckpt").status().message(), "checkpoint x.ckpt: checksum mismatch (torn or corrupted file)");
+  EXPECT_EQ(DecodeShard(flipped, "x.ckpt").status().message(),
+            "checkpoint x.ckpt: checksum mismatch (torn or corrupted file)");
   EXPECT_EQ(DecodeShard(bytes.substr(0, bytes.size() / 2), "x.ckpt").status().code(), StatusCode::kCorruption);
   EXPECT_EQ(DecodeShard("DSDCKPT0" + bytes.substr(8), "x.ckpt").status().message(),
             "checkpoint x.ckpt: bad magic (not a dsdoctor checkpoint shard)");
@@ -53,6 +56,28 @@ TEST(CheckpointFileTest, LatestNamesTheTag) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r->Find("params"), (std::vector<float>{1, 2}));
   EXPECT_EQ(ReadShard(dir + "/nope.ckpt").status().code(), StatusCode::kNotFound);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// A rank killed mid-save leaves its temp shard; the next save of that shard removes it, but never
+// the temp file of a writer that still runs.
+TEST(CheckpointFileTest, StaleTempShardsAreRemovedOnTheNextSave) {
+  char tmpl[] = "/tmp/dsdckpt-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string path = ShardPath(dir, "step4", 1, 2);
+  Shard s;
+  s.arrays = {{"params", {3}}};
+  ASSERT_TRUE(WriteShard(path, s).ok());
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);  // a pid that no longer runs
+  std::string stale = path + ".tmp." + std::to_string(dead);
+  std::string live = path + ".tmp." + std::to_string(::getppid());  // our parent runs
+  ASSERT_TRUE(WriteFileAtomic(stale, "half a shard").ok());
+  ASSERT_TRUE(WriteFileAtomic(live, "being written").ok());
+  ASSERT_TRUE(WriteShard(path, s).ok());
+  EXPECT_FALSE(FileExists(stale));
+  EXPECT_TRUE(FileExists(live));
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <string_view>
 
 #include "common/log.h"
 #include "common/strings.h"
@@ -59,11 +61,16 @@ int64_t TraceNowNs() {
 
 const char* RecordStateName(RecordState s) {
   switch (s) {
-    case RecordState::kEmpty: return "empty";
-    case RecordState::kEnqueued: return "enqueued";
-    case RecordState::kStarted: return "started";
-    case RecordState::kCompleted: return "completed";
-    case RecordState::kFailed: return "failed";
+    case RecordState::kEmpty:
+      return "empty";
+    case RecordState::kEnqueued:
+      return "enqueued";
+    case RecordState::kStarted:
+      return "started";
+    case RecordState::kCompleted:
+      return "completed";
+    case RecordState::kFailed:
+      return "failed";
   }
   return "unknown";
 }
@@ -90,7 +97,11 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path
     base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return ErrnoError("mmap anonymous trace", errno);
   } else {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Private like the rest of the log dir (the rank's umask is the user's): 0600, or 0640 when
+    // `run --share-group` set DSDOCTOR_TRACE_MODE=0640.
+    const char* mode_text = std::getenv("DSDOCTOR_TRACE_MODE");
+    const mode_t mode = mode_text && std::string_view(mode_text) == "0640" ? 0640 : 0600;
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0) return ErrnoError("trace file " + path, errno);
     if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       int e = errno;
@@ -137,7 +148,10 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path
 }
 
 TraceWriter::TraceWriter(std::string path, void* base, size_t bytes, uint32_t capacity)
-    : path_(std::move(path)), base_(base), bytes_(bytes), capacity_(capacity),
+    : path_(std::move(path)),
+      base_(base),
+      bytes_(bytes),
+      capacity_(capacity),
       header_(static_cast<TraceHeaderRaw*>(base)) {}
 
 TraceWriter::~TraceWriter() {

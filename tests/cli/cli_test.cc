@@ -126,6 +126,36 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 
 // Hostfile lines deepspeed rejects (OpenMPI accepts some) fail `check` before anything starts,
 // naming file:line and deepspeed's own message: never a green check for a job deepspeed refuses.
+// The log dir holds what the ranks printed: private by default (0700, files 0600), group-readable
+// with --share-group; the job's own files keep the user's umask.
+TEST(CliTest, LogDirIsPrivateAndTheJobsOwnFilesAreNot) {
+  namespace fs = std::filesystem;
+  std::string dir = ::testing::TempDir() + "/dsd_cli_perms_" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto mode = [](const fs::path& p) { return static_cast<int>(fs::status(p).permissions() & fs::perms::mask); };
+  for (bool share : {false, true}) {
+    std::string logs = dir + (share ? "/shared" : "/private");
+    std::vector<std::string> args = {"run", "--local", "1", "--quiet", "--log-dir", logs};
+    if (share) args.push_back("--share-group");
+    for (const char* a : {"--", "sh", "-c", "touch own-file"}) args.push_back(a);
+    mode_t before = ::umask(022);
+    CommandOptions o;
+    o.cwd = dir;
+    args.insert(args.begin(), DSDOCTOR_BIN);
+    auto r = RunCommand(args, o);
+    ::umask(before);
+    ASSERT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->err : r.status().ToString());
+    EXPECT_EQ(mode(logs), share ? 0750 : 0700);
+    for (const char* f : {"rank-0.log", "run.json", "events.jsonl", "rank-0.exit"})
+      EXPECT_EQ(mode(fs::path(logs) / f), share ? 0640 : 0600) << f;
+    EXPECT_EQ(mode(fs::path(logs) / "viewer.token"), 0600) << "the viewer token is never shared";
+    EXPECT_EQ(mode(fs::path(dir) / "own-file"), 0644) << "the job's own files are as the user makes them";
+    fs::remove(fs::path(dir) / "own-file");
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CliTest, OversizedSweepSizeIsAUsageError) {
   auto r = Dsdoctor({"check", "--local", "1", "--sizes", "99999999999999999999999", "--plan"});
   EXPECT_EQ(r.exit_code, 2);
