@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -35,6 +36,34 @@ std::string TextOf(const char (&src)[N]) {
   return std::string(src, strnlen(src, N));
 }
 
+// Sequence-lock payloads move word by word with relaxed atomics: a reader that races the writer
+// reads values it then throws away, which is defined behaviour (and clean under TSan) only when
+// every access is atomic. The version word's release/acquire and the fences order the words.
+static_assert(sizeof(TraceRecordRaw) % 8 == 0 && kTraceErrorBytes % 8 == 0);
+static_assert(offsetof(TraceRecordRaw, version) == 0 && offsetof(TraceHeaderRaw, last_error) % 8 == 0);
+
+void StoreWords(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<uint64_t*>(dst);
+  uint64_t word;
+  for (size_t i = 0; i < bytes / 8; ++i) {
+    std::memcpy(&word, static_cast<const char*>(src) + 8 * i, 8);
+    std::atomic_ref<uint64_t>(d[i]).store(word, std::memory_order_relaxed);
+  }
+}
+
+void LoadWords(void* dst, const void* src, size_t bytes) {
+  auto* s = static_cast<uint64_t*>(const_cast<void*>(src));
+  for (size_t i = 0; i < bytes / 8; ++i) {
+    uint64_t word = std::atomic_ref<uint64_t>(s[i]).load(std::memory_order_relaxed);
+    std::memcpy(static_cast<char*>(dst) + 8 * i, &word, 8);
+  }
+}
+
+// The record's words after its version.
+constexpr size_t kPayloadBytes = sizeof(TraceRecordRaw) - sizeof(uint64_t);
+char* Payload(TraceRecordRaw* r) { return reinterpret_cast<char*>(r) + sizeof(uint64_t); }
+const char* Payload(const TraceRecordRaw* r) { return reinterpret_cast<const char*>(r) + sizeof(uint64_t); }
+
 size_t MappedBytes(uint32_t capacity) { return kTraceHeaderBytes + static_cast<size_t>(capacity) * kTraceRecordBytes; }
 
 // Copies the error text under the header's sequence lock; false when it was being written.
@@ -43,7 +72,7 @@ bool ReadErrorConsistent(const TraceHeaderRaw& h, std::string* out) {
   uint64_t v1 = A(hh.error_version).load(std::memory_order_acquire);
   if (v1 & 1) return false;
   char copy[kTraceErrorBytes];
-  std::memcpy(copy, h.last_error, sizeof copy);
+  LoadWords(copy, h.last_error, sizeof copy);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (A(hh.error_version).load(std::memory_order_relaxed) != v1) return false;
   copy[kTraceErrorBytes - 1] = '\0';
@@ -167,25 +196,27 @@ TraceRecordRaw* TraceWriter::Slot(uint64_t index) const {
 uint64_t TraceWriter::Begin(const OpInfo& info) {
   uint64_t index = next_++;
   TraceRecordRaw* r = Slot(index);
+  int64_t now = TraceNowNs();
+  TraceRecordRaw rec{};  // built here, then published word by word under the version
+  rec.index = index;
+  rec.seq = info.seq;
+  rec.count = info.count;
+  rec.bytes = info.bytes;
+  rec.enqueued_ns = now;
+  rec.started_ns = now;
+  rec.ended_ns = 0;
+  rec.comm_id = info.comm_id;
+  rec.peer = info.peer;
+  rec.op = static_cast<uint8_t>(info.op);
+  rec.dtype = static_cast<uint8_t>(info.dtype);
+  rec.reduce = static_cast<uint8_t>(info.reduce);
+  rec.state = static_cast<uint8_t>(RecordState::kStarted);
+  rec.flags = info.async ? kRecordFlagAsync : 0;
+  CopyText(rec.callsite, info.callsite);
   uint64_t v = A(r->version).load(std::memory_order_relaxed);
   A(r->version).store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  int64_t now = TraceNowNs();
-  r->index = index;
-  r->seq = info.seq;
-  r->count = info.count;
-  r->bytes = info.bytes;
-  r->enqueued_ns = now;
-  r->started_ns = now;
-  r->ended_ns = 0;
-  r->comm_id = info.comm_id;
-  r->peer = info.peer;
-  r->op = static_cast<uint8_t>(info.op);
-  r->dtype = static_cast<uint8_t>(info.dtype);
-  r->reduce = static_cast<uint8_t>(info.reduce);
-  r->state = static_cast<uint8_t>(RecordState::kStarted);
-  r->flags = info.async ? kRecordFlagAsync : 0;
-  CopyText(r->callsite, info.callsite);
+  StoreWords(Payload(r), Payload(&rec), kPayloadBytes);
   A(r->version).store(v + 2, std::memory_order_release);
   A(header_->next_index).store(index + 1, std::memory_order_release);
   in_flight_plus1_.store(index + 1, std::memory_order_release);
@@ -196,12 +227,15 @@ void TraceWriter::End(uint64_t index, RecordState state) {
   TraceRecordRaw* r = Slot(index);
   // An asynchronous call (the Python tracer's) may end after `capacity` newer records lapped its
   // slot: the slot then belongs to another record, which must stay as it is.
-  if (index >= next_ || index + capacity_ < next_ || r->index != index) return;
+  if (index >= next_ || index + capacity_ < next_ || A(r->index).load(std::memory_order_relaxed) != index) return;
+  TraceRecordRaw rec;
+  LoadWords(Payload(&rec), Payload(r), kPayloadBytes);
+  rec.ended_ns = TraceNowNs();
+  rec.state = static_cast<uint8_t>(state);
   uint64_t v = A(r->version).load(std::memory_order_relaxed);
   A(r->version).store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  r->ended_ns = TraceNowNs();
-  r->state = static_cast<uint8_t>(state);
+  StoreWords(Payload(r), Payload(&rec), kPayloadBytes);
   A(r->version).store(v + 2, std::memory_order_release);
   uint64_t mine = index + 1;
   in_flight_plus1_.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
@@ -234,7 +268,9 @@ void TraceWriter::SetLastError(std::string_view error) {
     v = ver.load(std::memory_order_relaxed) & ~uint64_t{1};
   }
   std::atomic_thread_fence(std::memory_order_release);
-  CopyText(header_->last_error, error);
+  char text[kTraceErrorBytes] = {};
+  CopyText(text, error);
+  StoreWords(header_->last_error, text, sizeof text);
   ver.store(v + 2, std::memory_order_release);
 }
 
@@ -261,7 +297,7 @@ bool ReadRecordConsistent(const TraceRecordRaw& raw, TraceRecord* out) {
   uint64_t v1 = A(r.version).load(std::memory_order_acquire);
   if (v1 & 1) return false;
   TraceRecordRaw copy;
-  std::memcpy(&copy, &raw, sizeof copy);
+  LoadWords(&copy, &raw, sizeof copy);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (A(r.version).load(std::memory_order_relaxed) != v1) return false;
   out->index = copy.index;
