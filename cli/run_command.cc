@@ -8,20 +8,14 @@
 // --on-hang stop) ends the job; when the job ends by itself it prints the report and returns the
 // job's exit code. Ranks die with us (PR_SET_PDEATHSIG) and Ctrl-C stops them all.
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <mutex>
-#include <set>
 #include <thread>
 
 #include "agent/client.h"
@@ -30,17 +24,11 @@
 #include "cli/launch_flags.h"
 #include "collectors/debug_profile.h"
 #include "collectors/log_catalogue.h"
-#include "collectors/log_classifier.h"
-#include "collectors/proc_stat.h"
-#include "collectors/python_tracer.h"
-#include "collectors/rank_monitor.h"
 #include "collectors/run_dir.h"
-#include "collectors/stack.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/strings.h"
-#include "common/subprocess.h"
 #include "coordinator/job_coordinator.h"
 #include "coordinator/launcher.h"
 #include "coordinator/observers.h"
@@ -49,10 +37,7 @@
 #include "diagnosis/engine.h"
 #include "diagnosis/report.h"
 #include "probe/dsenv.h"
-#include "runtime/trace.h"
 #include "tui/live.h"
-#include "tui/model.h"
-#include "tui/stream.h"
 #include "tui/view.h"
 
 namespace dsd::cli {

@@ -78,13 +78,19 @@ Result<std::vector<FilterEntry>> ParseFilter(const std::string& flag, const std:
   return out;
 }
 
+}  // namespace
+
+std::vector<int> FirstSlots(int n) {
+  std::vector<int> v;
+  for (int s = 0; s < n; ++s) v.push_back(s);
+  return v;
+}
+
 std::string SlotList(const std::vector<int>& slots) {
   std::string s;
   for (int v : slots) s += (s.empty() ? "" : ",") + std::to_string(v);
   return s;
 }
-
-}  // namespace
 
 Result<Hostfile> ParseHostfile(const std::string& path, const std::string& content) {
   Hostfile hf;
@@ -189,28 +195,16 @@ Result<NodeSelection> PlanNodes(const Hostfile& hf, const PlanOptions& options) 
             "--include: '" + e.host +
             "' without slots means all its slots, but deepspeed's launcher (0.19.8) plans no slot for a "
             "host named this way; write " +
-            e.host + ":" + SlotList([&] {
-              std::vector<int> v;
-              for (int s = 0; s < h->slots; ++s) v.push_back(s);
-              return v;
-            }()) +
-            " to run the same under deepspeed");
+            e.host + ":" + SlotList(FirstSlots(h->slots)) + " to run the same under deepspeed");
       }
     }
     for (const auto& h : hf.hosts) {  // hostfile order
       auto it = std::find_if(f.begin(), f.end(), [&](const FilterEntry& e) { return e.host == h.host; });
       if (it == f.end()) continue;
-      NodePlan p{h.host, it->slots};
-      if (p.slots.empty())
-        for (int s = 0; s < h.slots; ++s) p.slots.push_back(s);
-      nodes.push_back(std::move(p));
+      nodes.push_back({h.host, it->slots.empty() ? FirstSlots(h.slots) : it->slots});
     }
   } else {
-    for (const auto& h : hf.hosts) {
-      NodePlan p{h.host, {}};
-      for (int s = 0; s < h.slots; ++s) p.slots.push_back(s);
-      nodes.push_back(std::move(p));
-    }
+    for (const auto& h : hf.hosts) nodes.push_back({h.host, FirstSlots(h.slots)});
     if (!options.exclude.empty()) {
       DSD_ASSIGN_OR_RETURN(auto f, ParseFilter("--exclude", options.exclude));
       for (const auto& e : f) {
@@ -257,8 +251,7 @@ Result<NodeSelection> PlanNodes(const Hostfile& hf, const PlanOptions& options) 
                             std::to_string(h->slots) + " slots of '" + n.host + "'" + where(*h) +
                             ": deepspeed starts " + std::to_string(options.num_gpus) + " ranks there anyway");
       }
-      n.slots.clear();
-      for (int s = 0; s < options.num_gpus; ++s) n.slots.push_back(s);
+      n.slots = FirstSlots(options.num_gpus);
     }
   }
   if (nodes.empty()) return InvalidArgument("no nodes left after filtering " + hf.path + " (deepspeed fails here too)");

@@ -61,6 +61,11 @@ struct NodeSelection {
   std::vector<std::string> notes;  // where DeepSpeed accepts something surprising (see above)
 };
 
+// Slots 0 … n-1: a whole host, or --num_gpus n.
+std::vector<int> FirstSlots(int n);
+// "0,2,3": a node's slot ids as CUDA_VISIBLE_DEVICES lists them.
+std::string SlotList(const std::vector<int>& slots);
+
 // Applies the filters as DeepSpeed does (include/exclude, then num_nodes, then num_gpus).
 // Errors: include with exclude, either with --num_nodes/--num_gpus (DeepSpeed refuses both), hosts
 // not in the hostfile, excluded slots a host does not have, filters DeepSpeed cannot parse, and

@@ -127,7 +127,7 @@ void JobCoordinator::Announce(const diagnosis::Diagnosis& d) {
 
 // Which agents are lost, from the source's view of them: their running ranks become unobserved
 // (their last state stays, no exit is assumed), and an agent that comes back is remembered.
-void JobCoordinator::UpdateAgents(int64_t) {
+void JobCoordinator::UpdateAgents() {
   std::vector<diagnosis::AgentLoss> lost;
   for (const auto& h : source_->Health()) {
     bool is_lost = h.lost;
@@ -190,7 +190,7 @@ void JobCoordinator::TakeStacks(const diagnosis::Diagnosis& d, int64_t now) {
   // which agents were lost meanwhile: a lost agent's ranks are never proof of a hang.
   source_->Tick(NowNs(), job_.ranks, fresh_);
   FeedLogs(false);
-  UpdateAgents(NowNs());
+  UpdateAgents();
   // Before acting, check that nothing moved while we looked: a new or finished call, CPU growth
   // anywhere in a rank's process tree. A rank that moved is not hung. CPU growth matters to
   // proofs that rest on stacks; trace proofs only need the records still.
@@ -238,7 +238,7 @@ bool JobCoordinator::Tick() {
   for (const auto& r : job_.ranks) before.push_back(r.status);
   source_->Tick(now, job_.ranks, fresh_);
   FeedLogs(false);
-  UpdateAgents(now);
+  UpdateAgents();
   bool any_running = false, lost_running = false;
   for (auto& r : job_.ranks) {
     if (before[r.rank] == diagnosis::RankStatus::kRunning && r.status == diagnosis::RankStatus::kExited)
@@ -302,7 +302,7 @@ JobResult JobCoordinator::Finish() {
   // completed mismatch, such as a different reduce op, may lie far back).
   source_->Tick(NowNs(), job_.ranks, fresh_);
   FeedLogs(true);
-  UpdateAgents(NowNs());
+  UpdateAgents();
   if (!options_.log_dir.empty())
     for (auto& r : job_.ranks)
       if (!r.unobserved)

@@ -83,12 +83,11 @@ class JobCoordinator {
 
  private:
   int64_t NowNs() const;
-  void Sample(int64_t now);
   void FeedLogs(bool final);
   void StopAll(int sig);
   void Announce(const diagnosis::Diagnosis& d);
   void TakeStacks(const diagnosis::Diagnosis& d, int64_t now);
-  void UpdateAgents(int64_t now);
+  void UpdateAgents();
   void WriteManifest(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, const StopRecord& stop) const;
 
   JobOptions options_;

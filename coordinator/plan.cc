@@ -7,12 +7,6 @@
 namespace dsd::coordinator {
 namespace {
 
-std::string SlotList(const std::vector<int>& slots) {
-  std::string s;
-  for (int v : slots) s += (s.empty() ? "" : ",") + std::to_string(v);
-  return s;
-}
-
 std::string RankRange(int first, int count) {
   if (count == 0) return "-";
   return count == 1 ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(first + count - 1);

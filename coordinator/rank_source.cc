@@ -115,8 +115,11 @@ bool AgentSource::Lost(const Agent& a, MonoTime now) const {
   // An agent capturing stacks sends only a heartbeat between ranks: each capture may take up to the
   // stack tool's timeout, so its silence counts against stack_timeout, not the sample limit.
   if (a.stacks_pending) return now - a.last_frame > options_.stack_timeout;
-  Duration limit = std::max<Duration>(options_.sample_period * options_.lost_after_samples, std::chrono::seconds(1));
-  return now - a.last_frame > limit;
+  return now - a.last_frame > SilenceLimit();
+}
+
+Duration AgentSource::SilenceLimit() const {
+  return std::max<Duration>(options_.sample_period * options_.lost_after_samples, std::chrono::seconds(1));
 }
 
 void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
@@ -124,8 +127,8 @@ void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::v
   MonoTime now = clock_->Now();
   // A gap far longer than a tick means we were stopped (SIGSTOP, a debugger) or starved: the
   // agents' silence during it is ours, not theirs, and what is queued is old news.
-  Duration stall = std::max<Duration>(options_.sample_period * options_.lost_after_samples, std::chrono::seconds(1));
-  if (now - last_tick_ > stall) {
+  // The same limit: a gap that would make an agent lost makes us the suspect.
+  if (now - last_tick_ > SilenceLimit()) {
     log::Get("run")->info("the coordinator was away for {:.1f} s; catching up with the agents before diagnosing",
                           std::chrono::duration<double>(now - last_tick_).count());
     resumed_ = now;

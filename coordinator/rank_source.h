@@ -107,6 +107,7 @@ class AgentSource final : public RankSource {
   void Read(Agent& a);
   void Handle(Agent& a, const nlohmann::json& msg, bool live);  // mu_ held
   bool Lost(const Agent& a, MonoTime now) const;                // mu_ held
+  Duration SilenceLimit() const;                                // lost_after_samples periods, at least 1 s
 
   AgentSourceOptions options_;
   Clock* clock_;
