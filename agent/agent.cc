@@ -26,7 +26,7 @@ std::string ReadyLine(const std::string& name, const std::string& addr, int port
 }
 
 Agent::Agent(AgentOptions options, probe::InventorySource* inventory)
-    : options_(std::move(options)), inventory_(inventory) {
+    : options_(std::move(options)), key_(net::LinkKey::FromToken(options_.token)), inventory_(inventory) {
   if (options_.name.empty()) {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
@@ -49,34 +49,29 @@ void Agent::Stop() {
 Status Agent::Run() {
   auto log = log::Get("agent");
   if (!listener_.valid()) DSD_RETURN_IF_ERROR(Bind());
+  if (key_.empty()) return Internal("cannot derive the link key from the token (OpenSSL HKDF)");
   log->debug("agent {} listening on {}", options_.name, net::Endpoint{options_.listen_addr, port_}.ToString());
+  net::AcceptorOptions acceptor_options;
+  acceptor_options.key = key_;
+  acceptor_options.what = "agent " + options_.name;
+  acceptor_options.handshake_timeout = options_.auth_timeout;
+  net::HandshakeAcceptor acceptor(listener_.get(), acceptor_options, [this](net::Link link, const std::string& peer) {
+    ++active_connections_;
+    std::thread([this, l = std::move(link), peer]() mutable {
+      Serve(std::move(l), peer);
+      --active_connections_;
+    }).detach();
+  });
+  std::vector<pollfd> stdin_fd{{options_.exit_on_stdin_eof ? 0 : -1, POLLIN, 0}};
   while (!stop_) {
-    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {options_.exit_on_stdin_eof ? 0 : -1, POLLIN, 0}};
-    int pr = ::poll(fds, 2, 200);
-    if (pr < 0 && errno != EINTR) return ErrnoError("poll", errno);
-    if (pr <= 0) continue;
-    if (fds[1].fd == 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+    acceptor.Poll(std::chrono::milliseconds(200), &stdin_fd);
+    if (stdin_fd[0].fd == 0 && (stdin_fd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       char buf[256];
       ssize_t n = ::read(0, buf, sizeof buf);
       if (n <= 0) {
         log->debug("coordinator gone (stdin closed); agent {} exits", options_.name);
         break;
       }
-    }
-    if (fds[0].revents & POLLIN) {
-      sockaddr_storage ss{};
-      socklen_t len = sizeof ss;
-      int c = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
-      ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
-                    NI_NUMERICHOST | NI_NUMERICSERV);
-      std::string peer = std::string(host) + ":" + serv;
-      ++active_connections_;
-      std::thread([this, c, peer] {
-        Serve(net::Fd(c), peer);
-        --active_connections_;
-      }).detach();
     }
   }
   Stop();
@@ -85,40 +80,34 @@ Status Agent::Run() {
   return Status::Ok();
 }
 
-void Agent::Serve(net::Fd conn, std::string peer) {
+void Agent::Serve(net::Link conn, std::string peer) {
   auto log = log::Get("agent");
   wire::FrameDecoder decoder;
-  bool probe = false;
-  if (Status st = AcceptHello(conn.get(), decoder, options_.token, options_.auth_timeout, options_.name, &probe);
-      !st.ok()) {
-    if (probe)
-      log->debug("connection from {} closed without a hello (a connectivity probe)", peer);
-    else
-      log->warn("refused connection from {}: {}", peer, st.message());
+  if (Status st = AcceptHello(conn, decoder, options_.auth_timeout, options_.name); !st.ok()) {
+    log->warn("authenticated connection from {} sent no hello: {}", peer, st.message());
     return;
   }
   log->debug("authenticated connection from {}", peer);
   while (!stop_) {
-    auto req = net::RecvFrame(conn.get(), decoder, std::chrono::milliseconds(500));
+    auto req = net::RecvFrame(conn, decoder, std::chrono::milliseconds(500));
     if (!req.ok()) {
       if (req.status().code() == StatusCode::kTimeout) continue;
       if (req.status().code() == StatusCode::kCorruption && !decoder.broken()) {
-        (void)net::SendFrame(conn.get(),
-                             {{"type", "error"}, {"code", "bad_request"}, {"message", req.status().message()}});
+        (void)net::SendFrame(conn, {{"type", "error"}, {"code", "bad_request"}, {"message", req.status().message()}});
         continue;
       }
       log->debug("connection from {} ends: {}", peer, req.status().message());
       return;
     }
     if (req->value("type", "") == "run") {
-      ServeRun(conn.get(), decoder, *req);
+      ServeRun(conn, decoder, *req);
       return;
     }
     bool close_after = false;
-    json reply = req->value("type", "") == "sink" ? Sink(conn.get(), decoder) : Handle(*req, &close_after);
+    json reply = req->value("type", "") == "sink" ? Sink(conn, decoder) : Handle(*req, &close_after);
     if (reply.value("type", "") == "sunk") close_after = true;
     if (req->contains("id")) reply["id"] = (*req)["id"];
-    if (!net::SendFrame(conn.get(), reply).ok()) return;
+    if (!net::SendFrame(conn, reply).ok()) return;
     if (close_after) return;
   }
 }
@@ -304,12 +293,14 @@ json Agent::HandleNcclAllReduce(const json& request, const std::vector<size_t>& 
   return {{"type", "allreduce_result"}, {"backend", "nccl"}, {"ranks", rows}};
 }
 
-json Agent::Sink(int fd, wire::FrameDecoder& decoder) {
-  uint64_t bytes = decoder.TakeBuffered().size();
+// The filler after a "sink" request travels outside TLS (docs/security.md): the probe measures the
+// network the job's NCCL sockets use, not AES.
+json Agent::Sink(net::Link& link, wire::FrameDecoder& decoder) {
+  uint64_t bytes = decoder.TakeBuffered().size() + link.TakeRawInput().size();
   auto start = std::chrono::steady_clock::now();
   std::vector<char> buf(1 << 20);
   while (true) {
-    ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    ssize_t n = ::recv(link.fd(), buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     bytes += static_cast<uint64_t>(n);
@@ -327,23 +318,28 @@ json Agent::HandleP2pSend(const json& request) {
   if (c.outcome != net::ConnectOutcome::kOk) {
     return {{"type", "error"}, {"code", "connect"}, {"message", "p2p connect to " + to.ToString() + ": " + c.error}};
   }
-  int fd = c.fd.get();
+  auto link = net::Link::Connect(std::move(c.fd), key_, std::chrono::seconds(5));
+  if (!link.ok()) {
+    return {
+        {"type", "error"}, {"code", "p2p"}, {"message", "p2p with " + to.ToString() + ": " + link.status().message()}};
+  }
   wire::FrameDecoder decoder;
-  if (!net::SendFrame(fd, {{"type", "hello"}, {"token", options_.token}, {"role", "peer"}}).ok() ||
-      !net::RecvFrame(fd, decoder, std::chrono::seconds(5)).ok() || !net::SendFrame(fd, {{"type", "sink"}}).ok()) {
+  if (!net::SendFrame(*link, {{"type", "hello"}, {"role", "peer"}}).ok() ||
+      !net::RecvFrame(*link, decoder, std::chrono::seconds(5)).ok() ||
+      !net::SendFrame(*link, {{"type", "sink"}}).ok()) {
     return {{"type", "error"}, {"code", "p2p"}, {"message", "p2p handshake with " + to.ToString() + " failed"}};
   }
   std::vector<char> chunk(1 << 20, 'x');
   uint64_t sent = 0;
   auto start = std::chrono::steady_clock::now();
   while (sent < max_bytes && std::chrono::steady_clock::now() - start < limit) {
-    Status s = net::SendAll(fd, std::string_view(chunk.data(), std::min<uint64_t>(chunk.size(), max_bytes - sent)));
+    Status s = net::SendRaw(*link, std::string_view(chunk.data(), std::min<uint64_t>(chunk.size(), max_bytes - sent)));
     if (!s.ok()) return {{"type", "error"}, {"code", "p2p"}, {"message", "p2p send: " + s.message()}};
     sent += std::min<uint64_t>(chunk.size(), max_bytes - sent);
   }
-  ::shutdown(fd, SHUT_WR);
+  ::shutdown(link->fd(), SHUT_WR);
   // The receiver's count after our last byte: buffers in flight are included in the time.
-  auto ack = net::RecvFrame(fd, decoder, std::chrono::seconds(60));
+  auto ack = net::RecvFrame(*link, decoder, std::chrono::seconds(60));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!ack.ok() || ack->value("type", "") != "sunk") {
     return {{"type", "error"}, {"code", "p2p"}, {"message", "p2p: no acknowledgement from " + to.ToString()}};

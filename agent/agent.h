@@ -1,8 +1,10 @@
 // The per-node agent: serves the framed protocol (docs/agent-protocol.md) on one TCP address.
-// Every connection must open with {"type":"hello","token":…}; a wrong or missing token gets an
-// error frame, is logged and closed, and the agent stays up.
-// Thread model: Run() accepts on the calling thread and serves each connection on its own
-// detached thread; shared state (extra listeners, stop flag) is guarded by a mutex/atomics.
+// Every connection is a TLS 1.3 link keyed by the job token (common/tls_link.h): a peer without
+// the token never gets past the handshake, which runs with bounded work in Run()'s poll loop;
+// the agent logs the refusal and stays up. docs/security.md has the threat model.
+// Thread model: Run() accepts and authenticates on the calling thread and serves each
+// authenticated link on its own detached thread; shared state (extra listeners, stop flag) is
+// guarded by a mutex/atomics.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 
 #include "common/kv_table.h"
 #include "common/net.h"
+#include "common/tls_link.h"
 #include "probe/collective.h"
 #include "probe/inventory.h"
 
@@ -22,9 +25,9 @@ namespace dsd::agent {
 
 struct AgentOptions {
   std::string listen_addr = "127.0.0.1";
-  int port = 0;                  // 0: any free port, reported by the ready line
+  int port = 0;  // 0: any free port, reported by the ready line
   std::string token;
-  std::string name;              // node name in reports; default: hostname
+  std::string name;                // node name in reports; default: hostname
   bool exit_on_stdin_eof = false;  // launched by a coordinator: its end of our stdin closing = it is gone
   Duration auth_timeout = std::chrono::seconds(5);
   bool mpi = false;  // started by mpirun with MPI initialised: serves backend "mpi" all-reduces
@@ -44,7 +47,7 @@ class Agent {
   void Stop();
 
  private:
-  void Serve(net::Fd conn, std::string peer);
+  void Serve(net::Link link, std::string peer);
   nlohmann::json Handle(const nlohmann::json& request, bool* close_after);
   nlohmann::json HandlePing(const nlohmann::json& request);
   nlohmann::json HandleListen(const nlohmann::json& request);
@@ -55,11 +58,12 @@ class Agent {
   nlohmann::json HandleNcclAllReduce(const nlohmann::json& request, const std::vector<size_t>& sizes,
                                      const probe::SweepOptions& sweep);
   // After a "run" request the connection is the job's stream until every rank exited (agent_run.cc).
-  void ServeRun(int fd, wire::FrameDecoder& decoder, const nlohmann::json& request);
+  void ServeRun(net::Link& link, wire::FrameDecoder& decoder, const nlohmann::json& request);
   // After a "sink" request the connection carries raw bytes until the peer shuts down its side.
-  nlohmann::json Sink(int fd, wire::FrameDecoder& decoder);
+  nlohmann::json Sink(net::Link& link, wire::FrameDecoder& decoder);
 
   AgentOptions options_;
+  net::LinkKey key_;  // derived from options_.token
   probe::InventorySource* inventory_;
   net::Fd listener_;
   int port_ = 0;

@@ -27,7 +27,7 @@ constexpr size_t kInlineLogBytes = 256 << 10;
 constexpr size_t kLogChunkBytes = 1 << 20;
 }  // namespace
 
-void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
+void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& request) {
   auto log = log::Get("agent");
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
@@ -52,7 +52,7 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
       ranks.emplace_back(rank, r.value("local_rank", 0), options_.name, base + ".log", base + ".trace");
     }
   } catch (const std::exception& e) {
-    (void)net::SendFrame(fd,
+    (void)net::SendFrame(link,
                          {{"type", "error"}, {"code", "bad_request"}, {"message", std::string("run: ") + e.what()}});
     return;
   }
@@ -72,18 +72,18 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
     Status st = ranks[i].Start(argv, rank_env, cwd);
     if (!st.ok()) {
       for (auto& m : ranks) m.Signal(SIGKILL);
-      (void)net::SendFrame(fd, {{"type", "error"}, {"code", "spawn_failed"}, {"message", st.message()}});
+      (void)net::SendFrame(link, {{"type", "error"}, {"code", "spawn_failed"}, {"message", st.message()}});
       return;
     }
     started.push_back({{"rank", ranks[i].state().rank}, {"pid", ranks[i].state().pid}});
     ++i;
   }
   log->info("run: started {} ranks of {}", ranks.size(), argv[0]);
-  if (!net::SendFrame(fd, {{"type", "started"}, {"node", options_.name}, {"ranks", started}}).ok()) return;
+  if (!net::SendFrame(link, {{"type", "started"}, {"node", options_.name}, {"ranks", started}}).ok()) return;
   int64_t stop_deadline = 0;
   bool coordinator_gone = false;
   while (true) {
-    auto msg = net::RecvFrame(fd, decoder, std::chrono::milliseconds(sample_ms));
+    auto msg = net::RecvFrame(link, decoder, std::chrono::milliseconds(sample_ms));
     if (!msg.ok() && msg.status().code() != StatusCode::kTimeout && !coordinator_gone) {
       log->warn("run: coordinator connection lost ({}): stopping {} ranks", msg.status().message(), ranks.size());
       coordinator_gone = true;
@@ -102,7 +102,7 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
           for (auto& m : ranks) {
             if (m.state().rank != want || m.state().status != diagnosis::RankStatus::kRunning) continue;
             // A capture can take seconds: a heartbeat between ranks tells the coordinator we live.
-            if (!first) (void)net::SendFrame(fd, {{"type", "heartbeat"}, {"now_ns", runtime::TraceNowNs()}});
+            if (!first) (void)net::SendFrame(link, {{"type", "heartbeat"}, {"now_ns", runtime::TraceNowNs()}});
             first = false;
             bool python = argv[0].find("python") != std::string::npos;
             auto st = collectors::CaptureStack(m.state().pid, python);
@@ -117,7 +117,7 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
         }
         json reply = {{"type", "stacks"}, {"stacks", out}};
         if (msg->contains("id")) reply["id"] = (*msg)["id"];  // the coordinator drops replies to older requests
-        (void)net::SendFrame(fd, reply);
+        (void)net::SendFrame(link, reply);
       }
     }
     int64_t now = runtime::TraceNowNs();
@@ -149,7 +149,7 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
     // that frame, never the job.
     auto send = [&](const json& frame) {
       if (coordinator_gone) return;
-      Status st = net::SendFrame(fd, frame);
+      Status st = net::SendFrame(link, frame);
       if (st.ok()) return;
       if (st.code() == StatusCode::kInvalidArgument) {
         log->warn("run: a {} frame was dropped: {}", frame.value("type", ""), st.message());
@@ -163,7 +163,7 @@ void Agent::ServeRun(int fd, wire::FrameDecoder& decoder, const json& request) {
     send({{"type", "sample"}, {"now_ns", now}, {"ranks", sample}});
     if (all_exited) break;
   }
-  if (!coordinator_gone) (void)net::SendFrame(fd, {{"type", "done"}});
+  if (!coordinator_gone) (void)net::SendFrame(link, {{"type", "done"}});
   log->info("run: every rank exited");
 }
 

@@ -1,10 +1,12 @@
-// The coordinator's side of one agent connection: authenticates with the job token, then sends
-// requests and waits for their replies. One request at a time; not thread-safe (one per thread).
+// The coordinator's side of one agent connection: a TLS link keyed by the job token (the token
+// never travels), then requests and their replies. One request at a time; not thread-safe (one
+// per thread), except that a "run" stream may have one reader and one writer (see link()).
 #pragma once
 
 #include <string>
 
 #include "common/net.h"
+#include "common/tls_link.h"
 
 namespace dsd::agent {
 
@@ -17,12 +19,12 @@ class AgentClient {
   Result<nlohmann::json> Call(nlohmann::json request, Duration timeout);
 
   const std::string& agent_name() const { return agent_name_; }
-  // Streams (a "run" job): the socket, for one reader thread and one writer thread at a time.
-  int fd() const { return fd_.get(); }
+  // Streams (a "run" job): the link, for one reader thread and any writer threads at a time.
+  net::Link& link() { return link_; }
   wire::FrameDecoder& decoder() { return decoder_; }
 
  private:
-  net::Fd fd_;
+  net::Link link_;
   wire::FrameDecoder decoder_;
   std::string agent_name_;
   int next_id_ = 1;

@@ -35,7 +35,7 @@ Result<std::string> GenerateToken() {
 }
 
 Result<std::string> LoadTokenFile(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return ErrnoError("token file " + path, errno);
   if (!S_ISREG(st.st_mode)) return InvalidArgument("token file " + path + " is not a regular file");
   if (st.st_mode & 077) {
@@ -70,19 +70,15 @@ bool TokensEqual(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-Status AcceptHello(int fd, wire::FrameDecoder& decoder, const std::string& token, Duration timeout, const std::string& name, bool* probe) {
-  *probe = false;
-  auto hello = net::RecvFrame(fd, decoder, timeout);
-  if (hello.ok() && hello->value("type", "") == "hello" && (*hello)["token"].is_string() && TokensEqual((*hello)["token"].get<std::string>(), token)) {
-    return net::SendFrame(fd, {{"type", "welcome"}, {"name", name}, {"pid", ::getpid()}, {"protocol", wire::kProtocolVersion}});
+Status AcceptHello(net::Link& link, wire::FrameDecoder& decoder, Duration timeout, const std::string& name) {
+  auto hello = net::RecvFrame(link, decoder, timeout);
+  if (!hello.ok()) return hello.status();
+  if (hello->value("type", "") != "hello") {
+    (void)net::SendFrame(link, {{"type", "error"}, {"code", "bad_request"}, {"message", "expected a hello frame"}});
+    return InvalidArgument("first frame is not a hello");
   }
-  if (!hello.ok() && hello.status().code() == StatusCode::kUnavailable && decoder.buffered() == 0) {
-    *probe = true;
-    return hello.status();
-  }
-  std::string why = !hello.ok() ? hello.status().message() : "missing or wrong token";
-  (void)net::SendFrame(fd, {{"type", "error"}, {"code", "unauthenticated"}, {"message", "authentication failed: " + why}});
-  return PermissionDenied(why);
+  return net::SendFrame(
+      link, {{"type", "welcome"}, {"name", name}, {"pid", ::getpid()}, {"protocol", wire::kProtocolVersion}});
 }
 
 }  // namespace dsd::agent

@@ -8,6 +8,7 @@
 
 #include "common/net.h"
 #include "common/status.h"
+#include "common/tls_link.h"
 
 namespace dsd::agent {
 
@@ -25,10 +26,9 @@ Status WriteTokenFile(const std::string& path, const std::string& token);
 // byte by byte from response times.
 bool TokensEqual(std::string_view a, std::string_view b);
 
-// The serving side of the hello/welcome exchange (docs/agent-protocol.md): waits up to `timeout`
-// for {"type":"hello","token"}, compares the token, and answers {"type":"welcome","name"} or an
-// "unauthenticated" error. On failure the Status says why; *probe is set when the peer closed
-// without sending a byte (a connectivity probe, not an attack worth a warning).
-Status AcceptHello(int fd, wire::FrameDecoder& decoder, const std::string& token, Duration timeout, const std::string& name, bool* probe);
+// The serving side of the hello/welcome exchange (docs/agent-protocol.md) on a link that the TLS
+// handshake already authenticated: waits up to `timeout` for {"type":"hello","role"} and answers
+// {"type":"welcome","name","pid","protocol"}. The token itself never travels.
+Status AcceptHello(net::Link& link, wire::FrameDecoder& decoder, Duration timeout, const std::string& name);
 
 }  // namespace dsd::agent

@@ -22,7 +22,7 @@
 namespace dsd::wire {
 
 inline constexpr char kMagic[3] = {'D', 'S', 'D'};
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;  // 2: links are TLS, hello carries no token
 inline constexpr size_t kHeaderSize = 8;
 inline constexpr size_t kDefaultMaxFrameBytes = 16u << 20;
 inline constexpr size_t kMaxJsonDepth = 64;

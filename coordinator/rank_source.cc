@@ -66,7 +66,7 @@ std::map<int, std::string> DirectSource::Stacks(const std::vector<int>& want) {
 }
 
 AgentSource::~AgentSource() {
-  for (auto& a : agents_) ::shutdown(a->client.fd(), SHUT_RDWR);
+  for (auto& a : agents_) a->client.link().Shutdown();
   for (auto& a : agents_)
     if (a->reader.joinable()) a->reader.join();
 }
@@ -92,8 +92,8 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::ve
                           {"sample_ms", sample_ms},
                           {"trace_python", trace_python},
                           {"share_group", share_group}};
-    DSD_RETURN_IF_ERROR(net::SendFrame(a->client.fd(), req));
-    auto reply = net::RecvFrame(a->client.fd(), a->client.decoder(), std::chrono::seconds(30));
+    DSD_RETURN_IF_ERROR(net::SendFrame(a->client.link(), req));
+    auto reply = net::RecvFrame(a->client.link(), a->client.decoder(), std::chrono::seconds(30));
     if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());
     if (!reply->contains("type") || (*reply)["type"] != "started") {
       const auto m = reply->find("message");
@@ -164,18 +164,18 @@ std::vector<AgentHealth> AgentSource::Health() const {
 }
 
 void AgentSource::Signal(int sig) {
-  std::vector<int> fds;
+  std::vector<net::Link*> links;  // agents_ never shrinks while the source lives
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& a : agents_)
-      if (a->connected && !a->done) fds.push_back(a->client.fd());
+      if (a->connected && !a->done) links.push_back(&a->client.link());
   }
-  for (int fd : fds) (void)net::SendFrame(fd, {{"type", "stop"}, {"signal", sig}});
+  for (net::Link* link : links) (void)net::SendFrame(*link, {{"type", "stop"}, {"signal", sig}});
 }
 
 std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
   std::vector<Agent*> asked;
-  std::vector<std::pair<int, nlohmann::json>> requests;  // sent after unlocking: a send may block
+  std::vector<std::pair<net::Link*, nlohmann::json>> requests;  // sent after unlocking: a send may block
   int64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -191,10 +191,10 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
       if (mine.empty()) continue;
       asked.push_back(a.get());
       a->stacks_pending = true;
-      requests.emplace_back(a->client.fd(), nlohmann::json{{"type", "stacks"}, {"id", id}, {"ranks", mine}});
+      requests.emplace_back(&a->client.link(), nlohmann::json{{"type", "stacks"}, {"id", id}, {"ranks", mine}});
     }
   }
-  for (const auto& [fd, request] : requests) (void)net::SendFrame(fd, request);
+  for (const auto& [link, request] : requests) (void)net::SendFrame(*link, request);
   std::unique_lock<std::mutex> lock(mu_);
   auto deadline = std::chrono::steady_clock::now() + options_.stack_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -212,12 +212,12 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
 void AgentSource::Read(Agent& a) {
   auto log = log::Get("run");
   while (true) {
-    auto msg = net::RecvFrame(a.client.fd(), a.client.decoder(), std::chrono::seconds(3600));
+    auto msg = net::RecvFrame(a.client.link(), a.client.decoder(), std::chrono::seconds(3600));
     if (!msg.ok()) {
       if (msg.status().code() == StatusCode::kTimeout) continue;
       // Shut the socket down whatever the error (a broken stream too), so the agent sees it and
       // stops its ranks rather than blocking on a coordinator that no longer reads.
-      ::shutdown(a.client.fd(), SHUT_RDWR);
+      a.client.link().Shutdown();
       std::lock_guard<std::mutex> lock(mu_);
       // The agent is gone (killed, its node down) or the link broke. Its ranks' fate is unknown:
       // they keep their last state, and no exit code is made up for them.
@@ -229,9 +229,7 @@ void AgentSource::Read(Agent& a) {
       cv_.notify_all();
       return;
     }
-    int pending = 0;
-    ::ioctl(a.client.fd(), FIONREAD, &pending);
-    const bool live = pending == 0 && a.client.decoder().buffered() == 0;
+    const bool live = !a.client.link().HasPendingInput() && a.client.decoder().buffered() == 0;
     std::lock_guard<std::mutex> lock(mu_);
     a.last_frame = clock_->Now();
     try {

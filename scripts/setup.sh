@@ -7,7 +7,7 @@ APT_PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   # libraries found with find_package
-  libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libncurses-dev
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libncurses-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev libopenmpi-dev openmpi-bin libeigen3-dev
   # the log catalogue: RE2 (linear-time regexes) and Hyperscan (multi-pattern pre-scan of big logs)
   libre2-dev libhyperscan-dev

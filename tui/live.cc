@@ -32,7 +32,7 @@ Result<std::unique_ptr<Publisher>> Publisher::Start(const Options& options) {
     if (!parsed.ok()) return InvalidArgument("--serve " + options.serve + ": " + parsed.status().message());
     net::Endpoint want = *parsed;
     int port = 0;
-    auto l = net::Listen(want.host, want.port, &port, 16);
+    auto l = net::Listen(want.host, want.port, &port);
     if (!l.ok()) return l.status().WithContext("--serve " + options.serve);
     p->listener_ = std::move(*l);
     p->endpoint_ = {want.host, port};
@@ -51,11 +51,11 @@ Publisher::~Publisher() {
     // the sockets are shut, which also frees a thread stuck sending to a viewer that stopped reading.
     cv_.wait_for(lock, std::chrono::seconds(1), [&] {
       for (const auto& v : viewers_)
-        if (v->fd.valid()) return false;
+        if (v->open) return false;
       return true;
     });
     for (auto& v : viewers_)
-      if (v->fd.valid()) ::shutdown(v->fd.get(), SHUT_RDWR);
+      if (v->open) v->link.Shutdown();
   }
   cv_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
@@ -66,7 +66,7 @@ Publisher::~Publisher() {
 size_t Publisher::viewers() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
-  for (const auto& v : viewers_) n += v->fd.valid() && !v->dropped;
+  for (const auto& v : viewers_) n += v->open && !v->dropped;
   return n;
 }
 
@@ -84,7 +84,8 @@ void Publisher::Publish(const std::vector<json>& events) {
     if (auto f = wire::EncodeFrame(e); f.ok()) frames.push_back(std::move(*f));
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& e : events)
-    if (Status st = state_.Apply(e); !st.ok()) log::Get("tui")->debug("event not applied to the keyframe state: {}", st.message());
+    if (Status st = state_.Apply(e); !st.ok())
+      log::Get("tui")->debug("event not applied to the keyframe state: {}", st.message());
   for (auto& v : viewers_) {
     if (v->dropped) continue;
     for (const auto& f : frames) {
@@ -94,46 +95,43 @@ void Publisher::Publish(const std::vector<json>& events) {
     if (v->queued_bytes > kMaxQueuedBytes) {
       log::Get("tui")->warn("a viewer fell {} MiB behind; dropping it", v->queued_bytes >> 20);
       v->dropped = true;
-      ::shutdown(v->fd.get(), SHUT_RDWR);
+      v->link.Shutdown();
     }
   }
   cv_.notify_all();
 }
 
 void Publisher::AcceptLoop() {
-  while (!stop_) {
-    pollfd pfd{listener_.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, 200) <= 0) continue;
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    int c = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
-    if (c < 0) continue;
-    char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
-    ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
-    auto v = std::make_shared<Viewer>();
-    v->fd = net::Fd(c);
+  net::AcceptorOptions o;
+  o.key = net::LinkKey::FromToken(options_.token);
+  o.what = "viewer port";
+  net::HandshakeAcceptor acceptor(listener_.get(), o, [this](net::Link link, const std::string& peer) {
     std::lock_guard<std::mutex> lock(mu_);
     size_t live = 0;
-    for (const auto& o : viewers_) live += !o->dropped;
+    for (const auto& v : viewers_) live += v->open && !v->dropped;
     if (live >= options_.max_viewers) {
-      log::Get("tui")->warn("refusing viewer {}:{}: {} viewers already", host, serv, live);
-      continue;  // closes c
+      log::Get("tui")->warn("refusing viewer {}: {} viewers already", peer, live);
+      return;  // closes the link
     }
+    auto v = std::make_shared<Viewer>();
+    v->link = std::move(link);
+    v->open = true;
     viewers_.push_back(v);
-    viewer_threads_.emplace_back([this, v, peer = std::string(host) + ":" + serv] { ServeViewer(v, peer); });
-  }
+    viewer_threads_.emplace_back([this, v, peer] { ServeViewer(v, peer); });
+  });
+  while (!stop_) acceptor.Poll(std::chrono::milliseconds(200));
 }
 
 void Publisher::ServeViewer(std::shared_ptr<Viewer> v, std::string peer) {
   auto log = log::Get("tui");
   wire::FrameDecoder decoder;
-  bool probe = false;
-  if (Status st = agent::AcceptHello(v->fd.get(), decoder, options_.token, std::chrono::seconds(5), "coordinator", &probe); !st.ok()) {
-    if (!probe) log->warn("refused viewer {}: {}", peer, st.message());
+  if (Status st = agent::AcceptHello(v->link, decoder, std::chrono::seconds(5), "coordinator"); !st.ok()) {
+    log->warn("viewer {} sent no hello: {}", peer, st.message());
     std::lock_guard<std::mutex> lock(mu_);
     v->dropped = true;
     v->queue.clear();
-    v->fd.Reset();
+    v->open = false;
+    v->link = net::Link();
     cv_.notify_all();
     return;
   }
@@ -161,7 +159,7 @@ void Publisher::ServeViewer(std::shared_ptr<Viewer> v, std::string peer) {
     }
     bool ok = true;
     for (const auto& f : batch)
-      if (!net::SendAll(v->fd.get(), f).ok()) {
+      if (!v->link.Send(f).ok()) {
         ok = false;
         break;
       }
@@ -171,25 +169,30 @@ void Publisher::ServeViewer(std::shared_ptr<Viewer> v, std::string peer) {
   std::lock_guard<std::mutex> lock(mu_);
   v->dropped = true;
   v->queue.clear();
-  v->fd.Reset();
+  v->open = false;
+  v->link = net::Link();
   cv_.notify_all();  // the destructor waits for viewers to finish
 }
 
 Result<LiveClient> LiveClient::Connect(const net::Endpoint& endpoint, const std::string& token, Duration timeout) {
   auto c = net::Connect(endpoint.host, endpoint.port, timeout);
   if (c.outcome != net::ConnectOutcome::kOk)
-    return Unavailable("coordinator at " + endpoint.ToString() + ": connect " + net::ConnectOutcomeName(c.outcome) + " (" + c.error + ")");
+    return Unavailable("coordinator at " + endpoint.ToString() + ": connect " + net::ConnectOutcomeName(c.outcome) +
+                       " (" + c.error + ")");
   LiveClient client;
-  client.fd_ = std::move(c.fd);
-  DSD_RETURN_IF_ERROR(net::SendFrame(client.fd_.get(), {{"type", "hello"}, {"token", token}, {"role", "viewer"}}));
-  auto reply = net::RecvFrame(client.fd_.get(), client.decoder_, timeout);
+  auto link = net::Link::Connect(std::move(c.fd), net::LinkKey::FromToken(token), timeout);
+  if (!link.ok()) return link.status().WithContext("coordinator at " + endpoint.ToString());
+  client.link_ = std::move(link).value();
+  DSD_RETURN_IF_ERROR(net::SendFrame(client.link_, {{"type", "hello"}, {"role", "viewer"}}));
+  auto reply = net::RecvFrame(client.link_, client.decoder_, timeout);
   if (!reply.ok()) return reply.status().WithContext("coordinator at " + endpoint.ToString());
   if (reply->value("type", "") != "welcome")
-    return PermissionDenied("coordinator at " + endpoint.ToString() + " refused us: " + reply->value("message", reply->dump()));
+    return PermissionDenied("coordinator at " + endpoint.ToString() +
+                            " refused us: " + reply->value("message", reply->dump()));
   return client;
 }
 
-Result<json> LiveClient::Next(Duration timeout) { return net::RecvFrame(fd_.get(), decoder_, timeout); }
+Result<json> LiveClient::Next(Duration timeout) { return net::RecvFrame(link_, decoder_, timeout); }
 
 Result<std::vector<RecordedEvent>> ReadEventFile(const std::string& path, std::vector<std::string>* warnings) {
   std::ifstream in(path, std::ios::binary);
@@ -204,10 +207,12 @@ Result<std::vector<RecordedEvent>> ReadEventFile(const std::string& path, std::v
     auto j = wire::ParseJsonBounded(line);
     if (!j.ok() || !j->is_object()) {
       if (unterminated) {  // cut short by a kill
-        warnings->push_back(path + ":" + std::to_string(lineno) + ": last line is incomplete (the run was killed while writing it); ignored");
+        warnings->push_back(path + ":" + std::to_string(lineno) +
+                            ": last line is incomplete (the run was killed while writing it); ignored");
         break;
       }
-      return InvalidArgument(path + ":" + std::to_string(lineno) + ": not a JSON object" + (j.ok() ? "" : " (" + j.status().message() + ")"));
+      return InvalidArgument(path + ":" + std::to_string(lineno) + ": not a JSON object" +
+                             (j.ok() ? "" : " (" + j.status().message() + ")"));
     }
     events.push_back({lineno, std::move(*j)});
   }

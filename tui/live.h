@@ -2,12 +2,14 @@
 //
 // Publisher (the coordinator, `dsdoctor run`): appends every event to <log-dir>/events.jsonl
 // (one JSON object a line, written as it happens, so a killed run leaves a replayable file) and
-// serves it to viewers (`dsdoctor tui --attach`) on a token-authenticated TCP socket. A new viewer
+// serves it to viewers (`dsdoctor tui --attach`) on a TLS link keyed by the viewer token
+// (common/tls_link.h; handshakes run in the accept loop with bounded work). A new viewer
 // first gets a keyframe (header, full tick, log tails), then the events as they come. A viewer
 // that falls 32 MiB behind is dropped rather than slowing the job's coordinator. Publish is
 // called from one thread; viewers are served by their own threads. The destructor closes all.
 //
-// LiveClient (the viewer): connects, authenticates with the token, then reads events.
+// LiveClient (the viewer): connects, authenticates with the token (which never travels), then
+// reads events.
 //
 // ReadEventFile: a recording, validated line by line for --replay.
 #pragma once
@@ -18,14 +20,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "common/net.h"
 #include "common/status.h"
+#include "common/tls_link.h"
 #include "tui/stream.h"
 
 namespace dsd::tui {
@@ -35,7 +37,7 @@ class Publisher {
   struct Options {
     std::string record_path;  // "" = do not record
     std::string serve;        // "ADDR:PORT" to serve viewers on (port 0: any free one); "" = do not serve
-    std::string token;        // viewers must present it
+    std::string token;        // viewers must hold it
     size_t max_viewers = 16;
   };
   static Result<std::unique_ptr<Publisher>> Start(const Options& options);
@@ -50,7 +52,8 @@ class Publisher {
 
  private:
   struct Viewer {
-    net::Fd fd;
+    net::Link link;
+    bool open = false;              // until its thread ends; guarded by mu_
     std::deque<std::string> queue;  // encoded frames
     size_t queued_bytes = 0;
     bool dropped = false;
@@ -81,7 +84,7 @@ class LiveClient {
   Result<nlohmann::json> Next(Duration timeout);
 
  private:
-  net::Fd fd_;
+  net::Link link_;
   wire::FrameDecoder decoder_;
 };
 
