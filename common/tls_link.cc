@@ -124,6 +124,9 @@ std::string HandshakeFailure(unsigned long err, bool* denied) {
     case SSL_R_NO_SHARED_CIPHER:
       *denied = true;
       return "no shared key (a client without the dsdoctor job key, or a server that is not a dsdoctor)";
+    case SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC:
+      *denied = true;
+      return "its handshake records do not decrypt under this handshake's keys (a replayed or forged handshake)";
     case SSL_R_WRONG_VERSION_NUMBER:
     case SSL_R_PACKET_LENGTH_TOO_LONG:
       return "the peer does not speak TLS 1.3 (an older dsdoctor, or another service on this port)";

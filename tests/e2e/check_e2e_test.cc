@@ -175,6 +175,64 @@ TEST_F(CheckE2eTest, WrongTokenIsRefusedAndTheAgentStaysUp) {
   EXPECT_NE(r.out.find("refused connection from 127.0.0.1"), std::string::npos);  // the agent logged it
 }
 
+// An attacker on the path records a real check's traffic to an agent: the token is nowhere in it,
+// and replaying the client's bytes to the agent authenticates nothing (docs/security.md).
+TEST_F(CheckE2eTest, TokenNeverCrossesTheWireAndAReplayAuthenticatesNothing) {
+  auto r = InNamespace(
+      "umask 077; T=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \\n'); echo $T > $DIR/token; echo token=$T; "
+      "$DSD agent --listen 127.0.0.2:47410 --token-file $DIR/token > $DIR/a.out 2> $DIR/a.err & A=$!; "
+      "for i in $(seq 100); do grep -q READY $DIR/a.out && break; sleep 0.05; done; "
+      "python3 " HOSTILE_CLIENT " relay --listen 127.0.0.3:47411 --to 127.0.0.2:47410 --record $DIR/cap "
+      "--seconds 30 > $DIR/relay.out & R=$!; "
+      "for i in $(seq 100); do grep -q relay-ready $DIR/relay.out && break; sleep 0.05; done; "
+      "$DSD check --launcher attach --agents 127.0.0.3:47411 --token-file $DIR/token --no-bandwidth "
+      "--connect-timeout-ms 300 --json $DIR/via.json > /dev/null; "
+      "python3 " HOSTILE_CLIENT " replay --to 127.0.0.2:47410 --file $DIR/cap.0.client; "
+      "sleep 0.5; kill $R; kill $A; wait $A; echo agent_rc=$?; cat $DIR/a.err");
+  auto at = r.out.find("token=");
+  ASSERT_NE(at, std::string::npos) << r.out << r.err;
+  std::string token = r.out.substr(at + 6, 48);
+  ASSERT_EQ(token.size(), 48u);
+  json via = ReadJson("via.json");
+  EXPECT_EQ(via["nodes"].size(), 1u) << via.dump(2);  // the check worked through the relay
+  size_t captured = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    if (e.path().filename().string().rfind("cap.", 0) != 0) continue;
+    auto bytes = ReadFile(e.path().string());
+    ASSERT_TRUE(bytes.ok());
+    captured += bytes->size();
+    EXPECT_EQ(bytes->find(token), std::string::npos) << e.path();
+    EXPECT_EQ(bytes->find("inventory"), std::string::npos) << e.path();  // requests are sealed too
+  }
+  EXPECT_GT(captured, 1000u);
+  EXPECT_NE(r.out.find("replay-sent="), std::string::npos) << r.out;
+  // The agent refused the replay (logged with the peer) and stayed up until we ended it.
+  EXPECT_NE(r.out.find("refused connection from"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a replayed or forged handshake"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("agent_rc=143"), std::string::npos) << r.out;
+}
+
+// Idle connections and 16 MiB frames before any hello, all at once, while a real check runs: the
+// check is clean and the agent stays up (docs/performance.md has its memory under this load).
+TEST_F(CheckE2eTest, HostileClientsDoNotStopTheAgentOrACheck) {
+  auto r = InNamespace(
+      "umask 077; echo right > $DIR/token; "
+      "$DSD agent --listen 127.0.0.2:47420 --token-file $DIR/token > $DIR/a.out 2> $DIR/a.err & A=$!; "
+      "for i in $(seq 100); do grep -q READY $DIR/a.out && break; sleep 0.05; done; "
+      "python3 " HOSTILE_CLIENT " flood --to 127.0.0.2:47420 --idle 300 --oversized 20 --hold 4 "
+      "> $DIR/flood.out & F=$!; "
+      "for i in $(seq 200); do grep -q flood-ready $DIR/flood.out && break; sleep 0.05; done; cat $DIR/flood.out; "
+      "$DSD check --launcher attach --agents 127.0.0.2:47420 --token-file $DIR/token --no-bandwidth "
+      "--json $DIR/out.json > /dev/null; echo check_rc=$?; "
+      "kill -0 $A && echo agent_alive=yes; wait $F; kill $A; wait $A; cat $DIR/a.err");
+  EXPECT_NE(r.out.find("flood-ready idle=300"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("check_rc=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("agent_alive=yes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("it speaks the plaintext protocol of an older dsdoctor"), std::string::npos) << r.out;
+  json doc = ReadJson("out.json");
+  EXPECT_EQ(doc["summary"]["fail"], 0) << doc["findings"].dump(2);
+}
+
 // A DROP rule and a 10 s connect timeout hold the coordinator in its probe phase, agents up, until
 // it is killed; $P is the pgrep pattern of the processes it started, $N how many there must be.
 // Prints "running=yes" when at least $N are up, lets the coordinator reach its probe phase, kills
