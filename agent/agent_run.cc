@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "collectors/log_dir_space.h"
 #include "collectors/python_tracer.h"
 #include "collectors/rank_monitor.h"
 #include "collectors/stack.h"
@@ -82,6 +83,14 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
   if (!net::SendFrame(link, {{"type", "started"}, {"node", options_.name}, {"ranks", started}}).ok()) return;
   int64_t stop_deadline = 0;
   bool coordinator_gone = false;
+  // Our own failed writes into the log dir, newest last (a few suffice to name the problem).
+  std::vector<std::string> write_errors;
+  auto note_write_error = [&](const std::string& what) {
+    if (std::find(write_errors.begin(), write_errors.end(), what) != write_errors.end()) return;
+    if (write_errors.size() >= 8) write_errors.erase(write_errors.begin());
+    write_errors.push_back(what);
+  };
+  int64_t next_space_probe = 0;
   while (true) {
     auto msg = net::RecvFrame(link, decoder, std::chrono::milliseconds(sample_ms));
     if (!msg.ok() && msg.status().code() != StatusCode::kTimeout && !coordinator_gone) {
@@ -107,8 +116,9 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
             bool python = argv[0].find("python") != std::string::npos;
             auto st = collectors::CaptureStack(m.state().pid, python);
             if (st.ok()) {
-              (void)WriteFileAtomic(log_dir + "/rank-" + std::to_string(want) + ".stack",
-                                    "# " + st->tool + "\n" + st->text);
+              std::string stack_file = "rank-" + std::to_string(want) + ".stack";
+              if (Status w = WriteFileAtomic(log_dir + "/" + stack_file, "# " + st->tool + "\n" + st->text); !w.ok())
+                note_write_error(stack_file + ": " + w.message());
               out.push_back({{"rank", want}, {"tool", st->tool}, {"signature", st->signature}});
             } else {
               out.push_back({{"rank", want}, {"error", st.status().message()}});
@@ -159,8 +169,20 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
       for (auto& m : ranks) m.Signal(SIGTERM);
       stop_deadline = now + 3'000'000'000LL;
     };
+    for (auto& m : ranks)
+      if (!m.write_error().empty()) note_write_error(m.write_error());
+    json frame = {{"type", "sample"}, {"now_ns", now}, {"ranks", sample}};
+    // The log dir's file system, once a second: a full disk is named, not guessed from silence.
+    if (now >= next_space_probe || !write_errors.empty()) {
+      next_space_probe = now + 1'000'000'000LL;
+      if (auto space = collectors::ProbeLogDir(log_dir); space.ok()) {
+        space->node = options_.name;
+        space->write_errors = write_errors;
+        frame["log_dir"] = diagnosis::ToJson(*space);
+      }
+    }
     for (const auto& f : log_frames) send(f);
-    send({{"type", "sample"}, {"now_ns", now}, {"ranks", sample}});
+    send(frame);
     if (all_exited) break;
   }
   if (!coordinator_gone) (void)net::SendFrame(link, {{"type", "done"}});

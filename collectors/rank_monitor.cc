@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "collectors/proc_stat.h"
 #include "collectors/run_dir.h"
 #include "common/file.h"
@@ -49,7 +51,9 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
       state_.exit_ns = now_ns;
       state_.proc.valid = false;
       int shell_code = e->signaled ? 128 + e->term_signal : e->exit_code;
-      (void)WriteFileAtomic(log_path_.substr(0, log_path_.size() - 4) + ".exit", std::to_string(shell_code) + "\n");
+      std::string exit_path = log_path_.substr(0, log_path_.size() - 4) + ".exit";
+      if (Status st = WriteFileAtomic(exit_path, std::to_string(shell_code) + "\n"); !st.ok())
+        write_error_ = std::filesystem::path(exit_path).filename().string() + ": " + st.message();
       exited_now = true;
     }
   }

@@ -31,10 +31,14 @@ class RankMonitor {
   diagnosis::RankState& state() { return state_; }
   const std::string& log_path() const { return log_path_; }
   const std::string& trace_path() const { return trace_path_; }
+  // The newest failed write of ours into the log dir ("rank-3.exit: No space left on device");
+  // the rank is watched on regardless.
+  const std::string& write_error() const { return write_error_; }
 
  private:
   diagnosis::RankState state_;
   std::string log_path_, trace_path_;
+  std::string write_error_;
   std::optional<Subprocess> proc_;
   size_t log_offset_ = 0;
   uint64_t last_cpu_ticks_ = 0, ref_ticks_ = 0;

@@ -158,6 +158,7 @@ void JobCoordinator::UpdateAgents() {
   }
   job_.agents_lost = recovered_;
   job_.agents_lost.insert(job_.agents_lost.end(), lost.begin(), lost.end());
+  job_.log_dirs = source_->LogDirs();
 }
 
 void JobCoordinator::TakeStacks(const diagnosis::Diagnosis& d, int64_t now) {

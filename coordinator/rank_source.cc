@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "collectors/log_dir_space.h"
 #include "collectors/python_tracer.h"
 #include "collectors/stack.h"
 #include "common/file.h"
@@ -25,6 +26,7 @@ Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::v
                            const std::map<std::string, std::string>& env, const std::string& log_dir,
                            const std::string& cwd, bool trace_python) {
   python_ = argv[0].find("python") != std::string::npos;
+  log_dir_ = log_dir;
   std::optional<collectors::PythonTracer> tracer;
   if (trace_python && !(tracer = collectors::FindPythonTracer()))
     log::Get("run")->warn(
@@ -41,10 +43,25 @@ Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::v
 }
 
 void DirectSource::Tick(int64_t now, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
+  std::vector<std::string> write_errors;
   for (auto& m : monitors_) {
     m.Tick(now, &logs[m.state().rank]);
     Adopt(ranks[m.state().rank], m.state());
+    if (!m.write_error().empty()) write_errors.push_back(m.write_error());
   }
+  if (now >= next_space_probe_ns_ && !monitors_.empty()) {  // once a second
+    next_space_probe_ns_ = now + 1'000'000'000LL;
+    if (auto space = collectors::ProbeLogDir(log_dir_); space.ok()) {
+      space->node = monitors_.front().state().node;
+      space->write_errors = std::move(write_errors);
+      log_dir_status_ = std::move(*space);
+    }
+  }
+}
+
+std::vector<diagnosis::LogDirStatus> DirectSource::LogDirs() const {
+  if (!log_dir_status_) return {};
+  return {*log_dir_status_};
 }
 
 void DirectSource::Signal(int sig) {
@@ -149,6 +166,14 @@ bool AgentSource::CaughtUp() const {
   for (const auto& a : agents_)
     if (!a->done && !Lost(*a, now) && a->last_live < resumed_) return false;
   return true;
+}
+
+std::vector<diagnosis::LogDirStatus> AgentSource::LogDirs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<diagnosis::LogDirStatus> out;
+  for (const auto& a : agents_)
+    if (a->log_dir) out.push_back(*a->log_dir);
+  return out;
 }
 
 std::vector<AgentHealth> AgentSource::Health() const {
@@ -256,6 +281,12 @@ void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
       if (!st->sample_ns && now_ns != msg.end() && now_ns->is_number_integer()) st->sample_ns = now_ns->get<int64_t>();
       if (j.contains("log") && j["log"].is_string()) pending_log_[st->rank] += j["log"].get<std::string>();
       latest_[st->rank] = std::move(*st);
+    }
+    if (const auto space = msg.find("log_dir"); space != msg.end()) {
+      if (auto d = diagnosis::LogDirStatusFromJson(*space); d.ok()) {
+        d->node = a.client.agent_name();  // the node is who we connected to, whatever the frame says
+        a.log_dir = std::move(*d);
+      }
     }
   } else if (*type == "log") {
     // A rank's output that did not fit its sample: it comes first, in order.

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +48,8 @@ class RankSource {
   // sample came from the backlog rather than live, so the states may be stale and must not be
   // diagnosed (docs/run.md "Agent liveness").
   virtual bool CaughtUp() const { return true; }
+  // The newest report of each node's log dir file system (docs/run.md "A full disk").
+  virtual std::vector<diagnosis::LogDirStatus> LogDirs() const { return {}; }
 };
 
 // Copies a sampled state over the coordinator's, keeping the stack the coordinator captured.
@@ -60,10 +63,14 @@ class DirectSource final : public RankSource {
   void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
   void Signal(int sig) override;
   std::map<int, std::string> Stacks(const std::vector<int>& want) override;
+  std::vector<diagnosis::LogDirStatus> LogDirs() const override;
 
  private:
   std::vector<collectors::RankMonitor> monitors_;
   bool python_ = false;
+  std::string log_dir_;
+  std::optional<diagnosis::LogDirStatus> log_dir_status_;
+  int64_t next_space_probe_ns_ = 0;
 };
 
 struct AgentSourceOptions {
@@ -87,6 +94,7 @@ class AgentSource final : public RankSource {
   std::map<int, std::string> Stacks(const std::vector<int>& want) override;
   std::vector<AgentHealth> Health() const override;
   bool CaughtUp() const override;
+  std::vector<diagnosis::LogDirStatus> LogDirs() const override;
 
  private:
   struct Agent {
@@ -100,6 +108,7 @@ class AgentSource final : public RankSource {
     bool connected = true;
     bool done = false;
     std::string why;
+    std::optional<diagnosis::LogDirStatus> log_dir;  // its newest report
     bool stacks_answered = false;
     // Capturing stacks: the agent sends only heartbeats between ranks (py-spy takes a while per rank).
     bool stacks_pending = false;

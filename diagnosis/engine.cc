@@ -176,7 +176,7 @@ struct Ctx {
   // `hang`: the finding says the job cannot go on. Only a proven one makes Diagnosis::hang (what
   // `--on-hang stop` acts on); a heuristic one is a warning that marks the job suspect.
   void Add(Finding f, bool hang) {
-    f.nodes = NodesOf(job, f.ranks);
+    if (!f.ranks.empty() || f.nodes.empty()) f.nodes = NodesOf(job, f.ranks);  // a node-only finding keeps its node
     if (f.proof == proof::kHeuristic) {
       if (f.severity == Severity::kError) f.severity = Severity::kWarning;
       out.suspect = out.suspect || hang;
@@ -1468,6 +1468,45 @@ void LostAgents(Ctx& c) {
   }
 }
 
+// The file system under a node's log dir (docs/run.md "A full disk"). Full, or a write of ours
+// failed: an error, since rank output, traces and stacks are being lost and ranks that print may
+// fail with ENOSPC. Nearly full (under 256 MiB and under 5 % left): a warning while there is time.
+void LogDirFull(Ctx& c) {
+  for (const auto& d : c.job.log_dirs) {
+    const bool enospc = std::any_of(d.write_errors.begin(), d.write_errors.end(), [](const std::string& e) {
+      return e.find("No space left") != std::string::npos || e.find("quota") != std::string::npos;
+    });
+    const bool full = d.total_bytes > 0 && d.free_bytes == 0;
+    const bool low = d.total_bytes > 0 && d.free_bytes < (256ull << 20) && d.free_bytes * 20 < d.total_bytes;
+    if (!full && !enospc && !low) continue;
+    std::string fs = (d.fs_type.empty() ? std::string("the file system") : d.fs_type) +
+                     (d.mount.empty() ? "" : " mounted at " + d.mount);
+    std::string space =
+        FormatBytes(static_cast<double>(d.free_bytes)) + " free of " + FormatBytes(static_cast<double>(d.total_bytes));
+    Finding f;
+    f.code = codes::kLogDirFull;
+    f.nodes = {d.node};
+    for (const auto& r : c.job.ranks)
+      if (r.node == d.node) f.ranks.push_back(r.rank);  // whose output is being lost
+    f.proof = proof::kDisk;
+    if (full || enospc) {
+      f.severity = Severity::kError;
+      f.summary = "the log dir on " + d.node + " is on a full file system (" + fs + ", " + space +
+                  "): rank output, traces and stacks written from now on are lost, and a rank that prints may fail "
+                  "with ENOSPC (errno 28, \"No space left on device\")";
+    } else {
+      f.severity = Severity::kWarning;
+      f.summary = "the log dir on " + d.node + " is nearly full (" + fs + ", " + space + ")";
+    }
+    f.remedy = "free space on " + (d.mount.empty() ? d.path : d.mount) + " on " + d.node + " (`df -h " + d.path +
+               "`; old run dirs, core files, checkpoints), or give the next run a --log-dir on "
+               "a larger file system; dsdoctor goes on watching the job, and what was written before stays on disk";
+    f.evidence.push_back("statvfs(" + d.path + "): " + space + " on " + fs);
+    for (const auto& e : d.write_errors) f.evidence.push_back("write failed: " + e);
+    c.Add(std::move(f), false);
+  }
+}
+
 int Priority(const std::string& code) {
   static const char* kOrder[] = {
       codes::kCollectiveMismatch,  codes::kP2pDeadlock,     codes::kRankExited,      codes::kAgentLost,
@@ -1534,6 +1573,7 @@ Diagnosis Diagnose(const JobState& job) {
   FirstFailure(c);
   Events(c);
   LostAgents(c);
+  LogDirFull(c);
   std::stable_sort(c.out.findings.begin(), c.out.findings.end(), [](const Finding& a, const Finding& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return Priority(a.code) < Priority(b.code);

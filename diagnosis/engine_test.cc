@@ -80,7 +80,8 @@ TEST_P(EngineTest, RankZeroOnlySaveCheckpointIsAMismatchNamingRankZeroAtOnce) {
   EXPECT_NE(f.summary.find("barrier#5"), std::string::npos) << f.summary;
   EXPECT_NE(f.summary.find("@save_checkpoint"), std::string::npos);
   EXPECT_NE(f.summary.find("all_reduce#5"), std::string::npos);
-  EXPECT_NE(f.remedy.find("every rank must call it: DeepSpeed's engine.save_checkpoint()"), std::string::npos) << f.remedy;
+  EXPECT_NE(f.remedy.find("every rank must call it: DeepSpeed's engine.save_checkpoint()"), std::string::npos)
+      << f.remedy;
   EXPECT_TRUE(d.hang);
   EXPECT_EQ(f.nodes, std::vector<std::string>{"node-0"});
 }
@@ -88,7 +89,8 @@ TEST_P(EngineTest, RankZeroOnlySaveCheckpointIsAMismatchNamingRankZeroAtOnce) {
 TEST_P(EngineTest, SizeMismatchNamesTheOddRankAndRemedy) {
   int n = GetParam();
   JobState job = Job(n);
-  for (int r = 0; r < n; ++r) Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 0.1, true, r == n - 1 ? 2048 : 1024));
+  for (int r = 0; r < n; ++r)
+    Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 0.1, true, r == n - 1 ? 2048 : 1024));
   Diagnosis d = Diagnose(job);
   ASSERT_NE(Find(d, "COLLECTIVE_MISMATCH"), nullptr);
   // Two ranks that disagree cannot say which one is wrong: both are named.
@@ -324,7 +326,8 @@ TEST_P(EngineTest, WrongWorldSizeInInitIsNamedAtOnce) {
   Diagnosis d = Diagnose(job);
   ASSERT_FALSE(d.findings.empty());
   EXPECT_EQ(d.findings[0].code, "RANK_MISSING") << RenderRunText(job, d);
-  EXPECT_NE(d.findings[0].summary.find("started " + std::to_string(n) + " ranks"), std::string::npos) << d.findings[0].summary;
+  EXPECT_NE(d.findings[0].summary.find("started " + std::to_string(n) + " ranks"), std::string::npos)
+      << d.findings[0].summary;
   EXPECT_NE(d.findings[0].summary.find("expect " + std::to_string(n + 1)), std::string::npos);
   EXPECT_NE(d.findings[0].summary.find("world-size disagreement"), std::string::npos);
   EXPECT_EQ(d.findings[0].proof, "trace");
@@ -461,7 +464,8 @@ TEST(EngineTracebackTest, LivePythonStacksInDifferentCollectivesAreAMismatchAndA
   ASSERT_FALSE(d.findings.empty());
   EXPECT_EQ(d.findings[0].code, "COLLECTIVE_MISMATCH") << RenderRunText(job, d);
   EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
-  EXPECT_NE(d.findings[0].summary.find("ranks 0,2 in barrier() at train.py:16"), std::string::npos) << d.findings[0].summary;
+  EXPECT_NE(d.findings[0].summary.find("ranks 0,2 in barrier() at train.py:16"), std::string::npos)
+      << d.findings[0].summary;
   EXPECT_TRUE(d.hang);
   std::string coll, loc;
   EXPECT_FALSE(StackCollective("gloo::barrier < main", &coll, &loc));
@@ -475,7 +479,9 @@ TEST(EngineTracebackTest, ARankBlockedInDdpBackwardWaitsInTheGradientAllReduce) 
     r.proc = {true, 'S', "futex_wait_queue", 0.0, 6.0};
   }
   job.ranks[0].stack = "barrier (distributed_c10d.py:3152) < main (train.py:99)";
-  for (int r = 1; r < 3; ++r) job.ranks[r].stack = "backward (__init__.py:197) < Tensor.backward (_tensor.py:488) < main (train.py:88) < <module> (train.py:104)";
+  for (int r = 1; r < 3; ++r)
+    job.ranks[r].stack =
+        "backward (__init__.py:197) < Tensor.backward (_tensor.py:488) < main (train.py:88) < <module> (train.py:104)";
   Diagnosis d = Diagnose(job);
   const Finding* f = Find(d, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << RenderRunText(job, d);
@@ -489,7 +495,9 @@ TEST(EngineTracebackTest, ARankBlockedInDdpBackwardWaitsInTheGradientAllReduce) 
 
 TEST(EngineClassesTest, ThousandRanksReadAsAFewClasses) {
   JobState job = Job(1000);
-  for (int r = 0; r < 1000; ++r) Block(job.ranks[r], Call(r == 7 ? "barrier" : "all_reduce", 5, r == 7 ? "save_checkpoint" : "engine.step", 1, true));
+  for (int r = 0; r < 1000; ++r)
+    Block(job.ranks[r],
+          Call(r == 7 ? "barrier" : "all_reduce", 5, r == 7 ? "save_checkpoint" : "engine.step", 1, true));
   auto classes = ClassifyRanks(job);
   ASSERT_EQ(classes.size(), 2u);
   EXPECT_EQ(classes[0].ranks.size(), 999u);
@@ -639,6 +647,53 @@ TEST(EngineLogEventsTest, EventsWithRanksOutsideTheJobAreNeverIndexed) {
   }
   Diagnosis d = Diagnose(job);
   EXPECT_FALSE(d.findings.empty());
+}
+
+// One table entry per state of the log dir's file system (docs/run.md "A full disk").
+TEST(EngineLogDirTest, FullNearlyFullAndHealthyFileSystems) {
+  struct Case {
+    const char* name;
+    uint64_t free_bytes, total_bytes;
+    std::vector<std::string> write_errors;
+    const char* severity;  // "" = no finding
+  } cases[] = {
+      {"full", 0, 2u << 20, {}, "error"},
+      {"write failed", 10u << 20, 100u << 30, {"rank-3.exit: No space left on device"}, "error"},
+      {"quota", 10u << 20, 100u << 30, {"rank-1.stack: Disk quota exceeded"}, "error"},
+      {"nearly full", 100u << 20, 100ull << 30, {}, "warning"},
+      {"small but roomy", 100u << 20, 200u << 20, {}, ""},  // 50 % left of a small disk
+      {"healthy", 50ull << 30, 100ull << 30, {}, ""},
+      {"unknown size", 0, 0, {}, ""},
+  };
+  for (const auto& c : cases) {
+    JobState job = Job(2);
+    LogDirStatus d;
+    d.node = "node-0";
+    d.path = "/scratch/run1";
+    d.mount = "/scratch";
+    d.fs_type = "tmpfs";
+    d.free_bytes = c.free_bytes;
+    d.total_bytes = c.total_bytes;
+    d.write_errors = c.write_errors;
+    job.log_dirs.push_back(d);
+    Diagnosis out = Diagnose(job);
+    const Finding* f = Find(out, codes::kLogDirFull);
+    if (std::string(c.severity).empty()) {
+      EXPECT_EQ(f, nullptr) << c.name;
+      continue;
+    }
+    ASSERT_NE(f, nullptr) << c.name;
+    EXPECT_EQ(SeverityName(f->severity), std::string(c.severity)) << c.name;
+    EXPECT_EQ(f->nodes, std::vector<std::string>{"node-0"}) << c.name;
+    EXPECT_EQ(f->ranks, (std::vector<int>{0, 1})) << c.name;
+    EXPECT_NE(f->summary.find("tmpfs mounted at /scratch"), std::string::npos) << f->summary;
+    EXPECT_NE(f->summary.find(" free of "), std::string::npos) << f->summary;
+    EXPECT_NE(f->remedy.find("--log-dir"), std::string::npos) << f->remedy;
+    EXPECT_EQ(f->proof, proof::kDisk);
+    for (const auto& e : c.write_errors)
+      EXPECT_NE(std::find(f->evidence.begin(), f->evidence.end(), "write failed: " + e), f->evidence.end()) << c.name;
+    EXPECT_FALSE(out.hang) << c.name;  // a full disk is never a hang, so never a reason to stop the job
+  }
 }
 
 }  // namespace

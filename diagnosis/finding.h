@@ -51,6 +51,7 @@ inline constexpr const char* kOutOfMemory = "OUT_OF_MEMORY";         // host OOM
 inline constexpr const char* kCudaError = "CUDA_ERROR";              // illegal address, device assert, ECC, driver
 inline constexpr const char* kLaunchError = "LAUNCH_ERROR";          // ssh/pdsh/mpirun could not start or lost a node
 inline constexpr const char* kAgentLost = "AGENT_LOST";              // run: an agent went silent or its link dropped
+inline constexpr const char* kLogDirFull = "LOG_DIR_FULL";           // run: the log dir's file system is (nearly) full
 }  // namespace codes
 
 bool IsKnownCode(const std::string& code);
@@ -64,6 +65,7 @@ inline constexpr const char* kStacks = "stacks";        // captured stacks (and 
 inline constexpr const char* kExit = "exit";            // a rank's exit status
 inline constexpr const char* kLog = "log";              // lines the ranks printed
 inline constexpr const char* kAgent = "agent";          // the coordinator lost sight of an agent
+inline constexpr const char* kDisk = "disk";            // statvfs of the log dir and writes that failed
 inline constexpr const char* kHeuristic = "heuristic";  // quiet output, flat CPU, elapsed time
 }  // namespace proof
 

@@ -58,6 +58,10 @@ nlohmann::json RunJson(const JobState& job, const Diagnosis& d) {
       j["agents_lost"].push_back(
           {{"node", a.node}, {"ranks", a.ranks}, {"why", a.why}, {"silent_s", a.silent_s}, {"recovered", a.recovered}});
   }
+  if (!job.log_dirs.empty()) {
+    j["log_dirs"] = nlohmann::json::array();
+    for (const auto& d : job.log_dirs) j["log_dirs"].push_back(ToJson(d));
+  }
   return j;
 }
 

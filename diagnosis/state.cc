@@ -357,4 +357,29 @@ nlohmann::json ToJson(const RankClass& c) {
   return {{"description", c.description}, {"ranks", c.ranks}, {"count", c.ranks.size()}};
 }
 
+nlohmann::json ToJson(const LogDirStatus& s) {
+  return {{"node", s.node},
+          {"path", s.path},
+          {"mount", s.mount},
+          {"fs_type", s.fs_type},
+          {"free_bytes", s.free_bytes},
+          {"total_bytes", s.total_bytes},
+          {"write_errors", s.write_errors}};
+}
+
+Result<LogDirStatus> LogDirStatusFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("log_dir: not a JSON object");
+  LogDirStatus s;
+  Fields f(j, "log_dir");
+  f.Get("node", &s.node);
+  f.Get("path", &s.path);
+  f.Get("mount", &s.mount);
+  f.Get("fs_type", &s.fs_type);
+  f.Get("free_bytes", &s.free_bytes);
+  f.Get("total_bytes", &s.total_bytes);
+  f.Get("write_errors", &s.write_errors);
+  if (!f.status().ok()) return f.status();
+  return s;
+}
+
 }  // namespace dsd::diagnosis

@@ -141,6 +141,17 @@ struct AgentLoss {
   bool recovered = false;  // it came back (a partition healed): a warning, not an error
 };
 
+// The file system that holds a node's log dir (run), and writes into it that failed.
+struct LogDirStatus {
+  std::string node;
+  std::string path;         // the log dir
+  std::string mount;        // its file system's mount point ("/", "/scratch")
+  std::string fs_type;      // "ext4", "tmpfs", "nfs4", …
+  uint64_t free_bytes = 0;  // what the writing user may still use (f_bavail; f_bfree for root)
+  uint64_t total_bytes = 0;
+  std::vector<std::string> write_errors;  // "rank-3.exit: No space left on device"
+};
+
 struct JobState {
   int world_size = 0;
   int64_t now_ns = 0;
@@ -154,6 +165,7 @@ struct JobState {
   std::vector<LogEvent> events;
   std::vector<Finding> network;        // findings of a `check` run, to correlate with stalls
   std::vector<AgentLoss> agents_lost;  // run: agents lost now, and those that came back
+  std::vector<LogDirStatus> log_dirs;  // run: one per node that reported its log dir
 };
 
 // Ranks whose state is the same (status, op, callsite, process state, stack): 1,000 ranks read as
@@ -201,6 +213,8 @@ nlohmann::json ToJson(const LogEvent& e);
 Result<LogEvent> LogEventFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const RankState& r);
 Result<RankState> RankStateFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const LogDirStatus& s);
+Result<LogDirStatus> LogDirStatusFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const RankClass& c);
 
 }  // namespace dsd::diagnosis

@@ -1,13 +1,12 @@
 #include "runtime/distributed.h"
 
-#include <signal.h>
-
 #include <arpa/inet.h>
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -75,8 +74,8 @@ Status Rendezvous(TcpStore& store, const RankEnv& env, int world_size, Duration 
         auto j = nlohmann::json::parse(v, nullptr, false);
         int ws = j.is_object() ? j.value("world_size", -1) : -1;
         if (ws != world_size) {
-          disagree.push_back("rank " + k.substr(k.rfind('/') + 1) + " on " + (j.is_object() ? j.value("host", "?") : "?") +
-                             " says " + std::to_string(ws));
+          disagree.push_back("rank " + k.substr(k.rfind('/') + 1) + " on " +
+                             (j.is_object() ? j.value("host", "?") : "?") + " says " + std::to_string(ws));
         }
       }
       if (!disagree.empty()) {
@@ -208,11 +207,20 @@ Result<std::unique_ptr<World>> InitDistributed(const DistributedOptions& options
 
   // The trace first, so a rank stuck in the rendezvous already shows it.
   std::string trace_path;
-  if (const std::string* f = Find(env, "DSDOCTOR_TRACE_FILE")) trace_path = *f;
-  else if (const std::string* d = Find(env, "DSDOCTOR_TRACE_DIR")) trace_path = *d + "/rank-" + std::to_string(w->env_.rank) + ".trace";
+  if (const std::string* f = Find(env, "DSDOCTOR_TRACE_FILE"))
+    trace_path = *f;
+  else if (const std::string* d = Find(env, "DSDOCTOR_TRACE_DIR"))
+    trace_path = *d + "/rank-" + std::to_string(w->env_.rank) + ".trace";
   TraceIdentity id{w->env_.rank, world_size, w->env_.local_rank, Hostname(), backend};
-  DSD_ASSIGN_OR_RETURN(auto trace, TraceWriter::Create(trace_path, id, options.trace_capacity));
-  w->trace_ = std::move(trace);
+  auto trace = TraceWriter::Create(trace_path, id, options.trace_capacity);
+  if (!trace.ok() && !trace_path.empty()) {
+    // A full log dir must not end the job: trace to memory, which only the watchdog reads.
+    log::Get("runtime")->warn("rank {}: {}; tracing to memory only (dsdoctor sees this rank untraced)", w->env_.rank,
+                              trace.status().message());
+    trace = TraceWriter::Create("", id, options.trace_capacity);
+  }
+  if (!trace.ok()) return trace.status();
+  w->trace_ = std::move(trace).value();
   w->trace_->SetPhase(Phase::kInit);
 
   DiagnosticsConfig diag;
@@ -237,8 +245,8 @@ Result<std::unique_ptr<World>> InitDistributed(const DistributedOptions& options
     }
   } else {
     const RankEnv& e = w->env_;
-    uint64_t rdzv = w->trace_->Begin({Op::kRendezvous, DType::kNone, ReduceOp::kNone, 0, 0, 0, world_size, 0,
-                                      "init_distributed"});
+    uint64_t rdzv =
+        w->trace_->Begin({Op::kRendezvous, DType::kNone, ReduceOp::kNone, 0, 0, 0, world_size, 0, "init_distributed"});
     auto fail = [&](Status s) {
       w->trace_->Fail(rdzv, s.message());
       log->error("rank {}: init_distributed failed: {}", e.rank, s.message());
@@ -268,7 +276,8 @@ Result<std::unique_ptr<World>> InitDistributed(const DistributedOptions& options
       if (const std::string* a = Find(env, "DSDOCTOR_BIND_ADDR")) {
         bind = *a;
       } else if (!single) {
-        auto chosen = ChooseBindAddress(Find(env, "GLOO_SOCKET_IFNAME") ? *Find(env, "GLOO_SOCKET_IFNAME") : "", e.master_addr);
+        auto chosen =
+            ChooseBindAddress(Find(env, "GLOO_SOCKET_IFNAME") ? *Find(env, "GLOO_SOCKET_IFNAME") : "", e.master_addr);
         if (!chosen.ok()) return fail(chosen.status());
         bind = *chosen;
       }

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "agent/token.h"
@@ -76,7 +77,13 @@ void Publisher::Publish(const std::vector<json>& events) {
       std::string line = Line(e);
       std::fwrite(line.data(), 1, line.size(), record_);
     }
-    std::fflush(record_);  // a killed run still leaves every tick so far on disk
+    // A killed run still leaves every tick so far on disk. A full disk costs the recording, once
+    // said, never the run.
+    if (std::fflush(record_) != 0 && !record_failed_) {
+      record_failed_ = true;
+      log::Get("tui")->warn("{}: {}; the recording of the live view has a gap from here", options_.record_path,
+                            std::strerror(errno));
+    }
   }
   if (!listener_.valid()) return;
   std::vector<std::string> frames;

@@ -64,6 +64,7 @@ class Publisher {
 
   Options options_;
   std::FILE* record_ = nullptr;
+  bool record_failed_ = false;
   net::Fd listener_;
   net::Endpoint endpoint_;
   std::thread acceptor_;

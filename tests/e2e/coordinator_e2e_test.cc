@@ -141,6 +141,30 @@ TEST_F(CoordinatorE2eTest, KilledAgentIsAgentLostWithoutAnInventedExitCode) {
   ExpectNoRankLeft(run);
 }
 
+// The log dir on a 1 MiB tmpfs that the ranks fill (a private mount namespace): LOG_DIR_FULL names
+// the file system and its free space, the ranks run on to their own end, and run exits with the
+// job's code. What fit on the disk stays there.
+TEST_F(CoordinatorE2eTest, FullLogDirIsNamedAndTheJobGoesOn) {
+  auto r = InNamespace(
+      "mkdir -p $DIR/logs; unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs $DIR/logs && "
+      "$DSD run --local 2 --agent-port 47930 --quiet --log-dir $DIR/logs --json $DIR/run.json -- "
+      "sh -c \"head -c 3000000 /dev/zero | tr \\\"\\\\000\\\" x; sleep 2; exit 0\"; echo run=$?; "
+      "du -b $DIR/logs/rank-0.log'");
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  json run = ReadJson("run.json");
+  auto full = FindingsWithCode(run, "LOG_DIR_FULL");
+  ASSERT_FALSE(full.empty()) << run["findings"].dump(2);
+  EXPECT_EQ(full[0]["severity"], "error");
+  const std::string summary = full[0]["summary"].get<std::string>();
+  EXPECT_NE(summary.find("tmpfs mounted at " + (dir_ / "logs").string()), std::string::npos) << summary;
+  EXPECT_NE(summary.find("0 B free of 1 MiB"), std::string::npos) << summary;
+  EXPECT_EQ(full[0]["proof"], "disk");
+  EXPECT_EQ(run["ranks"][0]["exit_code"], 0);
+  EXPECT_EQ(run["ranks"][1]["exit_code"], 0);
+  EXPECT_TRUE(FindingsWithCode(run, "RANK_EXITED").empty()) << run["findings"].dump(2);
+  EXPECT_TRUE(FindingsWithCode(run, "AGENT_LOST").empty()) << run["findings"].dump(2);
+}
+
 // A rank that prints 40 MB at once: its output travels in chunks under the frame limit (one sample
 // with it would exceed 16 MiB, and an agent that cannot send stops the job), and all of it is on disk.
 TEST_F(CoordinatorE2eTest, ARankPrintingFastNeverBreaksTheAgentLink) {

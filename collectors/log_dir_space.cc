@@ -1,0 +1,77 @@
+#include "collectors/log_dir_space.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <sstream>
+
+#include "common/file.h"
+
+namespace dsd::collectors {
+
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash in paths as \ooo.
+std::string Unescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto octal = [&](size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '7'; };
+    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      out += static_cast<char>(((s[i + 1] - '0') << 6 | (s[i + 2] - '0') << 3 | (s[i + 3] - '0')) & 0xff);
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+bool UnderMount(const std::string& path, const std::string& mount) {
+  if (mount == "/") return true;
+  return path.compare(0, mount.size(), mount) == 0 && (path.size() == mount.size() || path[mount.size()] == '/');
+}
+
+}  // namespace
+
+void MountOf(std::string_view mountinfo, const std::string& path, std::string* mount, std::string* fs_type) {
+  // Each line: id parent major:minor root mount-point options [optional fields…] - type source super-options
+  std::istringstream in{std::string(mountinfo)};
+  std::string line;
+  size_t best = 0;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, point;
+    if (!(f >> id >> parent >> dev >> root >> point)) continue;
+    std::string word, type;
+    while (f >> word && word != "-") {
+    }
+    if (word != "-" || !(f >> type)) continue;
+    std::string mp = Unescape(point);
+    // The later of two equal mount points is the one on top.
+    if (UnderMount(path, mp) && mp.size() >= best) {
+      best = mp.size();
+      *mount = mp;
+      *fs_type = type;
+    }
+  }
+}
+
+Result<diagnosis::LogDirStatus> ProbeLogDir(const std::string& dir) {
+  diagnosis::LogDirStatus s;
+  s.path = dir;
+  struct statvfs v {};
+  if (::statvfs(dir.c_str(), &v) != 0) return ErrnoError("statvfs " + dir, errno);
+  const uint64_t unit = v.f_frsize ? v.f_frsize : v.f_bsize;
+  // Root may write into the blocks reserved for it; everyone else stops at f_bavail.
+  s.free_bytes = static_cast<uint64_t>(::geteuid() == 0 ? v.f_bfree : v.f_bavail) * unit;
+  s.total_bytes = static_cast<uint64_t>(v.f_blocks) * unit;
+  std::error_code ec;
+  std::string resolved = std::filesystem::weakly_canonical(dir, ec).string();
+  if (ec || resolved.empty()) resolved = dir;
+  if (auto info = ReadFile("/proc/self/mountinfo", 4u << 20); info.ok()) MountOf(*info, resolved, &s.mount, &s.fs_type);
+  return s;
+}
+
+}  // namespace dsd::collectors
