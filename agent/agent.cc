@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/agent_store.h"
+#include "agent/request.h"
 #include "agent/token.h"
 #include "common/log.h"
 #include "probe/gloo_comm.h"
@@ -98,6 +99,15 @@ void Agent::Serve(net::Link conn, std::string peer) {
       }
       log->debug("connection from {} ends: {}", peer, req.status().message());
       return;
+    }
+    // Every request's shape is checked before anything acts on it (agent/request.h).
+    if (Status st = ValidateRequest(*req); !st.ok()) {
+      json reply = {{"type", "error"},
+                    {"code", st.code() == StatusCode::kUnimplemented ? "unknown_type" : "bad_request"},
+                    {"message", st.message()}};
+      if (auto id = req->find("id"); id != req->end() && id->is_number_integer()) reply["id"] = *id;
+      if (!net::SendFrame(conn, reply).ok()) return;
+      continue;
     }
     if (req->value("type", "") == "run") {
       ServeRun(conn, decoder, *req);

@@ -42,16 +42,25 @@ TEST_F(AgentRequestTest, BadArgumentsAreErrorsAndTheAgentStaysUp) {
     std::string message;
   };
   const std::vector<Bad> cases = {
-      {{{"type", "listen"}, {"port", 70000}}, "port 70000 is not 0-65535"},
+      {{{"type", "listen"}, {"port", 70000}}, "listen: field 'port' must be an integer in 0..65535"},
       {{{"type", "allreduce"}, {"backend", "nccl"}, {"sizes", {1024}}, {"first_rank", 0}, {"gpus", -1}, {"size", 2}},
-       "-1 GPUs"},
-      {{{"type", "allreduce"}, {"sizes", {1024}}, {"rank", 5}, {"size", 2}}, "rank 5 of size 2"},
-      {{{"type", "allreduce"}, {"sizes", {0}}, {"rank", 0}, {"size", 1}}, "size 0 out of range"},
+       "field 'gpus' must be an integer in 1..64"},
+      {{{"type", "allreduce"},
+        {"sizes", {1024}},
+        {"rank", 5},
+        {"size", 2},
+        {"store", {{"host", "127.0.0.1"}, {"port", 1}}}},
+       "rank 5 of size 2"},
+      {{{"type", "allreduce"}, {"sizes", nlohmann::json::array({0})}, {"rank", 0}, {"size", 1}},
+       "field 'sizes' must be a list"},
+      {{{"type", "ping"}, {"targets", {{{"host", "x"}}}}}, "ping.targets[0]: field 'port' is missing"},
+      {{{"type", "launch_missiles"}}, "unknown request type 'launch_missiles'"},
   };
   for (const auto& c : cases) {
     auto r = Call(c.request);
     ASSERT_FALSE(r.ok()) << c.request.dump();
-    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos)
+        << c.request.dump() << ": " << r.status().message();
   }
   auto inv = Call({{"type", "inventory"}});
   EXPECT_TRUE(inv.ok()) << inv.status().ToString();

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/request.h"
 #include "collectors/log_dir_space.h"
 #include "collectors/python_tracer.h"
 #include "collectors/rank_monitor.h"
@@ -98,6 +99,8 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
       coordinator_gone = true;
       for (auto& m : ranks) m.Signal(SIGTERM);
       stop_deadline = runtime::TraceNowNs() + 3'000'000'000LL;
+    } else if (msg.ok() && !ValidateRunStreamMessage(*msg).ok()) {
+      log->warn("run: ignored a message from the coordinator: {}", ValidateRunStreamMessage(*msg).message());
     } else if (msg.ok()) {
       std::string type = msg->value("type", "");
       if (type == "stop") {

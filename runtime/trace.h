@@ -123,7 +123,9 @@ std::string DescribeRecord(const TraceRecord& r);
 class TraceWriter {
  public:
   // Creates (truncating) the file at `path` and maps it; an empty path maps anonymous memory, so
-  // the watchdog still works when nobody asked for a trace file. The file is mode 0644.
+  // the watchdog still works when nobody asked for a trace file. The file is mode 0600 (0640 with
+  // DSDOCTOR_TRACE_MODE=0640) and its blocks are reserved up front, so a full disk fails here, not
+  // with SIGBUS at a later write.
   static Result<std::unique_ptr<TraceWriter>> Create(const std::string& path, const TraceIdentity& identity,
                                                      uint32_t capacity = kDefaultTraceCapacity);
   ~TraceWriter();
