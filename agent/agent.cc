@@ -76,8 +76,22 @@ Status Agent::Run() {
     }
   }
   Stop();
-  // Let connection threads notice the stop flag before the object goes away.
-  for (int i = 0; i < 100 && active_connections_ > 0; ++i) ::usleep(10000);
+  // Nothing may outlive the object: connection threads are woken by shutting their sockets (a run
+  // stream then stops its ranks, SIGKILL after 3 s), listener threads see the stop flag.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (net::Link* l : live_links_) l->Shutdown();
+  }
+  std::vector<std::thread> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    listeners.swap(listener_threads_);
+  }
+  for (auto& t : listeners) t.join();
+  for (int i = 0; i < 6000 && active_connections_ > 0; ++i) ::usleep(10000);
+  if (active_connections_ > 0)
+    log->error("agent {}: {} connections still busy after 60 s; exiting anyway", options_.name,
+               active_connections_.load());
   return Status::Ok();
 }
 
@@ -89,6 +103,19 @@ void Agent::Serve(net::Link conn, std::string peer) {
     return;
   }
   log->debug("authenticated connection from {}", peer);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    live_links_.insert(&conn);
+  }
+  struct Unregister {
+    Agent* agent;
+    net::Link* link;
+    ~Unregister() {
+      std::lock_guard<std::mutex> lock(agent->mu_);
+      agent->live_links_.erase(link);
+    }
+  } unregister{this, &conn};
   while (!stop_) {
     auto req = net::RecvFrame(conn, decoder, std::chrono::milliseconds(500));
     if (!req.ok()) {
@@ -162,6 +189,7 @@ json Agent::HandleListen(const json& request) {
   int port = request.at("port").get<int>();
   if (port < 0 || port > 65535) return BadArgument("listen: port " + std::to_string(port) + " is not 0-65535");
   std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return {{"type", "error"}, {"code", "stopping"}, {"message", "the agent is stopping"}};
   if (port == port_ || extra_listeners_.count(port)) return {{"type", "listening"}, {"port", port}};
   int bound = 0;
   auto fd = net::Listen(options_.listen_addr, port, &bound);
@@ -169,7 +197,7 @@ json Agent::HandleListen(const json& request) {
   auto shared = std::make_shared<net::Fd>(std::move(fd).value());
   extra_listeners_[bound] = shared;
   // Accept and close: the port only has to be reachable, as a rendezvous store's would be.
-  std::thread([this, shared] {
+  listener_threads_.emplace_back([this, shared] {
     while (!stop_) {
       pollfd p{shared->get(), POLLIN, 0};
       if (::poll(&p, 1, 200) > 0) {
@@ -177,7 +205,7 @@ json Agent::HandleListen(const json& request) {
         if (c >= 0) ::close(c);
       }
     }
-  }).detach();
+  });
   log::Get("agent")->debug("rendezvous listener on port {}", bound);
   return {{"type", "listening"}, {"port", bound}};
 }

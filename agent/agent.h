@@ -12,8 +12,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/kv_table.h"
 #include "common/net.h"
@@ -70,6 +72,8 @@ class Agent {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::map<int, std::shared_ptr<net::Fd>> extra_listeners_;  // port → listener (rendezvous ports)
+  std::vector<std::thread> listener_threads_;                // their accept loops, joined by Run
+  std::set<net::Link*> live_links_;                          // served now; shut down when Run ends
   std::atomic<int> active_connections_{0};
   // Key-value service for rendezvous (gloo stores of bandwidth probes), on the master's agent.
   KvTable kv_;

@@ -282,6 +282,8 @@ TEST(TlsLinkTest, SilentConnectionTimesOut) {
 
 TEST(TlsLinkTest, OutOfDescriptorsBacksOffAndRecovers) {
   Server server("k");
+  { Fd warm = Dial(server.port()); }  // the server's thread runs before descriptors run out
+  ASSERT_TRUE(server.WaitStats([](const AcceptorStats& s) { return s.probes == 1; }));
   rlimit old{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
   // Leave exactly enough descriptors for a few dials: the server's accept() then fails EMFILE.

@@ -4,12 +4,12 @@
 // finding; `dsdoctor tui --attach` must show a running job's hang and detach on q, the job
 // running on.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/file.h"
@@ -77,9 +77,9 @@ class TuiE2eTest : public ::testing::Test {
 };
 
 TEST_F(TuiE2eTest, ShowsTheCulpritOfRankZeroOnlyCheckpointAndQStopsTheJob) {
-  std::string cmd = std::string(DSDOCTOR_BIN) + " run --tui --local 2 --slots 2 --log-dir " + (dir_ / "logs").string() + " --json " +
-                    (dir_ / "report.json").string() + " -- " + EXAMPLES_DIR + "/rank0_only_checkpoint; echo $? > " + (dir_ / "exit").string() +
-                    "; sleep 60";
+  std::string cmd = std::string(DSDOCTOR_BIN) + " run --tui --local 2 --slots 2 --log-dir " + (dir_ / "logs").string() +
+                    " --json " + (dir_ / "report.json").string() + " -- " + EXAMPLES_DIR +
+                    "/rank0_only_checkpoint; echo $? > " + (dir_ / "exit").string() + "; sleep 60";
   auto started = Tmux({"new-session", "-d", "-s", "job", "-x", "100", "-y", "30", cmd});
   ASSERT_EQ(started.exit_code, 0) << started.err;
   std::string screen;
@@ -89,7 +89,8 @@ TEST_F(TuiE2eTest, ShowsTheCulpritOfRankZeroOnlyCheckpointAndQStopsTheJob) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_NE(screen.find("COLLECTIVE_MISMATCH ranks 0"), std::string::npos) << screen;
-  EXPECT_NE(screen.find("!0    node-0     wait     barrier#5 @save_checkp"), std::string::npos) << "culprit row: " << screen;
+  EXPECT_NE(screen.find("!0    node-0     wait     barrier#5 @save_checkp"), std::string::npos)
+      << "culprit row: " << screen;
   EXPECT_NE(screen.find("HUNG"), std::string::npos) << screen;
   EXPECT_NE(screen.find("fix: save_checkpoint makes collectives"), std::string::npos) << screen;
   EXPECT_NE(screen.find("q quit"), std::string::npos) << screen;
@@ -106,7 +107,8 @@ TEST_F(TuiE2eTest, ShowsTheCulpritOfRankZeroOnlyCheckpointAndQStopsTheJob) {
   EXPECT_NE(screen.find("!0    node-0     wait     barrier#5"), std::string::npos) << screen;
 
   ASSERT_EQ(Tmux({"send-keys", "-t", "job", "q"}).exit_code, 0);
-  for (int i = 0; i < 100 && !fs::exists(dir_ / "exit"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 100 && !fs::exists(dir_ / "exit"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto code = ReadFile((dir_ / "exit").string());
   ASSERT_TRUE(code.ok()) << "dsdoctor did not exit after q: " << Screen();
   EXPECT_EQ(*code, "1\n");
@@ -114,7 +116,7 @@ TEST_F(TuiE2eTest, ShowsTheCulpritOfRankZeroOnlyCheckpointAndQStopsTheJob) {
   ASSERT_TRUE(report.ok());
   auto j = nlohmann::json::parse(*report);
   EXPECT_EQ(j["findings"][0]["code"], "COLLECTIVE_MISMATCH");
-  EXPECT_EQ(j["findings"][0]["ranks"], nlohmann::json({0}));
+  EXPECT_EQ(j["findings"][0]["ranks"], nlohmann::json::array({0}));  // json({0}) is null under clang
   for (const auto& r : j["ranks"]) {
     int pid = r["pid"].get<int>();
     ASSERT_GT(pid, 0) << r.dump();
@@ -157,13 +159,15 @@ TEST_F(TuiE2eTest, AttachShowsARunningJobsHangAndQDetachesWhileTheJobRunsOn) {
   std::string logs = (dir_ / "logs").string();
   SubprocessOptions so;
   so.log_path = (dir_ / "run.out").string();
-  auto run = Subprocess::Start({DSDOCTOR_BIN, "run", "--local", "2", "--slots", "2", "--on-hang", "wait", "--quiet", "--log-dir", logs, "--",
-                                std::string(EXAMPLES_DIR) + "/rank0_only_checkpoint"},
+  auto run = Subprocess::Start({DSDOCTOR_BIN, "run", "--local", "2", "--slots", "2", "--on-hang", "wait", "--quiet",
+                                "--log-dir", logs, "--", std::string(EXAMPLES_DIR) + "/rank0_only_checkpoint"},
                                so);
   ASSERT_TRUE(run.ok()) << run.status().message();
-  for (int i = 0; i < 100 && !fs::exists(logs + "/viewer.addr"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 100 && !fs::exists(logs + "/viewer.addr"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(fs::exists(logs + "/viewer.addr"));
-  EXPECT_EQ(fs::status(logs + "/viewer.token").permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none);
+  EXPECT_EQ(fs::status(logs + "/viewer.token").permissions() & (fs::perms::group_all | fs::perms::others_all),
+            fs::perms::none);
 
   // A wrong token is refused: exit 1, and the reason.
   ASSERT_TRUE(WriteFileAtomic((dir_ / "wrong.token").string(), "0123456789abcdef\n").ok());
@@ -175,7 +179,8 @@ TEST_F(TuiE2eTest, AttachShowsARunningJobsHangAndQDetachesWhileTheJobRunsOn) {
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("authentication failed"), std::string::npos) << refused.err;
 
-  std::string cmd = std::string(DSDOCTOR_BIN) + " tui --attach " + logs + "; echo $? > " + (dir_ / "exit").string() + "; sleep 60";
+  std::string cmd =
+      std::string(DSDOCTOR_BIN) + " tui --attach " + logs + "; echo $? > " + (dir_ / "exit").string() + "; sleep 60";
   ASSERT_EQ(Tmux({"new-session", "-d", "-s", "job", "-x", "100", "-y", "30", cmd}).exit_code, 0);
   std::string screen = WaitForScreen({"COLLECTIVE_MISMATCH", "!0 "});
   EXPECT_NE(screen.find("dsdoctor attach: "), std::string::npos) << screen;
@@ -189,7 +194,8 @@ TEST_F(TuiE2eTest, AttachShowsARunningJobsHangAndQDetachesWhileTheJobRunsOn) {
   EXPECT_NE(dump.out.find("COLLECTIVE_MISMATCH ranks 0"), std::string::npos) << dump.out;
 
   ASSERT_EQ(Tmux({"send-keys", "-t", "job", "q"}).exit_code, 0);
-  for (int i = 0; i < 50 && !fs::exists(dir_ / "exit"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 50 && !fs::exists(dir_ / "exit"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto code = ReadFile((dir_ / "exit").string());
   ASSERT_TRUE(code.ok()) << "the viewer did not exit after q: " << Screen();
   EXPECT_EQ(*code, "0\n");
@@ -197,10 +203,12 @@ TEST_F(TuiE2eTest, AttachShowsARunningJobsHangAndQDetachesWhileTheJobRunsOn) {
 
   // The run ends (SIGTERM to the coordinator we started): a viewer still attached is told, and the
   // recording ends with the run's code.
-  ASSERT_EQ(Tmux({"new-session", "-d", "-s", "watch", "-x", "100", "-y", "30", std::string(DSDOCTOR_BIN) + " tui --attach " + logs + "; sleep 60"})
+  ASSERT_EQ(Tmux({"new-session", "-d", "-s", "watch", "-x", "100", "-y", "30",
+                  std::string(DSDOCTOR_BIN) + " tui --attach " + logs + "; sleep 60"})
                 .exit_code,
             0);
-  for (int i = 0; i < 100 && Tmux({"capture-pane", "-p", "-t", "watch"}).out.find("COLLECTIVE_MISMATCH") == std::string::npos; ++i)
+  for (int i = 0;
+       i < 100 && Tmux({"capture-pane", "-p", "-t", "watch"}).out.find("COLLECTIVE_MISMATCH") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   run->Signal(SIGTERM);
   auto exit = run->Wait(std::chrono::seconds(30));
