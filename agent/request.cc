@@ -145,13 +145,18 @@ class Fields {
   Status status_ = Status::Ok();
 };
 
+// The message's "type", or why it has none; `what` is "request" or "message".
+Result<std::string> TypeOf(const json& j, const char* what) {
+  if (!j.is_object()) return InvalidArgument(std::string(what) + " is not a JSON object");
+  auto t = j.find("type");
+  if (t == j.end() || !t->is_string()) return InvalidArgument(std::string(what) + " has no string 'type'");
+  return t->get<std::string>();
+}
+
 }  // namespace
 
 Status ValidateRequest(const json& request) {
-  if (!request.is_object()) return InvalidArgument("request is not a JSON object");
-  auto t = request.find("type");
-  if (t == request.end() || !t->is_string()) return InvalidArgument("request has no string 'type'");
-  const std::string& type = t->get_ref<const std::string&>();
+  DSD_ASSIGN_OR_RETURN(const std::string type, TypeOf(request, "request"));
   Fields f(request, type);
   f.Int("id", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   if (type == "inventory") {
@@ -202,10 +207,7 @@ Status ValidateRequest(const json& request) {
 }
 
 Status ValidateRunStreamMessage(const json& message) {
-  if (!message.is_object()) return InvalidArgument("message is not a JSON object");
-  auto t = message.find("type");
-  if (t == message.end() || !t->is_string()) return InvalidArgument("message has no string 'type'");
-  const std::string& type = t->get_ref<const std::string&>();
+  DSD_ASSIGN_OR_RETURN(const std::string type, TypeOf(message, "message"));
   Fields f(message, type);
   if (type == "stop") {
     f.Int("signal", 1, 64);
