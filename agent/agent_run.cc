@@ -84,14 +84,7 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
   if (!net::SendFrame(link, {{"type", "started"}, {"node", options_.name}, {"ranks", started}}).ok()) return;
   int64_t stop_deadline = 0;
   bool coordinator_gone = false;
-  // Our own failed writes into the log dir, newest last (a few suffice to name the problem).
-  std::vector<std::string> write_errors;
-  auto note_write_error = [&](const std::string& what) {
-    if (std::find(write_errors.begin(), write_errors.end(), what) != write_errors.end()) return;
-    if (write_errors.size() >= 8) write_errors.erase(write_errors.begin());
-    write_errors.push_back(what);
-  };
-  int64_t next_space_probe = 0;
+  collectors::LogDirMonitor log_dir_monitor(log_dir, options_.name);
   while (true) {
     auto msg = net::RecvFrame(link, decoder, std::chrono::milliseconds(sample_ms));
     if (!msg.ok() && msg.status().code() != StatusCode::kTimeout && !coordinator_gone) {
@@ -121,7 +114,7 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
             if (st.ok()) {
               std::string stack_file = "rank-" + std::to_string(want) + ".stack";
               if (Status w = WriteFileAtomic(log_dir + "/" + stack_file, "# " + st->tool + "\n" + st->text); !w.ok())
-                note_write_error(stack_file + ": " + w.message());
+                log_dir_monitor.NoteWriteError(stack_file + ": " + w.message());
               out.push_back({{"rank", want}, {"tool", st->tool}, {"signature", st->signature}});
             } else {
               out.push_back({{"rank", want}, {"error", st.status().message()}});
@@ -173,17 +166,10 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
       stop_deadline = now + 3'000'000'000LL;
     };
     for (auto& m : ranks)
-      if (!m.write_error().empty()) note_write_error(m.write_error());
+      if (!m.write_error().empty()) log_dir_monitor.NoteWriteError(m.write_error());
     json frame = {{"type", "sample"}, {"now_ns", now}, {"ranks", sample}};
-    // The log dir's file system, once a second: a full disk is named, not guessed from silence.
-    if (now >= next_space_probe || !write_errors.empty()) {
-      next_space_probe = now + 1'000'000'000LL;
-      if (auto space = collectors::ProbeLogDir(log_dir); space.ok()) {
-        space->node = options_.name;
-        space->write_errors = write_errors;
-        frame["log_dir"] = diagnosis::ToJson(*space);
-      }
-    }
+    // The log dir's file system: a full disk is named, not guessed from silence.
+    if (auto space = log_dir_monitor.Poll(now)) frame["log_dir"] = diagnosis::ToJson(*space);
     for (const auto& f : log_frames) send(f);
     send(frame);
     if (all_exited) break;

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <sstream>
@@ -72,6 +73,24 @@ Result<diagnosis::LogDirStatus> ProbeLogDir(const std::string& dir) {
   if (ec || resolved.empty()) resolved = dir;
   if (auto info = ReadFile("/proc/self/mountinfo", 4u << 20); info.ok()) MountOf(*info, resolved, &s.mount, &s.fs_type);
   return s;
+}
+
+void LogDirMonitor::NoteWriteError(const std::string& what) {
+  if (std::find(write_errors_.begin(), write_errors_.end(), what) != write_errors_.end()) return;
+  if (write_errors_.size() >= 8) write_errors_.erase(write_errors_.begin());
+  write_errors_.push_back(what);
+  errors_changed_ = true;
+}
+
+std::optional<diagnosis::LogDirStatus> LogDirMonitor::Poll(int64_t now_ns) {
+  if (now_ns < next_probe_ns_ && !errors_changed_) return std::nullopt;
+  next_probe_ns_ = now_ns + 1'000'000'000LL;
+  errors_changed_ = false;
+  auto space = ProbeLogDir(dir_);
+  if (!space.ok()) return std::nullopt;
+  space->node = node_;
+  space->write_errors = write_errors_;
+  return std::move(*space);
 }
 
 }  // namespace dsd::collectors

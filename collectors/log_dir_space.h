@@ -4,8 +4,11 @@
 // Free functions; thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "diagnosis/state.h"
@@ -18,5 +21,23 @@ Result<diagnosis::LogDirStatus> ProbeLogDir(const std::string& dir);
 // The mount point and type of the mount that holds `path` (an absolute, resolved path), from the
 // text of a mountinfo file: the longest mount point that is a path prefix of `path`. Pure.
 void MountOf(std::string_view mountinfo, const std::string& path, std::string* mount, std::string* fs_type);
+
+// What one node reports about its log dir during a run: the file system, at most once a second or
+// sooner when a new write failed, and the newest distinct failed writes (at most 8). Used by the
+// agent and by `run --direct`. Owned by one thread.
+class LogDirMonitor {
+ public:
+  LogDirMonitor(std::string dir, std::string node) : dir_(std::move(dir)), node_(std::move(node)) {}
+  // A write of ours into the log dir failed ("rank-3.exit: No space left on device").
+  void NoteWriteError(const std::string& what);
+  // A fresh report when one is due at `now_ns` (a monotonic or trace clock), else nothing.
+  std::optional<diagnosis::LogDirStatus> Poll(int64_t now_ns);
+
+ private:
+  std::string dir_, node_;
+  std::vector<std::string> write_errors_;
+  bool errors_changed_ = false;
+  int64_t next_probe_ns_ = 0;
+};
 
 }  // namespace dsd::collectors

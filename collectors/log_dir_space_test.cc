@@ -44,5 +44,27 @@ TEST(LogDirSpaceTest, ProbesARealDirectory) {
   EXPECT_FALSE(ProbeLogDir("/nonexistent/dsdoctor/dir").ok());
 }
 
+TEST(LogDirSpaceTest, MonitorReportsOnceASecondOrOnANewFailedWrite) {
+  constexpr int64_t kSec = 1'000'000'000;
+  LogDirMonitor m(::testing::TempDir(), "node-3");
+  auto first = m.Poll(10 * kSec);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->node, "node-3");
+  EXPECT_TRUE(first->write_errors.empty());
+  EXPECT_FALSE(m.Poll(10 * kSec + kSec / 2).has_value());
+  m.NoteWriteError("rank-0.exit: No space left on device");
+  auto after_error = m.Poll(10 * kSec + kSec / 2 + 1);
+  ASSERT_TRUE(after_error.has_value());
+  EXPECT_EQ(after_error->write_errors, std::vector<std::string>{"rank-0.exit: No space left on device"});
+  m.NoteWriteError("rank-0.exit: No space left on device");  // the same failure again is not news
+  EXPECT_FALSE(m.Poll(11 * kSec).has_value());
+  for (int i = 1; i <= 9; ++i) m.NoteWriteError("rank-" + std::to_string(i) + ".stack: No space left on device");
+  auto many = m.Poll(11 * kSec + 1);
+  ASSERT_TRUE(many.has_value());
+  ASSERT_EQ(many->write_errors.size(), 8u);  // the newest 8
+  EXPECT_EQ(many->write_errors.back(), "rank-9.stack: No space left on device");
+  EXPECT_TRUE(m.Poll(13 * kSec).has_value());
+}
+
 }  // namespace
 }  // namespace dsd::collectors

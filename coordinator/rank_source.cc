@@ -26,7 +26,7 @@ Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::v
                            const std::map<std::string, std::string>& env, const std::string& log_dir,
                            const std::string& cwd, bool trace_python) {
   python_ = argv[0].find("python") != std::string::npos;
-  log_dir_ = log_dir;
+  if (!launches.empty()) log_dir_monitor_.emplace(log_dir, launches.front().node);
   std::optional<collectors::PythonTracer> tracer;
   if (trace_python && !(tracer = collectors::FindPythonTracer()))
     log::Get("run")->warn(
@@ -43,20 +43,13 @@ Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::v
 }
 
 void DirectSource::Tick(int64_t now, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
-  std::vector<std::string> write_errors;
   for (auto& m : monitors_) {
     m.Tick(now, &logs[m.state().rank]);
     Adopt(ranks[m.state().rank], m.state());
-    if (!m.write_error().empty()) write_errors.push_back(m.write_error());
+    if (log_dir_monitor_ && !m.write_error().empty()) log_dir_monitor_->NoteWriteError(m.write_error());
   }
-  if (now >= next_space_probe_ns_ && !monitors_.empty()) {  // once a second
-    next_space_probe_ns_ = now + 1'000'000'000LL;
-    if (auto space = collectors::ProbeLogDir(log_dir_); space.ok()) {
-      space->node = monitors_.front().state().node;
-      space->write_errors = std::move(write_errors);
-      log_dir_status_ = std::move(*space);
-    }
-  }
+  if (log_dir_monitor_)
+    if (auto space = log_dir_monitor_->Poll(now)) log_dir_status_ = std::move(*space);
 }
 
 std::vector<diagnosis::LogDirStatus> DirectSource::LogDirs() const {

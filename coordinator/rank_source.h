@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agent/client.h"
+#include "collectors/log_dir_space.h"
 #include "collectors/rank_monitor.h"
 #include "common/clock.h"
 #include "coordinator/plan.h"
@@ -68,9 +69,8 @@ class DirectSource final : public RankSource {
  private:
   std::vector<collectors::RankMonitor> monitors_;
   bool python_ = false;
-  std::string log_dir_;
-  std::optional<diagnosis::LogDirStatus> log_dir_status_;
-  int64_t next_space_probe_ns_ = 0;
+  std::optional<collectors::LogDirMonitor> log_dir_monitor_;
+  std::optional<diagnosis::LogDirStatus> log_dir_status_;  // its newest report
 };
 
 struct AgentSourceOptions {
