@@ -5,10 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <future>
 #include <vector>
 
 #include "agent/agent_store.h"
+#include "agent/ping.h"
 #include "agent/request.h"
 #include "agent/token.h"
 #include "common/log.h"
@@ -385,32 +385,15 @@ json Agent::HandleP2pSend(const json& request) {
 }
 
 json Agent::HandlePing(const json& request) {
-  auto timeout = std::chrono::milliseconds(request.value("timeout_ms", 2000));
-  std::vector<std::future<json>> pending;
-  for (const auto& t : request.at("targets")) {
-    std::string name = t.value("name", "");
-    std::string host = t.at("host").get<std::string>();
-    int port = t.at("port").get<int>();
-    std::string kind = t.value("kind", "");
-    pending.push_back(std::async(std::launch::async, [=, this] {
-      auto r = net::Connect(host, port, timeout, options_.listen_addr);
-      return json{{"name", name},
-                  {"host", host},
-                  {"port", port},
-                  {"kind", kind},
-                  {"outcome", net::ConnectOutcomeName(r.outcome)},
-                  {"latency_ms", r.latency_ms},
-                  {"error", r.error}};
-    }));
-  }
-  json results = json::array();
-  for (auto& f : pending) results.push_back(f.get());
-  json listening = json::array({port_});
+  auto parsed = ParsePingRequest(request);
+  if (!parsed.ok()) return BadArgument(parsed.status().message());
+  PingReply reply = RunPing(*parsed, options_.listen_addr, &stop_);
+  reply.listening.push_back(port_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [p, _] : extra_listeners_) listening.push_back(p);
+    for (const auto& [p, _] : extra_listeners_) reply.listening.push_back(p);
   }
-  return {{"type", "ping_result"}, {"from", options_.name}, {"results", results}, {"listening", listening}};
+  return PingReplyJson(reply, options_.name);
 }
 
 }  // namespace dsd::agent

@@ -53,7 +53,7 @@ TEST_F(AgentRequestTest, BadArgumentsAreErrorsAndTheAgentStaysUp) {
        "rank 5 of size 2"},
       {{{"type", "allreduce"}, {"sizes", nlohmann::json::array({0})}, {"rank", 0}, {"size", 1}},
        "field 'sizes' must be a list"},
-      {{{"type", "ping"}, {"targets", {{{"host", "x"}}}}}, "ping.targets[0]: field 'port' is missing"},
+      {{{"type", "ping"}, {"targets", {{{"host", "x"}}}}}, "ping.targets[0]: not a [host, port] pair"},
       {{{"type", "launch_missiles"}}, "unknown request type 'launch_missiles'"},
   };
   for (const auto& c : cases) {

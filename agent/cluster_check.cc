@@ -1,9 +1,11 @@
 #include "agent/cluster_check.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "common/log.h"
 #include "common/strings.h"
@@ -85,6 +87,22 @@ CheckRow PlanRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
 
 CheckRow AgentsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   CheckRow r{"agents", CheckStatus::kOk, "", {}, ""};
+  if (!in.resource_error.empty()) {
+    r.status = CheckStatus::kFail;
+    r.summary = "not started: " + in.resource_error;
+    r.remedy = "see RESOURCE_LIMIT";
+    out.push_back(
+        {codes::kResourceLimit,
+         Severity::kError,
+         "this coordinator cannot hold links to " + std::to_string(in.nodes.size()) + " agents: " + in.resource_error,
+         {},
+         {},
+         {},
+         "raise the open-file limit of the shell that runs dsdoctor (ulimit -n, or nofile in "
+         "/etc/security/limits.conf or the Slurm/systemd unit), or check fewer nodes at a time "
+         "(--include/--num_nodes)"});
+    return r;
+  }
   int up = 0;
   for (const auto& n : in.nodes) {
     if (Reachable(n)) {
@@ -347,118 +365,321 @@ CheckRow EnvRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   return r;
 }
 
-std::string Cell(const json& p) {
-  std::string o = Str(p, "outcome");
-  if (o == "ok") {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "ok %.1fms", Num(p, "latency_ms"));
-    return buf;
+const char* CellWord(net::ConnectOutcome o) {
+  switch (o) {
+    case net::ConnectOutcome::kOk:
+      return "ok";
+    case net::ConnectOutcome::kTimeout:
+      return "DROP";
+    case net::ConnectOutcome::kRefused:
+      return "RST";
+    case net::ConnectOutcome::kUnreachable:
+      return "UNR";
+    case net::ConnectOutcome::kUnresolved:
+      return "DNS";
+    case net::ConnectOutcome::kError:
+      return "ERR";
   }
-  if (o == "timeout") return "DROP";
-  if (o == "refused") return "RST";
-  if (o == "unreachable") return "UNR";
-  if (o == "unresolved") return "DNS";
   return "ERR";
 }
 
+std::string Cell(const PairTable& t, size_t from, size_t to) {
+  if (!t.known(from, to)) return "?";
+  if (t.outcome(from, to) != net::ConnectOutcome::kOk) return CellWord(t.outcome(from, to));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "ok %.1fms", t.latency_ms(from, to));
+  return buf;
+}
+
+// One connectivity check (the agent mesh or the rendezvous port) over a PairTable: column `col`
+// of the rendezvous table is the master, node 0.
+struct MeshView {
+  const ClusterCheckInput& in;
+  const PairTable& t;
+  bool rendezvous;
+  size_t target(size_t col) const { return rendezvous ? 0 : col; }
+  int port(size_t col) const { return rendezvous ? in.master_port : in.nodes[target(col)].agent_port; }
+  std::string what(size_t col) const {
+    return (rendezvous ? "rendezvous port " : "agent port ") + std::to_string(port(col));
+  }
+  bool listening(size_t col) const {
+    const auto& ports = in.nodes[target(col)].listening;
+    return std::find(ports.begin(), ports.end(), port(col)) != ports.end();
+  }
+  std::string AllowRule(size_t from, size_t col) const {
+    const NodeProbe& a = in.nodes[from];
+    const NodeProbe& b = in.nodes[target(col)];
+    std::string p = std::to_string(port(col));
+    return "allow TCP " + p + " from " + a.address + " to " + b.address + " (on " + b.name +
+           ": iptables -I INPUT -p tcp -s " + a.address + " --dport " + p +
+           " -j ACCEPT; also check cloud security groups)";
+  }
+  std::string PairText(size_t from, size_t col) const {
+    const NodeProbe& a = in.nodes[from];
+    const NodeProbe& b = in.nodes[target(col)];
+    return a.name + " (" + a.address + ") -> " + b.name + " (" + b.address + "):" + std::to_string(port(col));
+  }
+  std::string Evidence(size_t from, size_t col) const {
+    std::string e = PairText(from, col) + ": " + net::ConnectOutcomeName(t.outcome(from, col)) + " after " +
+                    std::to_string(static_cast<int>(t.latency_ms(from, col))) + " ms (" + t.error(from, col) + ")";
+    if (t.retried(from, col)) e += ", on the second try too";
+    return e;
+  }
+};
+
+const char* CodeOf(net::ConnectOutcome o) {
+  switch (o) {
+    case net::ConnectOutcome::kTimeout:
+      return codes::kPortBlocked;
+    case net::ConnectOutcome::kUnreachable:
+      return codes::kHostUnreachable;
+    case net::ConnectOutcome::kUnresolved:
+      return codes::kNameUnresolved;
+    default:
+      return codes::kPortRefused;
+  }
+}
+
+Finding PairFinding(const MeshView& v, size_t i, size_t col) {
+  const NodeProbe& from = v.in.nodes[i];
+  const NodeProbe& to = v.in.nodes[v.target(col)];
+  net::ConnectOutcome o = v.t.outcome(i, col);
+  std::string port = std::to_string(v.port(col));
+  Finding f;
+  f.code = CodeOf(o);
+  f.severity = Severity::kError;
+  f.nodes = {from.name, to.name};
+  f.evidence = {v.Evidence(i, col)};
+  size_t j = v.target(col);
+  if (!v.rendezvous && j < v.t.rows() && i < v.t.cols() && v.t.known(j, i) &&
+      v.t.outcome(j, i) == net::ConnectOutcome::kOk) {
+    f.evidence.push_back("asymmetric: " + to.name + " -> " + from.name + ":" + std::to_string(from.agent_port) +
+                         " works");
+  }
+  std::string allow = v.AllowRule(i, col);
+  switch (o) {
+    case net::ConnectOutcome::kTimeout:
+      f.summary = from.name + " -> " + to.name + ":" + port + " (" + v.what(col) +
+                  ") blocked: connection attempts time out, as behind a firewall DROP rule";
+      f.remedy = allow + ". Ping (ICMP) may still work: NCCL and torch need TCP.";
+      break;
+    case net::ConnectOutcome::kRefused: {
+      bool listening = v.listening(col);
+      f.summary =
+          from.name + " -> " + to.name + ":" + port + " (" + v.what(col) + ") refused: " +
+          (listening ? "the port is open on " + to.name + ", so a REJECT rule answers" : "nothing listens there");
+      f.evidence.push_back(listening ? to.name + "'s agent reports it is listening on " + port
+                                     : to.name + " is not listening on " + port);
+      f.remedy = listening ? allow
+                           : "start the service on " + to.name + " port " + port +
+                                 " (MASTER_PORT must be free and bound on the master)";
+      break;
+    }
+    case net::ConnectOutcome::kUnreachable:
+      f.summary = from.name + " has no route to " + to.name + " (" + to.address + ")";
+      f.remedy = "check routes and the interface (ip route get " + to.address + " on " + from.name + ")";
+      break;
+    case net::ConnectOutcome::kUnresolved:
+      f.summary = from.name + " cannot resolve " + to.address;
+      f.remedy = "fix DNS or /etc/hosts on " + from.name;
+      break;
+    default:
+      f.summary = from.name + " -> " + to.name + ":" + port + " failed: " + v.t.error(i, col);
+      f.remedy = allow;
+  }
+  return f;
+}
+
+// Up to kEvidencePairs pairs, then a count of the rest.
+constexpr size_t kEvidencePairs = 8;
+void AddPairEvidence(const MeshView& v, const std::vector<std::pair<size_t, size_t>>& pairs,
+                     std::vector<std::string>& ev) {
+  for (size_t k = 0; k < pairs.size() && k < kEvidencePairs; ++k)
+    ev.push_back(v.Evidence(pairs[k].first, pairs[k].second));
+  if (pairs.size() > kEvidencePairs)
+    ev.push_back("… and " + std::to_string(pairs.size() - kEvidencePairs) + " more pairs");
+}
+
+const char* OutcomePhrase(net::ConnectOutcome o) {
+  switch (o) {
+    case net::ConnectOutcome::kTimeout:
+      return "time out (a firewall DROP rule)";
+    case net::ConnectOutcome::kRefused:
+      return "are refused";
+    case net::ConnectOutcome::kUnreachable:
+      return "find no route";
+    case net::ConnectOutcome::kUnresolved:
+      return "cannot resolve the name";
+    default:
+      return "fail";
+  }
+}
+
+constexpr size_t kOutcomes = 6;
+
 CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, ClusterCheckResult& res) {
-  bool rendezvous = kind == "rendezvous";
+  const bool rendezvous = kind == "rendezvous";
+  const PairTable& t = rendezvous ? in.rendezvous : in.agent_mesh;
+  MeshView v{in, t, rendezvous};
   CheckRow r{
       rendezvous ? "connectivity: rendezvous port " + std::to_string(in.master_port) : "connectivity: agent port",
       CheckStatus::kOk,
       "",
       {},
       ""};
-  size_t n = in.nodes.size();
-  auto& m = res.matrix[kind];
-  m.assign(n, std::vector<std::string>(n, "?"));
-  std::map<std::pair<size_t, size_t>, json> results;
-  auto index_of = [&](const std::string& name) -> size_t {
-    for (size_t i = 0; i < n; ++i) {
-      if (in.nodes[i].name == name) return i;
-    }
-    return n;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    m[i][i] = "-";
-    if (!Reachable(in.nodes[i])) continue;
-    for (const auto& p : Arr(in.nodes[i].pings, "results")) {
-      if (Str(p, "kind") != kind) continue;
-      size_t j = index_of(Str(p, "name"));
-      if (j == n) continue;
-      m[i][j] = Cell(p);
-      results[{i, j}] = p;
+  const size_t n = in.nodes.size();
+  const size_t rows = std::min(n, t.rows());
+  const size_t cols = rendezvous ? std::min<size_t>(1, t.cols()) : std::min(n, t.cols());
+  // Counts per (node as target, outcome) and (node as source, outcome): O(N²) over one byte each.
+  std::vector<std::array<uint32_t, kOutcomes>> failed_to(n), failed_from(n);
+  std::vector<uint32_t> probed_to(n, 0), probed_from(n, 0);
+  std::vector<std::pair<size_t, size_t>> failures;
+  size_t ok = 0, retried = 0;
+  for (size_t i = 0; i < rows; ++i) {
+    for (size_t c = 0; c < cols; ++c) {
+      if (!t.known(i, c)) continue;
+      size_t j = v.target(c);
+      ++probed_to[j];
+      ++probed_from[i];
+      if (t.retried(i, c)) ++retried;
+      net::ConnectOutcome o = t.outcome(i, c);
+      if (o == net::ConnectOutcome::kOk) {
+        ++ok;
+        continue;
+      }
+      ++failed_to[j][static_cast<size_t>(o)];
+      ++failed_from[i][static_cast<size_t>(o)];
+      failures.emplace_back(i, c);
     }
   }
-  int ok = 0, bad = 0;
-  for (const auto& [ij, p] : results) {
-    auto [i, j] = ij;
-    const NodeProbe& from = in.nodes[i];
+  if (n <= kMatrixMaxNodes) {
+    auto& m = res.matrix[kind];
+    m.assign(n, std::vector<std::string>(rendezvous ? 1 : n, "?"));
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t c = 0; c < m[i].size(); ++c) {
+        if (i == v.target(c)) {
+          m[i][c] = "-";
+        } else if (i < rows && c < cols) {
+          m[i][c] = Cell(t, i, c);
+        }
+      }
+    }
+  }
+  // A node whose port fails from most of the cluster, or which reaches little of it, is one
+  // finding: at 4,000 nodes one firewall makes thousands of failing pairs.
+  auto dominant = [](const std::array<uint32_t, kOutcomes>& counts, uint32_t probed) -> int {
+    for (size_t o = 1; o < kOutcomes; ++o) {
+      if (counts[o] >= 2 && counts[o] >= kBlockedNodeShare * probed) return static_cast<int>(o);
+    }
+    return -1;
+  };
+  std::vector<int> blocked_to(n, -1), blocked_from(n, -1);
+  for (size_t j = 0; j < n; ++j) blocked_to[j] = dominant(failed_to[j], probed_to[j]);
+  if (!rendezvous) {
+    for (size_t i = 0; i < n; ++i) blocked_from[i] = dominant(failed_from[i], probed_from[i]);
+  }
+  std::map<size_t, std::vector<std::pair<size_t, size_t>>> by_target, by_source;
+  std::vector<std::pair<size_t, size_t>> single;
+  for (const auto& [i, c] : failures) {
+    size_t j = v.target(c);
+    int o = static_cast<int>(t.outcome(i, c));
+    if (blocked_to[j] == o) {
+      by_target[j].push_back({i, c});
+    } else if (blocked_from[i] == o) {
+      by_source[i].push_back({i, c});
+    } else {
+      single.push_back({i, c});
+    }
+  }
+  for (const auto& [j, pairs] : by_target) {
     const NodeProbe& to = in.nodes[j];
-    std::string outcome = Str(p, "outcome");
-    if (outcome == "ok") {
-      ++ok;
+    auto o = static_cast<net::ConnectOutcome>(blocked_to[j]);
+    size_t col = rendezvous ? 0 : j;
+    Finding f;
+    f.code = CodeOf(o);
+    f.severity = Severity::kError;
+    f.nodes = {to.name};
+    f.summary = v.what(col) + " on " + to.name + " (" + to.address + "): connections from " +
+                std::to_string(pairs.size()) + " of " + std::to_string(probed_to[j]) + " nodes " + OutcomePhrase(o);
+    AddPairEvidence(v, pairs, f.evidence);
+    std::string port = std::to_string(v.port(col));
+    if (o == net::ConnectOutcome::kRefused && !v.listening(col)) {
+      f.remedy = "nothing listens on " + to.name + " port " + port + ": start the service there";
+    } else if (o == net::ConnectOutcome::kUnresolved) {
+      f.remedy = "make " + to.address + " resolvable on every node (DNS or /etc/hosts)";
+    } else if (o == net::ConnectOutcome::kUnreachable) {
+      f.remedy =
+          "check the routes to " + to.address + " (ip route get " + to.address + ") and " + to.name + "'s interface";
+    } else {
+      f.remedy = "allow TCP " + port + " into " + to.name + " from the cluster (on " + to.name +
+                 ": iptables -I INPUT -p tcp --dport " + port + " -j ACCEPT; also check cloud security groups)";
+    }
+    r.details.push_back(f.summary);
+    res.findings.push_back(std::move(f));
+  }
+  for (const auto& [i, pairs] : by_source) {
+    const NodeProbe& from = in.nodes[i];
+    auto o = static_cast<net::ConnectOutcome>(blocked_from[i]);
+    Finding f;
+    f.code = CodeOf(o);
+    f.severity = Severity::kError;
+    f.nodes = {from.name};
+    f.summary = from.name + " (" + from.address + "): its connections to " + std::to_string(pairs.size()) + " of " +
+                std::to_string(probed_from[i]) + " nodes' agent ports " + OutcomePhrase(o);
+    AddPairEvidence(v, pairs, f.evidence);
+    f.remedy = "check what " + from.name +
+               " does to outgoing TCP (iptables -L OUTPUT -n on it, security groups, routes and DNS there)";
+    r.details.push_back(f.summary);
+    res.findings.push_back(std::move(f));
+  }
+  std::map<std::string, std::vector<std::pair<size_t, size_t>>> overflow;  // code → pairs past the cap
+  for (size_t k = 0; k < single.size(); ++k) {
+    auto [i, c] = single[k];
+    if (k >= kMaxPairFindings) {
+      overflow[CodeOf(t.outcome(i, c))].push_back(single[k]);
       continue;
     }
-    ++bad;
-    int port = static_cast<int>(Num(p, "port"));
-    std::string pair =
-        from.name + " (" + from.address + ") -> " + to.name + " (" + to.address + "):" + std::to_string(port);
-    std::vector<std::string> ev = {pair + ": " + outcome + " after " +
-                                   std::to_string(static_cast<int>(Num(p, "latency_ms"))) + " ms (" + Str(p, "error") +
-                                   ")"};
-    auto back = results.find({j, i});
-    if (back != results.end() && Str(back->second, "outcome") == "ok") {
-      ev.push_back("asymmetric: " + to.name + " -> " + from.name + ":" +
-                   std::to_string(static_cast<int>(Num(back->second, "port"))) + " works");
-    }
-    Finding f;
-    f.nodes = {from.name, to.name};
-    f.evidence = ev;
-    std::string what = (rendezvous ? "rendezvous port " : "agent port ") + std::to_string(port);
-    std::string allow = "allow TCP " + std::to_string(port) + " from " + from.address + " to " + to.address + " (on " +
-                        to.name + ": iptables -I INPUT -p tcp -s " + from.address + " --dport " + std::to_string(port) +
-                        " -j ACCEPT; also check cloud security groups)";
-    if (outcome == "timeout") {
-      f.code = codes::kPortBlocked;
-      f.summary = from.name + " -> " + to.name + ":" + std::to_string(port) + " (" + what +
-                  ") blocked: connection attempts time out, as behind a firewall DROP rule";
-      f.remedy = allow + ". Ping (ICMP) may still work: NCCL and torch need TCP.";
-    } else if (outcome == "refused") {
-      f.code = codes::kPortRefused;
-      bool listening = false;
-      for (const auto& lp : Arr(to.pings, "listening")) listening |= lp.is_number_integer() && lp.get<int>() == port;
-      f.summary =
-          from.name + " -> " + to.name + ":" + std::to_string(port) + " (" + what + ") refused: " +
-          (listening ? "the port is open on " + to.name + ", so a REJECT rule answers" : "nothing listens there");
-      f.evidence.push_back(listening ? to.name + "'s agent reports it is listening on " + std::to_string(port)
-                                     : to.name + " is not listening on " + std::to_string(port));
-      f.remedy = listening ? allow
-                           : "start the service on " + to.name + " port " + std::to_string(port) +
-                                 " (MASTER_PORT must be free and bound on the master)";
-    } else if (outcome == "unreachable") {
-      f.code = codes::kHostUnreachable;
-      f.summary = from.name + " has no route to " + to.name + " (" + to.address + ")";
-      f.remedy = "check routes and the interface (ip route get " + to.address + " on " + from.name + ")";
-    } else if (outcome == "unresolved") {
-      f.code = codes::kNameUnresolved;
-      f.summary = from.name + " cannot resolve " + to.address;
-      f.remedy = "fix DNS or /etc/hosts on " + from.name;
-    } else {
-      f.code = codes::kPortRefused;
-      f.summary = from.name + " -> " + to.name + ":" + std::to_string(port) + " failed: " + Str(p, "error");
-      f.remedy = allow;
-    }
-    f.severity = Severity::kError;
+    Finding f = PairFinding(v, i, c);
     r.details.push_back(f.summary);
-    res.findings.push_back(f);
+    res.findings.push_back(std::move(f));
   }
-  r.summary = std::to_string(ok) + " of " + std::to_string(ok + bad) + " connections ok";
-  if (bad) {
+  for (const auto& [code, pairs] : overflow) {
+    Finding f;
+    f.code = code;
+    f.severity = Severity::kError;
+    f.summary = std::to_string(pairs.size()) + " more failing pairs (" + kind + " port) beyond the first " +
+                std::to_string(kMaxPairFindings) + " findings";
+    std::set<std::string> names;
+    for (const auto& [i, c] : pairs) {
+      if (names.size() < 16) names.insert(in.nodes[i].name);
+      if (names.size() < 16) names.insert(in.nodes[v.target(c)].name);
+    }
+    f.nodes.assign(names.begin(), names.end());
+    AddPairEvidence(v, pairs, f.evidence);
+    f.remedy =
+        "the JSON report (--json) lists every failed pair under \"connectivity\"; fix the firewall rules "
+        "they share";
+    r.details.push_back(f.summary);
+    res.findings.push_back(std::move(f));
+  }
+  r.summary = std::to_string(ok) + " of " + std::to_string(ok + failures.size()) + " connections ok";
+  if (retried > 0) {
+    r.summary += ", " + std::to_string(retried) + " only on a second try";
+    r.details.push_back(std::to_string(retried) +
+                        " connect probes timed out once and were tried again: a listen queue that overflowed, or "
+                        "packet loss; only those that timed out twice count as blocked");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!in.nodes[i].ping_error.empty()) {
+      r.status = std::max(r.status, CheckStatus::kWarn);
+      r.details.push_back(in.nodes[i].name + ": no probe results (" + in.nodes[i].ping_error + ")");
+    }
+  }
+  if (!failures.empty()) {
     r.status = CheckStatus::kFail;
     r.remedy =
-        "see the matrix below: DROP = timed out (firewall drops), RST = refused (REJECT rule or no listener), "
-        "UNR = no route, DNS = name not resolved";
+        "DROP = timed out twice (firewall drops), RST = refused (REJECT rule or no listener), UNR = no route, "
+        "DNS = name not resolved";
   }
   return r;
 }
@@ -530,11 +751,11 @@ CheckRow P2pRow(const ClusterCheckInput& in, ClusterCheckResult& res) {
     return r;
   }
   size_t n = in.nodes.size();
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < n; ++i) index.emplace(in.nodes[i].name, i);
   auto index_of = [&](const std::string& name) -> size_t {
-    for (size_t i = 0; i < n; ++i) {
-      if (in.nodes[i].name == name) return i;
-    }
-    return n;
+    auto it = index.find(name);
+    return it == index.end() ? n : it->second;
   };
   std::vector<double> values;
   for (const auto& p : bw.p2p) {
@@ -547,9 +768,10 @@ CheckRow P2pRow(const ClusterCheckInput& in, ClusterCheckResult& res) {
   // Simulated nodes share this machine's cores: their differences are scheduling noise, so only
   // the absolute floor applies there.
   double threshold = in.simulated ? bw.min_p2p_gbit_s : std::max(bw.min_p2p_gbit_s, kSlowFraction * median);
-  auto& m = res.matrix["p2p"];
-  m.assign(n, std::vector<std::string>(n, "?"));
-  for (size_t i = 0; i < n; ++i) m[i][i] = "-";
+  std::vector<std::vector<std::string>> unused;
+  auto& m = n <= kMatrixMaxNodes ? res.matrix["p2p"] : unused;
+  if (n <= kMatrixMaxNodes) m.assign(n, std::vector<std::string>(n, "?"));
+  for (size_t i = 0; i < m.size(); ++i) m[i][i] = "-";
   std::map<std::string, int> pairs_of, low_of;
   std::vector<const P2pResult*> low;
   char buf[200];
@@ -557,7 +779,7 @@ CheckRow P2pRow(const ClusterCheckInput& in, ClusterCheckResult& res) {
     size_t i = index_of(p.from), j = index_of(p.to);
     if (i == n || j == n) continue;
     if (!p.error.empty()) {
-      m[i][j] = "ERR";
+      if (!m.empty()) m[i][j] = "ERR";
       r.details.push_back(p.from + " -> " + p.to + ": " + p.error);
       r.status = CheckStatus::kFail;
       continue;
@@ -566,7 +788,7 @@ CheckRow P2pRow(const ClusterCheckInput& in, ClusterCheckResult& res) {
     ++pairs_of[p.to];
     bool is_low = p.gbit_s < threshold;
     std::snprintf(buf, sizeof buf, "%s%.2f", is_low ? "LOW " : "", p.gbit_s);
-    m[i][j] = buf;
+    if (!m.empty()) m[i][j] = buf;
     if (is_low) {
       low.push_back(&p);
       ++low_of[p.from];
@@ -652,6 +874,41 @@ std::string XmlEscape(const std::string& s) {
 
 }  // namespace
 
+void PairTable::Resize(size_t rows, size_t cols) {
+  rows_ = rows;
+  cols_ = cols;
+  cells_.assign(rows * cols, kUnknown);
+  latency_10us_.assign(rows * cols, 0);
+  extra_.clear();
+}
+
+void PairTable::Set(size_t from, size_t to, net::ConnectOutcome outcome, double latency_ms, bool retried,
+                    std::string error) {
+  if (from >= rows_ || to >= cols_) return;
+  size_t k = from * cols_ + to;
+  cells_[k] = static_cast<uint8_t>(static_cast<uint8_t>(outcome) | (retried ? kRetried : 0));
+  double steps = std::max(0.0, latency_ms * 100.0 + 0.5);
+  bool on_side = !error.empty() || steps >= kLatencyOnSide;
+  latency_10us_[k] = on_side ? kLatencyOnSide : static_cast<uint16_t>(steps);
+  if (on_side)
+    extra_[k] = Extra{std::move(error), static_cast<float>(latency_ms)};
+  else
+    extra_.erase(k);
+}
+
+double PairTable::latency_ms(size_t from, size_t to) const {
+  size_t k = from * cols_ + to;
+  if (latency_10us_[k] != kLatencyOnSide) return latency_10us_[k] / 100.0;
+  auto it = extra_.find(k);
+  return it == extra_.end() ? 0.0 : it->second.latency_ms;
+}
+
+const std::string& PairTable::error(size_t from, size_t to) const {
+  static const std::string kNone;
+  auto it = extra_.find(from * cols_ + to);
+  return it == extra_.end() ? kNone : it->second.error;
+}
+
 ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
   ClusterCheckResult res;
   // Each row keeps the codes of the findings its check produced (JUnit failure types).
@@ -710,6 +967,10 @@ std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckRes
       out << "\n";
     }
   }
+  if (in.nodes.size() > kMatrixMaxNodes) {
+    out << "\n(" << in.nodes.size() << " nodes: no node×node matrix beyond " << kMatrixMaxNodes
+        << "; the findings name every failing node or pair, and --json lists each failed pair)\n";
+  }
   if (!in.bandwidth.allreduce.empty()) {
     out << "\nall-reduce, " << in.bandwidth.backend << ", " << in.bandwidth.ranks << " ranks (nccl-tests columns)\n"
         << probe::RenderBandwidthTable(in.bandwidth.allreduce);
@@ -725,16 +986,34 @@ std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckRes
   return out.str();
 }
 
+namespace {
+json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res, std::vector<json>* moved_reports);
+}  // namespace
+
+json ClusterJson(ClusterCheckInput&& in, const ClusterCheckResult& res) {
+  std::vector<json> reports;
+  reports.reserve(in.nodes.size());
+  for (auto& n : in.nodes) reports.push_back(std::move(n.report));
+  return ClusterJsonFrom(in, res, &reports);
+}
+
 json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
+  return ClusterJsonFrom(in, res, nullptr);
+}
+
+namespace {
+
+json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res, std::vector<json>* moved_reports) {
   json nodes = json::array();
-  for (const auto& n : in.nodes) {
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    const NodeProbe& n = in.nodes[i];
     nodes.push_back({{"name", n.name},
                      {"address", n.address},
                      {"agent_port", n.agent_port},
                      {"slots", n.slots},
                      {"reachable", n.error.empty()},
                      {"error", n.error},
-                     {"report", n.report}});
+                     {"report", moved_reports ? std::move((*moved_reports)[i]) : n.report}});
   }
   probe::CheckCounts counts = probe::CountChecks(res.rows);
   json findings = json::array();
@@ -759,12 +1038,46 @@ json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
                     {"avg_busbw_gbps", probe::AvgBusBw(bw.allreduce)},
                     {"allreduce_error", bw.allreduce_error},
                     {"p2p", p2p}};
+  json connectivity = json::object();
+  for (const char* kind : {"agent", "rendezvous"}) {
+    bool rendezvous = std::string(kind) == "rendezvous";
+    const PairTable& t = rendezvous ? in.rendezvous : in.agent_mesh;
+    size_t probed = 0, ok = 0, retried = 0, omitted = 0;
+    json failed = json::array();
+    for (size_t i = 0; i < t.rows() && i < in.nodes.size(); ++i) {
+      for (size_t c = 0; c < t.cols(); ++c) {
+        if (!t.known(i, c)) continue;
+        ++probed;
+        retried += t.retried(i, c);
+        if (t.outcome(i, c) == net::ConnectOutcome::kOk) {
+          ++ok;
+          continue;
+        }
+        if (failed.size() >= kMaxJsonFailedPairs) {
+          ++omitted;
+          continue;
+        }
+        size_t j = rendezvous ? 0 : c;
+        if (j >= in.nodes.size()) continue;
+        failed.push_back({{"from", in.nodes[i].name},
+                          {"to", in.nodes[j].name},
+                          {"port", rendezvous ? in.master_port : in.nodes[j].agent_port},
+                          {"outcome", net::ConnectOutcomeName(t.outcome(i, c))},
+                          {"latency_ms", t.latency_ms(i, c)},
+                          {"retried", t.retried(i, c)},
+                          {"error", t.error(i, c)}});
+      }
+    }
+    connectivity[kind] = {
+        {"probed", probed}, {"ok", ok}, {"retried", retried}, {"failed", failed}, {"failed_omitted", omitted}};
+  }
   return {{"schema", "dsdoctor.check/1"},
           {"master_port", in.master_port},
           {"nodes", nodes},
           {"checks", probe::ChecksJson(res.rows)},
           {"findings", findings},
           {"matrix", res.matrix},
+          {"connectivity", connectivity},
           {"bandwidth", bandwidth},
           {"summary",
            {{"fail", counts.fail},
@@ -772,6 +1085,8 @@ json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
             {"findings", res.findings.size()},
             {"exit_code", ClusterExitCode(res)}}}};
 }
+
+}  // namespace
 
 std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
   int failures = probe::CountChecks(res.rows).fail;

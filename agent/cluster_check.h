@@ -6,8 +6,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "common/net.h"
 #include "diagnosis/finding.h"
 #include "probe/bandwidth.h"
 #include "probe/report.h"
@@ -19,9 +21,45 @@ struct NodeProbe {
   std::string address;
   int agent_port = 0;
   int slots = 1;
-  std::string error;      // non-empty: the agent was not reachable (AGENT_UNREACHABLE)
-  nlohmann::json report;  // the agent's `report` document (docs/report-json.md)
-  nlohmann::json pings;   // its ping_result reply (docs/agent-protocol.md)
+  std::string error;           // non-empty: the agent was not reachable (AGENT_UNREACHABLE)
+  nlohmann::json report;       // the agent's `report` document (docs/report-json.md)
+  std::vector<int> listening;  // ports its agent listens on (from its ping reply)
+  std::string ping_error;      // why its connect probes have no results (its ping call failed)
+};
+
+// Connect-probe outcomes of one kind, three bytes per (from, to) pair: the outcome and the
+// latency in 10 µs steps, so 4,000 nodes (16 M pairs) take 48 MB where per-pair JSON took
+// gigabytes. Failures keep their error text, and latencies past 655 ms their exact value, on the
+// side. Not thread-safe: one writer, then readers.
+class PairTable {
+ public:
+  void Resize(size_t rows, size_t cols);
+  size_t rows() const { return rows_; }
+  size_t cols() const { return cols_; }
+  void Set(size_t from, size_t to, net::ConnectOutcome outcome, double latency_ms, bool retried,
+           std::string error = "");
+  bool known(size_t from, size_t to) const { return cell(from, to) != kUnknown; }
+  net::ConnectOutcome outcome(size_t from, size_t to) const {
+    return static_cast<net::ConnectOutcome>(cell(from, to) & kOutcomeMask);
+  }
+  bool retried(size_t from, size_t to) const { return known(from, to) && (cell(from, to) & kRetried); }
+  double latency_ms(size_t from, size_t to) const;
+  const std::string& error(size_t from, size_t to) const;
+
+ private:
+  struct Extra {
+    std::string error;
+    float latency_ms = 0;
+  };
+  static constexpr uint8_t kUnknown = 0xff;
+  static constexpr uint8_t kRetried = 0x40;
+  static constexpr uint8_t kOutcomeMask = 0x3f;
+  static constexpr uint16_t kLatencyOnSide = 0xffff;  // the latency is in extra_
+  uint8_t cell(size_t from, size_t to) const { return cells_[from * cols_ + to]; }
+  size_t rows_ = 0, cols_ = 0;
+  std::vector<uint8_t> cells_;
+  std::vector<uint16_t> latency_10us_;
+  std::unordered_map<uint64_t, Extra> extra_;
 };
 
 struct P2pResult {
@@ -57,16 +95,32 @@ struct ClusterCheckInput {
   int master_port = 29500;
   bool simulated = false;  // local launcher: nodes share one machine (hostnames may repeat)
   int connect_timeout_ms = 2000;
+  PairTable agent_mesh;  // nodes × nodes: each agent to every other agent's port
+  PairTable rendezvous;  // nodes × 1: each node to the master's rendezvous port
   BandwidthInput bandwidth;
   std::string plan_source;              // the hostfile (or --local N …) the nodes came from
   std::vector<std::string> plan_notes;  // where deepspeed plans surprisingly (coordinator/hostfile.h)
+  // Non-empty: the check could not start (this process's limits are too low for the cluster);
+  // RESOURCE_LIMIT says which and how to raise it, and no node is blamed.
+  std::string resource_error;
 };
+
+// Node×node matrices are for people: shown (text) and written (JSON "matrix") up to this many
+// nodes. Beyond it the JSON lists every failed pair instead ("connectivity").
+inline constexpr size_t kMatrixMaxNodes = 64;
+// A node whose port fails from at least this share of the nodes that probed it (or which fails to
+// reach this share of its targets), with the same outcome and at least two pairs, is named in one
+// finding instead of one per pair; pair findings beyond kMaxPairFindings are counted in one more.
+inline constexpr double kBlockedNodeShare = 0.75;
+inline constexpr size_t kMaxPairFindings = 50;
+// Failed pairs listed in the JSON report per kind; the rest are counted ("failed_omitted").
+inline constexpr size_t kMaxJsonFailedPairs = 100000;
 
 struct ClusterCheckResult {
   std::vector<probe::CheckRow> rows;
   std::vector<diagnosis::Finding> findings;
   // matrix[kind][from][to]: "ok 0.1ms", "DROP", "RST", "UNR", "DNS", "ERR", "-" (self), "?" (unknown);
-  // matrix["p2p"] holds Gbit/s ("9.41", "LOW 0.02", "ERR").
+  // matrix["p2p"] holds Gbit/s ("9.41", "LOW 0.02", "ERR"). Empty beyond kMatrixMaxNodes nodes.
   std::map<std::string, std::vector<std::vector<std::string>>> matrix;
 };
 
@@ -75,6 +129,8 @@ ClusterCheckResult EvaluateCluster(const ClusterCheckInput& input);
 std::string RenderClusterText(const ClusterCheckInput& input, const ClusterCheckResult& result, bool color);
 // {"schema":"dsdoctor.check/1","nodes":[…],"checks":[…],"findings":[…],"matrix":{…},"summary":{…}}
 nlohmann::json ClusterJson(const ClusterCheckInput& input, const ClusterCheckResult& result);
+// The same, taking the nodes' reports out of `input` instead of copying them (thousands of nodes).
+nlohmann::json ClusterJson(ClusterCheckInput&& input, const ClusterCheckResult& result);
 // One <testcase> per check row; fail rows carry a <failure> with the finding codes.
 std::string RenderJUnit(const ClusterCheckResult& result, double seconds);
 int ClusterExitCode(const ClusterCheckResult& result);

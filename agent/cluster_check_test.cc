@@ -14,14 +14,16 @@ json Report(const std::string& host, const std::string& nccl, const std::string&
             int gpus = 0) {
   json gpu_list = json::array();
   for (int i = 0; i < gpus; ++i) gpu_list.push_back({{"index", i}});
-  return {{"inventory",
-           {{"system", {{"hostname", host}, {"interfaces", json::array({{{"name", "eth0"}, {"up", true}, {"loopback", false}}})}}},
-            {"nccl", {{"found", !nccl.empty()}, {"version", nccl}, {"path", "/lib/libnccl.so.2"}}},
-            {"nccl_bootstrap", {{"ran", !nccl.empty()}, {"ok", true}, {"interface", "eth0"}, {"address", "198.18.0.1"}}},
-            {"cuda", {{"runtime_found", true}, {"runtime_version", cuda}, {"driver_version", "none"}}},
-            {"nvml", {{"gpus", gpu_list}}},
-            {"env", env},
-            {"deepspeed_env", json::array()}}}};
+  return {
+      {"inventory",
+       {{"system",
+         {{"hostname", host}, {"interfaces", json::array({{{"name", "eth0"}, {"up", true}, {"loopback", false}}})}}},
+        {"nccl", {{"found", !nccl.empty()}, {"version", nccl}, {"path", "/lib/libnccl.so.2"}}},
+        {"nccl_bootstrap", {{"ran", !nccl.empty()}, {"ok", true}, {"interface", "eth0"}, {"address", "198.18.0.1"}}},
+        {"cuda", {{"runtime_found", true}, {"runtime_version", cuda}, {"driver_version", "none"}}},
+        {"nvml", {{"gpus", gpu_list}}},
+        {"env", env},
+        {"deepspeed_env", json::array()}}}};
 }
 
 ClusterCheckInput Cluster(std::vector<json> reports) {
@@ -58,7 +60,8 @@ TEST(ClusterCheckTest, NcclVersionMismatchListsWhichNodeHasWhich) {
   EXPECT_EQ(f[0].summary, "NCCL versions differ: 2.18.3 on node-1; 2.21.5 on node-0, node-2");
   EXPECT_EQ(ClusterExitCode(r), 1);
   // The row carries its finding code, which JUnit uses as the failure type.
-  auto row = std::find_if(r.rows.begin(), r.rows.end(), [](const probe::CheckRow& x) { return x.name == "NCCL version"; });
+  auto row =
+      std::find_if(r.rows.begin(), r.rows.end(), [](const probe::CheckRow& x) { return x.name == "NCCL version"; });
   ASSERT_NE(row, r.rows.end());
   EXPECT_EQ(row->codes, std::vector<std::string>{"NCCL_VERSION_MISMATCH"});
   EXPECT_NE(RenderJUnit(r, 0).find("<failure type=\"NCCL_VERSION_MISMATCH\""), std::string::npos);
@@ -90,8 +93,8 @@ TEST(ClusterCheckTest, CudaMismatchDuplicateHostnamesAndSlots) {
 }
 
 TEST(ClusterCheckTest, EnvMismatchNamesTheVariableAndValues) {
-  auto r = EvaluateCluster(Cluster({Report("a", "2.21.5", "12.4", {{"NCCL_IB_DISABLE", "1"}}),
-                                    Report("b", "2.21.5", "12.4", json::object())}));
+  auto r = EvaluateCluster(Cluster(
+      {Report("a", "2.21.5", "12.4", {{"NCCL_IB_DISABLE", "1"}}), Report("b", "2.21.5", "12.4", json::object())}));
   auto f = WithCode(r, "ENV_MISMATCH");
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].evidence, (std::vector<std::string>{"node-0: NCCL_IB_DISABLE=1", "node-1: NCCL_IB_DISABLE=(unset)"}));
@@ -107,14 +110,34 @@ TEST(ClusterCheckTest, UnreachableAgentIsReportedAndSkippedElsewhere) {
   EXPECT_TRUE(WithCode(r, "NCCL_MISSING").empty());
 }
 
+using net::ConnectOutcome;
+
+// n healthy nodes with every agent pair and the rendezvous port probed ok (1 ms).
+ClusterCheckInput Mesh(size_t n) {
+  std::vector<json> reports;
+  for (size_t i = 0; i < n; ++i) reports.push_back(Report("h" + std::to_string(i), "", "12.4"));
+  auto in = Cluster(reports);
+  in.agent_mesh.Resize(n, n);
+  in.rendezvous.Resize(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    in.nodes[i].agent_port = 47000;
+    in.nodes[i].listening = {47000};
+    for (size_t j = 0; j < n; ++j) {
+      if (i != j) in.agent_mesh.Set(i, j, ConnectOutcome::kOk, 1.0, false);
+    }
+    if (i != 0) in.rendezvous.Set(i, 0, ConnectOutcome::kOk, 1.0, false);
+  }
+  in.nodes[0].listening.push_back(29500);
+  return in;
+}
+
 TEST(ClusterCheckTest, ConnectivityOutcomesMapToCodes) {
-  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4")});
-  auto ping = [](const std::string& to, int port, const std::string& outcome) {
-    return json{{"name", to}, {"host", "x"}, {"port", port}, {"kind", "agent"}, {"outcome", outcome}, {"latency_ms", 1.0}, {"error", "e"}};
-  };
-  in.nodes[0].pings = {{"results", {ping("node-1", 47000, "unreachable"), ping("node-2", 47000, "unresolved")}}, {"listening", {47000}}};
-  in.nodes[1].pings = {{"results", {ping("node-0", 47000, "refused"), ping("node-2", 47000, "ok")}}, {"listening", json::array()}};
-  in.nodes[2].pings = {{"results", {ping("node-0", 47000, "ok"), ping("node-1", 47000, "timeout")}}, {"listening", {47000}}};
+  auto in = Mesh(3);
+  in.agent_mesh.Set(0, 1, ConnectOutcome::kUnreachable, 1.0, false, "No route to host");
+  in.agent_mesh.Set(0, 2, ConnectOutcome::kUnresolved, 1.0, false, "cannot resolve");
+  in.agent_mesh.Set(1, 0, ConnectOutcome::kRefused, 1.0, false, "Connection refused");
+  in.agent_mesh.Set(2, 1, ConnectOutcome::kTimeout, 2000.0, true, "no answer within 2000 ms, twice");
+  in.nodes[1].listening.clear();
   auto r = EvaluateCluster(in);
   EXPECT_EQ(WithCode(r, "HOST_UNREACHABLE").size(), 1u);
   EXPECT_EQ(WithCode(r, "NAME_UNRESOLVED").size(), 1u);
@@ -124,15 +147,84 @@ TEST(ClusterCheckTest, ConnectivityOutcomesMapToCodes) {
   auto blocked = WithCode(r, "PORT_BLOCKED");
   ASSERT_EQ(blocked.size(), 1u);
   EXPECT_EQ(blocked[0].nodes, (std::vector<std::string>{"node-2", "node-1"}));
+  EXPECT_NE(blocked[0].evidence[0].find("on the second try too"), std::string::npos) << blocked[0].evidence[0];
   EXPECT_EQ(r.matrix["agent"][2][1], "DROP");
   EXPECT_EQ(r.matrix["agent"][1][2], "ok 1.0ms");
   EXPECT_EQ(r.matrix["agent"][0][0], "-");
+  EXPECT_EQ(r.matrix["rendezvous"][1][0], "ok 1.0ms");
+  EXPECT_EQ(r.matrix["rendezvous"][0][0], "-");
+  // The second try is counted in the row.
+  auto row =
+      std::find_if(r.rows.begin(), r.rows.end(), [](const auto& x) { return x.name == "connectivity: agent port"; });
+  ASSERT_NE(row, r.rows.end());
+  EXPECT_EQ(row->summary, "2 of 6 connections ok, 1 only on a second try");
+}
+
+TEST(ClusterCheckTest, ANodeBlockedFromEveryoneIsOneFinding) {
+  auto in = Mesh(40);
+  for (size_t i = 0; i < 40; ++i) {
+    if (i != 7) in.agent_mesh.Set(i, 7, ConnectOutcome::kTimeout, 2000.0, true, "no answer");
+  }
+  auto r = EvaluateCluster(in);
+  auto blocked = WithCode(r, "PORT_BLOCKED");
+  ASSERT_EQ(blocked.size(), 1u);
+  EXPECT_EQ(blocked[0].nodes, std::vector<std::string>{"node-7"});
+  EXPECT_NE(
+      blocked[0].summary.find("agent port 47000 on node-7 (198.18.0.8): connections from 39 of 39 nodes time out"),
+      std::string::npos)
+      << blocked[0].summary;
+  EXPECT_EQ(blocked[0].evidence.size(), 9u);  // 8 pairs and a count
+  EXPECT_EQ(blocked[0].evidence.back(), "… and 31 more pairs");
+  EXPECT_NE(blocked[0].remedy.find("iptables -I INPUT -p tcp --dport 47000 -j ACCEPT"), std::string::npos);
+}
+
+TEST(ClusterCheckTest, ANodeThatReachesNobodyIsOneFinding) {
+  auto in = Mesh(10);
+  for (size_t j = 0; j < 10; ++j) {
+    if (j != 3) in.agent_mesh.Set(3, j, ConnectOutcome::kUnreachable, 0.1, false, "Network is unreachable");
+  }
+  in.rendezvous.Set(3, 0, ConnectOutcome::kUnreachable, 0.1, false, "Network is unreachable");
+  auto r = EvaluateCluster(in);
+  auto f = WithCode(r, "HOST_UNREACHABLE");
+  ASSERT_EQ(f.size(), 2u);  // the agent mesh (folded) and the rendezvous port (one pair)
+  EXPECT_EQ(f[0].nodes, std::vector<std::string>{"node-3"});
+  EXPECT_NE(f[0].summary.find("its connections to 9 of 9 nodes' agent ports find no route"), std::string::npos)
+      << f[0].summary;
+}
+
+TEST(ClusterCheckTest, ScatteredFailuresPastTheCapAreCounted) {
+  auto in = Mesh(100);
+  // 120 failing pairs spread so that no node fails for most of its peers.
+  for (size_t k = 0; k < 120; ++k) {
+    in.agent_mesh.Set(k % 100, (k % 100 + 1 + k / 100) % 100, ConnectOutcome::kTimeout, 2000.0, true, "x");
+  }
+  auto r = EvaluateCluster(in);
+  auto blocked = WithCode(r, "PORT_BLOCKED");
+  ASSERT_EQ(blocked.size(), kMaxPairFindings + 1);
+  EXPECT_NE(blocked.back().summary.find("more failing pairs"), std::string::npos) << blocked.back().summary;
+  EXPECT_TRUE(r.matrix.empty());  // 100 nodes: no matrix
+  auto doc = ClusterJson(in, r);
+  EXPECT_EQ(doc["connectivity"]["agent"]["failed"].size(), 120u);
+  EXPECT_EQ(doc["connectivity"]["agent"]["probed"], 9900u);
+  EXPECT_EQ(doc["connectivity"]["agent"]["ok"], 9780u);
+  EXPECT_NE(RenderClusterText(in, r, false).find("no node×node matrix"), std::string::npos);
+}
+
+TEST(ClusterCheckTest, ResourceLimitBlamesNoNode) {
+  auto in = Cluster({json(), json()});
+  in.resource_error = "it needs about 136 open files but ulimit -n is 64 (hard limit 64)";
+  for (auto& n : in.nodes) n.error = "not started";
+  auto r = EvaluateCluster(in);
+  auto f = WithCode(r, "RESOURCE_LIMIT");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(f[0].summary.find("ulimit -n is 64"), std::string::npos);
+  EXPECT_TRUE(WithCode(r, "AGENT_UNREACHABLE").empty());
+  EXPECT_EQ(ClusterExitCode(r), 1);
 }
 
 TEST(ClusterCheckTest, MalformedAgentDocumentsNeverThrow) {
   auto in = Cluster({json("not an object"), json{{"inventory", {{"nccl", 5}, {"env", {{"NCCL_X", 3}}}}}}});
-  in.nodes[0].pings = json::array({1, 2});
-  in.nodes[1].pings = {{"results", {{{"name", "node-0"}, {"kind", "agent"}, {"outcome", 7}}}}, {"listening", "x"}};
+  in.agent_mesh.Resize(1, 1);  // smaller than the node list
   EXPECT_NO_THROW((void)EvaluateCluster(in));
 }
 
@@ -161,7 +253,8 @@ std::vector<std::tuple<std::string, std::string, double>> AllPairs(const std::st
 }
 
 TEST(BandwidthRulesTest, SlowNodeIsNamedOnce) {
-  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
+  auto in =
+      Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
   in.bandwidth = Bandwidth(AllPairs("node-2", 0.05));
   auto r = EvaluateCluster(in);
   auto low = WithCode(r, "BANDWIDTH_LOW");
@@ -173,7 +266,8 @@ TEST(BandwidthRulesTest, SlowNodeIsNamedOnce) {
 }
 
 TEST(BandwidthRulesTest, SimulatedNodesUseOnlyTheAbsoluteFloor) {
-  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
+  auto in =
+      Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
   in.simulated = true;  // --local: one machine's cores, so relative differences are noise
   in.bandwidth = Bandwidth(AllPairs("node-2", 0.05));
   EXPECT_TRUE(WithCode(EvaluateCluster(in), "BANDWIDTH_LOW").empty());
@@ -184,7 +278,8 @@ TEST(BandwidthRulesTest, SimulatedNodesUseOnlyTheAbsoluteFloor) {
 }
 
 TEST(BandwidthRulesTest, SingleSlowLinkNamesBothEnds) {
-  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
+  auto in =
+      Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
   auto pairs = AllPairs("", 0);
   for (auto& [from, to, gbit] : pairs) {
     if (from == "node-0" && to == "node-3") gbit = 1.0;
@@ -197,7 +292,8 @@ TEST(BandwidthRulesTest, SingleSlowLinkNamesBothEnds) {
 }
 
 TEST(BandwidthRulesTest, AbsoluteFloorsAndWrongResults) {
-  auto in = Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
+  auto in =
+      Cluster({Report("a", "", "12.4"), Report("b", "", "12.4"), Report("c", "", "12.4"), Report("d", "", "12.4")});
   in.bandwidth = Bandwidth(AllPairs("", 0));
   EXPECT_TRUE(WithCode(EvaluateCluster(in), "BANDWIDTH_LOW").empty());
   in.bandwidth.min_p2p_gbit_s = 20;  // every pair below the floor: every node is slow

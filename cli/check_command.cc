@@ -86,25 +86,27 @@ int RunCheck(const CheckOptions& o) {
   auto result = agent::EvaluateCluster(input);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   int code = agent::ClusterExitCode(result);
-  if (o.json_out == "-") {
-    std::cout << agent::ClusterJson(input, result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
-  } else {
-    std::cout << agent::RenderClusterText(input, result, o.color);
-    if (!o.json_out.empty()) {
-      if (Status s = WriteFileAtomic(
-              o.json_out,
-              agent::ClusterJson(input, result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-          !s.ok()) {
-        log->error("--json: {}", s.message());
-        return kExitInternal;
-      }
-    }
-  }
   if (!o.junit_out.empty()) {
     if (Status s = WriteFileAtomic(o.junit_out, agent::RenderJUnit(result, seconds)); !s.ok()) {
       log->error("--junit: {}", s.message());
       return kExitInternal;
+    }
+  }
+  // The JSON report last: it takes the nodes' reports out of `input` (no copy at 4,000 nodes).
+  if (o.json_out == "-") {
+    std::cout
+        << agent::ClusterJson(std::move(input), result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+        << "\n";
+  } else {
+    std::cout << agent::RenderClusterText(input, result, o.color);
+    if (!o.json_out.empty()) {
+      std::string text =
+          agent::ClusterJson(std::move(input), result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+      text += '\n';  // in place: at 4,000 nodes the text is ~30 MB
+      if (Status s = WriteFileAtomic(o.json_out, text); !s.ok()) {
+        log->error("--json: {}", s.message());
+        return kExitInternal;
+      }
     }
   }
   log->debug("check finished in {:.2f} s with exit code {}", seconds, code);

@@ -6,6 +6,10 @@
 
 namespace dsd::wire {
 
+namespace {
+constexpr size_t kIdleBufferBytes = 16u << 10;
+}  // namespace
+
 Result<std::string> EncodeFrame(const nlohmann::json& message, size_t max_frame_bytes) {
   if (!message.is_object()) return InvalidArgument("frame payload must be a JSON object");
   std::string payload;
@@ -16,6 +20,11 @@ Result<std::string> EncodeFrame(const nlohmann::json& message, size_t max_frame_
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("cannot encode frame: ") + e.what());
   }
+  return EncodeFrameText(payload, max_frame_bytes);
+}
+
+Result<std::string> EncodeFrameText(std::string_view payload, size_t max_frame_bytes) {
+  if (payload.empty() || payload.front() != '{') return InvalidArgument("frame payload must be a JSON object");
   if (payload.size() > max_frame_bytes) {
     return InvalidArgument("frame of " + std::to_string(payload.size()) + " bytes exceeds the maximum of " +
                            std::to_string(max_frame_bytes));
@@ -106,6 +115,15 @@ Result<std::optional<nlohmann::json>> FrameDecoder::Next() {
   std::string_view payload(buffer_.data() + consumed_ + kHeaderSize, n);
   consumed_ += kHeaderSize + n;
   auto parsed = ParseJsonBounded(payload);
+  if (consumed_ == buffer_.size()) {
+    // Everything read: an idle connection gives back the room a big frame took (a coordinator
+    // holds thousands of connections).
+    consumed_ = 0;
+    if (buffer_.capacity() > kIdleBufferBytes)
+      std::string().swap(buffer_);
+    else
+      buffer_.clear();
+  }
   if (!parsed.ok()) return parsed.status();
   if (!parsed->is_object()) return Corruption("frame payload is not a JSON object");
   return std::optional<nlohmann::json>(std::move(parsed).value());

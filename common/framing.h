@@ -9,10 +9,9 @@
 // FrameDecoder is a single-owner value: not thread-safe, one per connection.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,8 +27,10 @@ inline constexpr size_t kDefaultMaxFrameBytes = 16u << 20;
 inline constexpr size_t kMaxJsonDepth = 64;
 
 // Serialises `message` (must be a JSON object) into one frame.
-Result<std::string> EncodeFrame(const nlohmann::json& message,
-                                size_t max_frame_bytes = kDefaultMaxFrameBytes);
+Result<std::string> EncodeFrame(const nlohmann::json& message, size_t max_frame_bytes = kDefaultMaxFrameBytes);
+
+// Wraps JSON object text that the caller serialised (a table shared by many frames) in a header.
+Result<std::string> EncodeFrameText(std::string_view payload, size_t max_frame_bytes = kDefaultMaxFrameBytes);
 
 // Parses JSON text, rejecting nesting deeper than max_depth before the (recursive) parser runs,
 // so hostile input cannot exhaust the stack. Errors name the byte offset.
@@ -37,8 +38,7 @@ Result<nlohmann::json> ParseJsonBounded(std::string_view text, size_t max_depth 
 
 class FrameDecoder {
  public:
-  explicit FrameDecoder(size_t max_frame_bytes = kDefaultMaxFrameBytes)
-      : max_frame_bytes_(max_frame_bytes) {}
+  explicit FrameDecoder(size_t max_frame_bytes = kDefaultMaxFrameBytes) : max_frame_bytes_(max_frame_bytes) {}
 
   // Appends bytes read from the peer.
   void Feed(std::string_view bytes);

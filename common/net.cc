@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <map>
 
 #include "common/log.h"
 
@@ -64,6 +65,41 @@ Result<addrinfo*> Resolve(const std::string& host, int port, bool passive) {
   return res;
 }
 
+// How a connect's errno shows the path: see ConnectOutcome.
+ConnectOutcome OutcomeOf(int err) {
+  switch (err) {
+    case 0:
+      return ConnectOutcome::kOk;
+    case ECONNREFUSED:
+      return ConnectOutcome::kRefused;
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+    case ENETDOWN:
+      return ConnectOutcome::kUnreachable;
+    case ETIMEDOUT:
+      return ConnectOutcome::kTimeout;
+    default:
+      return ConnectOutcome::kError;
+  }
+}
+
+// Binds a socket to a source address before connect, so that firewall rules matching on the
+// source see the right node. The port is left to connect() (IP_BIND_ADDRESS_NO_PORT): thousands
+// of probes from one address must not each hold an ephemeral port from bind() on.
+Status BindSource(int fd, const std::string& source_addr) {
+  if (source_addr.empty() || source_addr == "0.0.0.0" || source_addr == "::") return Status::Ok();
+  auto src = Resolve(source_addr, 0, true);
+  if (!src.ok()) return Status::Ok();  // as before: an unresolvable source leaves the choice to the kernel
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+  int rc = ::bind(fd, (*src)->ai_addr, (*src)->ai_addrlen);
+  int err = errno;
+  ::freeaddrinfo(*src);
+  if (rc != 0) return Unavailable("bind source " + source_addr + ": " + std::strerror(err));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Fd> Listen(const std::string& addr, int port, int* bound_port, int backlog) {
@@ -102,12 +138,18 @@ Result<Fd> Listen(const std::string& addr, int port, int* bound_port, int backlo
 
 const char* ConnectOutcomeName(ConnectOutcome o) {
   switch (o) {
-    case ConnectOutcome::kOk: return "ok";
-    case ConnectOutcome::kTimeout: return "timeout";
-    case ConnectOutcome::kRefused: return "refused";
-    case ConnectOutcome::kUnreachable: return "unreachable";
-    case ConnectOutcome::kUnresolved: return "unresolved";
-    case ConnectOutcome::kError: return "error";
+    case ConnectOutcome::kOk:
+      return "ok";
+    case ConnectOutcome::kTimeout:
+      return "timeout";
+    case ConnectOutcome::kRefused:
+      return "refused";
+    case ConnectOutcome::kUnreachable:
+      return "unreachable";
+    case ConnectOutcome::kUnresolved:
+      return "unresolved";
+    case ConnectOutcome::kError:
+      return "error";
   }
   return "?";
 }
@@ -130,17 +172,10 @@ ConnectResult Connect(const std::string& host, int port, Duration timeout, const
     ::freeaddrinfo(*res);
     return r;
   }
-  if (!source_addr.empty() && source_addr != "0.0.0.0" && source_addr != "::") {
-    auto src = Resolve(source_addr, 0, true);
-    if (src.ok()) {
-      if (::bind(fd.get(), (*src)->ai_addr, (*src)->ai_addrlen) != 0) {
-        r.error = "bind source " + source_addr + ": " + std::strerror(errno);
-        ::freeaddrinfo(*src);
-        ::freeaddrinfo(*res);
-        return r;
-      }
-      ::freeaddrinfo(*src);
-    }
+  if (Status b = BindSource(fd.get(), source_addr); !b.ok()) {
+    r.error = b.message();
+    ::freeaddrinfo(*res);
+    return r;
   }
   int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
   ::freeaddrinfo(*res);
@@ -164,34 +199,214 @@ ConnectResult Connect(const std::string& host, int port, Duration timeout, const
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
   }
   r.latency_ms = elapsed();
-  switch (err) {
-    case 0:
-      r.outcome = ConnectOutcome::kOk;
-      {
-        int flags = ::fcntl(fd.get(), F_GETFL);
-        ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
-        int one = 1;
-        ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      }
-      r.fd = std::move(fd);
-      return r;
-    case ECONNREFUSED:
-      r.outcome = ConnectOutcome::kRefused;
-      break;
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-    case EHOSTDOWN:
-    case ENETDOWN:
-      r.outcome = ConnectOutcome::kUnreachable;
-      break;
-    case ETIMEDOUT:
-      r.outcome = ConnectOutcome::kTimeout;
-      break;
-    default:
-      r.outcome = ConnectOutcome::kError;
+  r.outcome = OutcomeOf(err);
+  if (r.outcome == ConnectOutcome::kOk) {
+    int flags = ::fcntl(fd.get(), F_GETFL);
+    ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    r.fd = std::move(fd);
+    return r;
   }
   r.error = std::strerror(err);
   return r;
+}
+
+namespace {
+
+// Closes with a reset (SO_LINGER 0): a probe has nothing to say, and thousands of them must not
+// leave thousands of TIME_WAIT sockets.
+void AbortClose(Fd& fd) {
+  linger l{1, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  fd.Reset();
+}
+
+struct Resolved {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = 0;
+  std::string error;  // non-empty: unresolved
+};
+
+class ProbeRunner {
+ public:
+  ProbeRunner(const std::vector<ProbeTarget>& targets, const ProbeOptions& options)
+      : targets_(targets), options_(options), results_(targets.size()) {}
+
+  std::vector<ProbeResult> Run() {
+    std::vector<size_t> all(targets_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    Pass(all, std::max<size_t>(options_.max_in_flight, 1), false);
+    if (options_.retry_timeouts && !(options_.cancel && options_.cancel->load())) {
+      std::vector<size_t> again;
+      for (size_t i = 0; i < results_.size(); ++i) {
+        if (results_[i].outcome == ConnectOutcome::kTimeout) again.push_back(i);
+      }
+      if (!again.empty()) {
+        log::Get("net")->debug("{} of {} connect probes timed out; trying them once more", again.size(),
+                               targets_.size());
+        Pass(again, std::max<size_t>(options_.retry_in_flight, 1), true);
+      }
+    }
+    return std::move(results_);
+  }
+
+ private:
+  struct Attempt {
+    size_t index;
+    Fd fd;
+    MonoTime start;
+  };
+
+  const Resolved& Lookup(const std::string& host, int port) {
+    auto key = host + "\n" + std::to_string(port);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    Resolved r;
+    auto res = Resolve(host, port, false);
+    if (!res.ok()) {
+      r.error = res.status().message();
+    } else {
+      std::memcpy(&r.addr, (*res)->ai_addr, (*res)->ai_addrlen);
+      r.len = (*res)->ai_addrlen;
+      r.family = (*res)->ai_family;
+      ::freeaddrinfo(*res);
+    }
+    return cache_.emplace(key, r).first->second;
+  }
+
+  void Finish(size_t index, ConnectOutcome outcome, MonoTime start, std::string error, bool retry) {
+    ProbeResult& r = results_[index];
+    r.outcome = outcome;
+    r.latency_ms = ToMillis(std::chrono::steady_clock::now() - start);
+    r.error = std::move(error);
+    r.retried = retry;
+  }
+
+  // Starts one connect; returns false when its outcome is already known.
+  bool Start(size_t index, bool retry, Attempt* out) {
+    MonoTime start = std::chrono::steady_clock::now();
+    const Resolved& to = Lookup(targets_[index].host, targets_[index].port);
+    if (!to.error.empty()) {
+      Finish(index, ConnectOutcome::kUnresolved, start, to.error, retry);
+      return false;
+    }
+    Fd fd(::socket(to.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) {
+      Finish(index, ConnectOutcome::kError, start, std::string("socket: ") + std::strerror(errno), retry);
+      return false;
+    }
+    if (Status b = BindSource(fd.get(), options_.source_addr); !b.ok()) {
+      Finish(index, ConnectOutcome::kError, start, b.message(), retry);
+      return false;
+    }
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to.addr), to.len) == 0) {
+      Finish(index, ConnectOutcome::kOk, start, "", retry);
+      AbortClose(fd);
+      return false;
+    }
+    if (errno != EINPROGRESS) {
+      int err = errno;
+      Finish(index, OutcomeOf(err), start, std::strerror(err), retry);
+      return false;
+    }
+    *out = Attempt{index, std::move(fd), start};
+    return true;
+  }
+
+  // `in_flight` caps the attempts younger than kYoung (the SYN rate a listener sees); older ones,
+  // which wait on a dropped SYN, only count against max_outstanding, so a node whose every probe
+  // is dropped still finishes in a few timeouts. A retry pass stops starting attempts once
+  // kRetryGiveUp retries in a row timed out again: the rest are dropped too, not backlog losses.
+  void Pass(const std::vector<size_t>& indices, size_t in_flight, bool retry) {
+    constexpr Duration kYoung = std::chrono::milliseconds(50);
+    constexpr size_t kRetryGiveUp = 32;
+    const auto timeout = options_.timeout;
+    const int timeout_ms = static_cast<int>(ToMillis(timeout));
+    const size_t max_outstanding = std::max<size_t>(options_.max_outstanding, in_flight);
+    std::vector<Attempt> active;
+    std::vector<pollfd> fds;
+    size_t next = 0;
+    size_t timeouts_in_a_row = 0;
+    while (next < indices.size() || !active.empty()) {
+      if (options_.cancel && options_.cancel->load()) {
+        for (auto& a : active) Finish(a.index, ConnectOutcome::kError, a.start, "cancelled", retry);
+        for (; next < indices.size(); ++next)
+          Finish(indices[next], ConnectOutcome::kError, std::chrono::steady_clock::now(), "cancelled", retry);
+        return;
+      }
+      if (retry && timeouts_in_a_row >= kRetryGiveUp && next < indices.size()) {
+        log::Get("net")->debug("{} retries in a row timed out again; the other {} stay timeouts", timeouts_in_a_row,
+                               indices.size() - next);
+        next = indices.size();
+      }
+      MonoTime now = std::chrono::steady_clock::now();
+      size_t young = 0;
+      for (const auto& a : active) young += now - a.start < kYoung;
+      while (young < in_flight && active.size() < max_outstanding && next < indices.size()) {
+        Attempt a;
+        if (Start(indices[next++], retry, &a)) {
+          active.push_back(std::move(a));
+          ++young;
+        }
+      }
+      if (active.empty()) continue;
+      now = std::chrono::steady_clock::now();
+      MonoTime wake = active.front().start + timeout;
+      fds.resize(active.size());
+      for (size_t k = 0; k < active.size(); ++k) {
+        fds[k] = {active[k].fd.get(), POLLOUT, 0};
+        wake = std::min(wake, active[k].start + timeout);
+        // A young attempt ageing out frees a slot for the next target.
+        if (next < indices.size() && now - active[k].start < kYoung) wake = std::min(wake, active[k].start + kYoung);
+      }
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
+      wait = std::min<long>(wait, 100);  // the cancel flag is looked at this often
+      int pr = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(wait, 0)) + (wait > 0 ? 1 : 0));
+      if (pr < 0 && errno != EINTR) {
+        int err = errno;
+        for (auto& a : active)
+          Finish(a.index, ConnectOutcome::kError, a.start, std::string("poll: ") + std::strerror(err), retry);
+        return;
+      }
+      now = std::chrono::steady_clock::now();
+      size_t kept = 0;
+      for (size_t k = 0; k < active.size(); ++k) {
+        Attempt& a = active[k];
+        if (pr > 0 && fds[k].revents) {
+          int err = 0;
+          socklen_t len = sizeof err;
+          ::getsockopt(a.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+          Finish(a.index, OutcomeOf(err), a.start, err ? std::strerror(err) : "", retry);
+          AbortClose(a.fd);
+          timeouts_in_a_row = 0;
+          continue;
+        }
+        if (now - a.start >= timeout) {
+          Finish(a.index, ConnectOutcome::kTimeout, a.start,
+                 "no answer within " + std::to_string(timeout_ms) + " ms" + (retry ? ", twice" : ""), retry);
+          AbortClose(a.fd);
+          ++timeouts_in_a_row;
+          continue;
+        }
+        if (kept != k) active[kept] = std::move(a);
+        ++kept;
+      }
+      active.resize(kept);
+    }
+  }
+
+  const std::vector<ProbeTarget>& targets_;
+  const ProbeOptions& options_;
+  std::vector<ProbeResult> results_;
+  std::map<std::string, Resolved> cache_;
+};
+
+}  // namespace
+
+std::vector<ProbeResult> ProbeMany(const std::vector<ProbeTarget>& targets, const ProbeOptions& options) {
+  return ProbeRunner(targets, options).Run();
 }
 
 Status SendAll(int fd, std::string_view bytes) {

@@ -3,9 +3,10 @@
 // Free functions over file descriptors; thread-safe (each call owns its fds).
 #pragma once
 
+#include <atomic>
 #include <nlohmann/json.hpp>
-
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/framing.h"
@@ -52,7 +53,10 @@ struct Endpoint {
 Result<Endpoint> ParseEndpoint(const std::string& text);
 
 // Binds and listens (SO_REUSEADDR). Port 0 picks a free port; `bound_port` receives it.
-Result<Fd> Listen(const std::string& addr, int port, int* bound_port = nullptr, int backlog = 128);
+// The default backlog asks for room for a whole cluster's connect probes arriving together; the
+// kernel caps it at net.core.somaxconn (4096 on current kernels).
+inline constexpr int kListenBacklog = 4096;
+Result<Fd> Listen(const std::string& addr, int port, int* bound_port = nullptr, int backlog = kListenBacklog);
 
 // How a connect attempt ended. The classes match what firewalls do: DROP rules swallow the SYN
 // (kTimeout), REJECT rules or a closed port answer with a reset/ICMP port-unreachable (kRefused),
@@ -70,6 +74,38 @@ struct ConnectResult {
 // Resolves `host`, connects with `timeout`, optionally from `source_addr` (bind before connect,
 // so firewall rules that match on source see the right node).
 ConnectResult Connect(const std::string& host, int port, Duration timeout, const std::string& source_addr = "");
+
+// Connect probes to many targets from one thread: non-blocking connects in one poll loop, in the
+// order given (callers stagger the order across nodes so that no listener sees every node's SYN at
+// once). At most `max_in_flight` attempts younger than 50 ms are open, which bounds the SYN rate;
+// attempts waiting on a dropped SYN count only against `max_outstanding` (the fds in use), so a
+// node whose every probe is dropped still finishes in about two timeouts. Each socket is closed
+// with a reset as soon as its outcome is known, so probes leave no TIME_WAIT behind. Targets that
+// timed out are tried once more after the first pass, a few at a time: a SYN lost to a full listen
+// queue or to congestion then gets through, while a firewall DROP times out again (after 32
+// retries in a row that timed out again, the rest are not retried).
+struct ProbeTarget {
+  std::string host;
+  int port = 0;
+};
+struct ProbeOptions {
+  Duration timeout = std::chrono::seconds(2);
+  std::string source_addr;  // bind before connect, as Connect()
+  size_t max_in_flight = 16;
+  size_t max_outstanding = 512;
+  bool retry_timeouts = true;
+  size_t retry_in_flight = 8;
+  // Set from another thread to end early (an agent whose coordinator went away): probes not yet
+  // decided are kError "cancelled". Checked at least every 100 ms.
+  const std::atomic<bool>* cancel = nullptr;
+};
+struct ProbeResult {
+  ConnectOutcome outcome = ConnectOutcome::kError;
+  double latency_ms = 0;  // of the attempt that decided the outcome
+  std::string error;
+  bool retried = false;  // the first attempt timed out
+};
+std::vector<ProbeResult> ProbeMany(const std::vector<ProbeTarget>& targets, const ProbeOptions& options);
 
 Status SendAll(int fd, std::string_view bytes);
 Status SendFrame(int fd, const nlohmann::json& message);

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -219,6 +222,18 @@ std::vector<char*> EnvironmentPointers(std::vector<std::string>& env) {
   for (auto& kv : env) out.push_back(kv.data());
   out.push_back(nullptr);
   return out;
+}
+
+FdLimit RaiseFdLimit(uint64_t wanted) {
+  rlimit l{};
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0) return {};
+  if (l.rlim_cur != RLIM_INFINITY && l.rlim_cur < wanted) {
+    rlimit raised = l;
+    raised.rlim_cur = l.rlim_max == RLIM_INFINITY ? wanted : std::min<rlim_t>(wanted, l.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) l = raised;
+  }
+  auto value = [](rlim_t v) { return v == RLIM_INFINITY ? UINT64_MAX : static_cast<uint64_t>(v); };
+  return {value(l.rlim_cur), value(l.rlim_max)};
 }
 
 }  // namespace dsd

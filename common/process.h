@@ -65,4 +65,13 @@ std::vector<std::string> MergedEnvironment(const std::map<std::string, std::stri
 // Pointers into `env` (which must outlive them), null-terminated.
 std::vector<char*> EnvironmentPointers(std::vector<std::string>& env);
 
+// Open-file limits (RLIMIT_NOFILE) of this process.
+struct FdLimit {
+  uint64_t soft = 0;
+  uint64_t hard = 0;
+};
+// Raises the soft limit to `wanted` when the hard limit allows (never lowers it) and returns the
+// limits now in force: a coordinator of thousands of agents needs more than the usual 1,024.
+FdLimit RaiseFdLimit(uint64_t wanted);
+
 }  // namespace dsd

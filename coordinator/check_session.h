@@ -32,6 +32,14 @@ struct CheckSessionOptions {
 // exports these from the launcher) and the merged .deepspeed_env.
 probe::EnvMap CheckJobEnv();
 
+// Open files the coordinator of a check holds per node at most: its link to the agent, the agent's
+// stdin pipe, its ready pipe while it starts, and a captured stderr file (ssh); plus a reserve for
+// logs, libraries and the bandwidth probes. Checked (and the soft limit raised to it when the hard
+// limit allows) before anything starts: below it the check reports RESOURCE_LIMIT.
+inline constexpr uint64_t kFdsPerNode = 4;
+inline constexpr uint64_t kFdsReserve = 128;
+uint64_t CheckFdsNeeded(size_t nodes);
+
 agent::ClusterCheckInput RunCheckSession(const JobNodes& nodes, Launcher& launcher, const std::string& token,
                                          const CheckSessionOptions& options);
 

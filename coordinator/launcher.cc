@@ -101,15 +101,54 @@ std::vector<ReadyInfo> AwaitReadyLines(int fd, size_t count, Duration timeout,
   return ready;
 }
 
-// One agent's ready line on its own stdout: the port, or why it never came.
-Result<int> AwaitReady(int fd, pid_t pid, Duration timeout) {
-  auto start = std::chrono::steady_clock::now();
-  auto ready = AwaitReadyLines(fd, 1, timeout);
-  if (!ready.empty()) return ready[0].port;
-  if (std::chrono::steady_clock::now() - start >= timeout) {
-    return Timeout("agent (pid " + std::to_string(pid) + ") not ready in time");
+// Every started agent's ready line, each on its own stdout pipe, in one poll loop (no thread per
+// node): results[i] is agent i's port, or why it never came. fds[i] < 0 is skipped.
+std::vector<Result<int>> AwaitReadyAll(const std::vector<int>& fds, const std::vector<pid_t>& pids, Duration timeout) {
+  std::vector<Result<int>> results(fds.size(), Unavailable("not started"));
+  std::vector<std::string> pending(fds.size());
+  std::vector<size_t> waiting;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i] >= 0) waiting.push_back(i);
   }
-  return Unavailable("agent (pid " + std::to_string(pid) + ") exited before it was ready");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<pollfd> polls;
+  char buf[4096];
+  while (!waiting.empty()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    polls.clear();
+    for (size_t i : waiting) polls.push_back({fds[i], POLLIN, 0});
+    int pr = ::poll(polls.data(), polls.size(), static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (pr < 0 && errno != EINTR) break;
+    if (pr <= 0) continue;
+    size_t kept = 0;
+    for (size_t k = 0; k < waiting.size(); ++k) {
+      size_t i = waiting[k];
+      bool done = false;
+      if (polls[k].revents) {
+        ssize_t n = ::read(fds[i], buf, sizeof buf);
+        if (n <= 0) {
+          results[i] = Unavailable("agent (pid " + std::to_string(pids[i]) + ") exited before it was ready");
+          done = true;
+        } else {
+          pending[i].append(buf, static_cast<size_t>(n));
+          size_t nl;
+          while (!done && (nl = pending[i].find('\n')) != std::string::npos) {
+            if (auto info = ParseReadyLine(pending[i].substr(0, nl))) {
+              results[i] = info->port;
+              done = true;
+            }
+            pending[i].erase(0, nl + 1);
+          }
+          if (pending[i].size() > 65536) pending[i].clear();  // no ready line in that much output
+        }
+      }
+      if (!done) waiting[kept++] = i;
+    }
+    waiting.resize(kept);
+  }
+  for (size_t i : waiting) results[i] = Timeout("agent (pid " + std::to_string(pids[i]) + ") not ready in time");
+  return results;
 }
 
 // An unnamed file in /tmp (O_TMPFILE): it needs no cleanup, even if we are killed.
@@ -191,15 +230,12 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
     log->debug("started {} for {} as pid {}", spawn->argv[0], h.name, pid);
   }
   // Wait for every ready line at once: ssh handshakes overlap instead of adding up.
-  std::vector<std::future<Result<int>>> ready(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (stdout_fds[i] >= 0) {
-      ready[i] = std::async(std::launch::async, AwaitReady, stdout_fds[i], handles[i].pid, ready_timeout_);
-    }
-  }
+  std::vector<pid_t> pids;
+  for (const auto& h : handles) pids.push_back(h.pid);
+  auto ready = AwaitReadyAll(stdout_fds, pids, ready_timeout_);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (stdout_fds[i] < 0) continue;
-    auto port = ready[i].get();
+    auto& port = ready[i];
     ::close(stdout_fds[i]);  // agents log to stderr; stdout only carried the ready line
     AgentHandle& h = handles[i];
     if (port.ok()) {

@@ -35,7 +35,7 @@ bool IsKnownCode(const std::string& code) {
       codes::kRankExited,          codes::kCollectiveStall,     codes::kWatchdogTimeout,    codes::kP2pDeadlock,
       codes::kStraggler,           codes::kNcclError,           codes::kCommError,          codes::kLogError,
       codes::kRendezvousError,     codes::kOutOfMemory,         codes::kCudaError,          codes::kLaunchError,
-      codes::kAgentLost,           codes::kLaunchPlan,          codes::kLogDirFull};
+      codes::kAgentLost,           codes::kLaunchPlan,          codes::kLogDirFull,         codes::kResourceLimit};
   return std::find(kAll.begin(), kAll.end(), code) != kAll.end();
 }
 

@@ -33,7 +33,9 @@ DynamicLibrary& DynamicLibrary::operator=(DynamicLibrary&& other) noexcept {
 
 Result<DynamicLibrary> DynamicLibrary::Open(const std::string& name_or_path) {
   ::dlerror();
-  void* h = ::dlopen(name_or_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // Lazy binding: NCCL has thousands of function relocations and we call a handful; binding them
+  // all (RTLD_NOW) cost every agent a few ms, which 250 simulated nodes on one machine add up.
+  void* h = ::dlopen(name_or_path.c_str(), RTLD_LAZY | RTLD_LOCAL);
   if (!h) {
     const char* err = ::dlerror();
     return NotFound(err ? err : name_or_path + ": dlopen failed");
@@ -109,9 +111,8 @@ Result<DynamicLibrary> FindAndOpen(const LibrarySearch& search, std::vector<Load
     attempts.push_back({candidate, lib.status().message()});
   }
   log->debug("{}: not found after {} candidates", search.what, attempts.size());
-  return finish(NotFound(search.what + " not found (tried " + std::to_string(attempts.size()) +
-                         " locations; set " + (search.override_env.empty() ? "LD_LIBRARY_PATH" : search.override_env) +
-                         " to its path)"));
+  return finish(NotFound(search.what + " not found (tried " + std::to_string(attempts.size()) + " locations; set " +
+                         (search.override_env.empty() ? "LD_LIBRARY_PATH" : search.override_env) + " to its path)"));
 }
 
 std::vector<std::string> DefaultCudaLibraryDirs() {

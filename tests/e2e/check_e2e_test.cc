@@ -99,6 +99,39 @@ TEST_F(CheckE2eTest, BlockedRendezvousPortNamesTheMasterPort) {
   EXPECT_NE(blocked[0]["summary"].get<std::string>().find("rendezvous port 29500"), std::string::npos);
 }
 
+// One node's agent port dropped for every other agent (not for the coordinator, whose link must
+// work): one finding that names that node, not nineteen pair findings. Each pair is tried twice
+// (the retry that tells a full listen queue from a firewall), so both attempts time out.
+TEST_F(CheckE2eTest, ANodeDroppedByEveryAgentIsOneFindingNamingIt) {
+  auto r = InNamespace(
+      "iptables -A OUTPUT ! -s 127.0.0.1 -d 127.0.0.9 -p tcp --dport 47000 -j DROP; "
+      "$DSD check --local 20 --agent-port 47000 --connect-timeout-ms 400 --no-bandwidth --json $DIR/out.json");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  ASSERT_EQ(doc["findings"].size(), 1u) << doc["findings"].dump(2);
+  const json& f = doc["findings"][0];
+  EXPECT_EQ(f["code"], "PORT_BLOCKED");
+  EXPECT_EQ(f["nodes"], json({"node-7"}));
+  EXPECT_NE(f["summary"].get<std::string>().find("connections from 19 of 19 nodes time out"), std::string::npos)
+      << f.dump(2);
+  EXPECT_NE(f["evidence"][0].get<std::string>().find("on the second try too"), std::string::npos) << f.dump(2);
+  EXPECT_EQ(doc["connectivity"]["agent"]["failed"].size(), 19u);
+  EXPECT_EQ(doc["connectivity"]["agent"]["ok"], 20u * 19u - 19u);
+  EXPECT_EQ(doc["matrix"]["agent"][3][7], "DROP");
+}
+
+// Below the open-file limit a check of many nodes needs, nothing starts and no node is blamed.
+TEST_F(CheckE2eTest, TooLowUlimitIsResourceLimitNotUnreachableAgents) {
+  auto r = InNamespace("ulimit -n 64; $DSD check --local 100 --no-bandwidth --json $DIR/out.json");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  ASSERT_EQ(doc["findings"].size(), 1u) << doc["findings"].dump(2);
+  EXPECT_EQ(doc["findings"][0]["code"], "RESOURCE_LIMIT");
+  EXPECT_NE(doc["findings"][0]["summary"].get<std::string>().find("ulimit -n is 64"), std::string::npos)
+      << doc["findings"][0].dump(2);
+  EXPECT_NE(doc["findings"][0]["summary"].get<std::string>().find("528 open files"), std::string::npos);
+}
+
 // Two hand-started agents, one whose own environment names a missing interface; attach to both.
 TEST_F(CheckE2eTest, AttachedAgentWithMissingIfnameIsSocketIfnameInvalid) {
   auto r = InNamespace(

@@ -1,10 +1,12 @@
 // libFuzzer target for what an agent does with the bytes of an authenticated link before acting
 // (agent/request.cc): frames decoded, every message's shape checked as a request and as a run
-// stream message. Any bytes must give a request or an error, never a crash or an exception.
+// stream message; and what the coordinator does with a ping reply (agent/ping.cc). Any bytes must
+// give a value or an error, never a crash or an exception.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "agent/ping.h"
 #include "agent/request.h"
 #include "common/framing.h"
 
@@ -28,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (j.ok()) {
     (void)dsd::agent::ValidateRequest(*j);
     (void)dsd::agent::ValidateRunStreamMessage(*j);
+    (void)dsd::agent::ParsePingReply(*j, 4);
   }
   return 0;
 }

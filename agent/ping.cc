@@ -1,0 +1,198 @@
+#include "agent/ping.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dsd::agent {
+
+using nlohmann::json;
+
+char OutcomeLetter(net::ConnectOutcome outcome) {
+  switch (outcome) {
+    case net::ConnectOutcome::kOk:
+      return 'o';
+    case net::ConnectOutcome::kTimeout:
+      return 'D';
+    case net::ConnectOutcome::kRefused:
+      return 'R';
+    case net::ConnectOutcome::kUnreachable:
+      return 'U';
+    case net::ConnectOutcome::kUnresolved:
+      return 'N';
+    case net::ConnectOutcome::kError:
+      return 'E';
+  }
+  return 'E';
+}
+
+std::optional<net::ConnectOutcome> OutcomeFromLetter(char letter) {
+  switch (letter) {
+    case 'o':
+      return net::ConnectOutcome::kOk;
+    case 'D':
+      return net::ConnectOutcome::kTimeout;
+    case 'R':
+      return net::ConnectOutcome::kRefused;
+    case 'U':
+      return net::ConnectOutcome::kUnreachable;
+    case 'N':
+      return net::ConnectOutcome::kUnresolved;
+    case 'E':
+      return net::ConnectOutcome::kError;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string PingRequestText(int id, const std::string& targets_json, size_t start, const std::vector<size_t>& skip,
+                            int timeout_ms, int max_in_flight) {
+  std::string text = "{\"id\":" + std::to_string(id) + ",\"type\":\"ping\",\"start\":" + std::to_string(start) +
+                     ",\"skip\":" + json(skip).dump() + ",\"timeout_ms\":" + std::to_string(timeout_ms) +
+                     ",\"max_in_flight\":" + std::to_string(max_in_flight) + ",\"targets\":";
+  text += targets_json;
+  text += "}";
+  return text;
+}
+
+namespace {
+
+constexpr size_t kMaxTargets = 100000;
+constexpr size_t kMaxHost = 255;
+
+Status Bad(const std::string& where, const std::string& what) { return InvalidArgument("ping." + where + ": " + what); }
+
+bool UnsignedIn(const json& v, uint64_t lo, uint64_t hi) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() >= lo && v.get<uint64_t>() <= hi;
+  if (v.is_number_integer())
+    return v.get<int64_t>() >= 0 && static_cast<uint64_t>(v.get<int64_t>()) >= lo &&
+           static_cast<uint64_t>(v.get<int64_t>()) <= hi;
+  return false;
+}
+
+}  // namespace
+
+Result<PingRequest> ParsePingRequest(const json& request) {
+  PingRequest r;
+  if (!request.is_object()) return Bad("", "not an object");
+  auto targets = request.find("targets");
+  if (targets == request.end()) return Bad("targets", "field is missing");
+  if (!targets->is_array()) return Bad("targets", "not a list");
+  if (targets->size() > kMaxTargets) return Bad("targets", "more than " + std::to_string(kMaxTargets) + " entries");
+  r.targets.reserve(targets->size());
+  for (size_t i = 0; i < targets->size(); ++i) {
+    const json& t = (*targets)[i];
+    std::string at = "targets[" + std::to_string(i) + "]";
+    if (!t.is_array() || t.size() != 2) return Bad(at, "not a [host, port] pair");
+    if (!t[0].is_string() || t[0].get_ref<const std::string&>().empty() ||
+        t[0].get_ref<const std::string&>().size() > kMaxHost)
+      return Bad(at + "[0]", "not a host name of 1-255 bytes");
+    if (!UnsignedIn(t[1], 1, 65535)) return Bad(at + "[1]", "not a port in 1..65535");
+    r.targets.push_back({t[0].get<std::string>(), t[1].get<int>()});
+  }
+  if (auto v = request.find("start"); v != request.end()) {
+    if (!UnsignedIn(*v, 0, kMaxTargets)) return Bad("start", "not an index");
+    r.start = v->get<size_t>();
+  }
+  if (auto v = request.find("skip"); v != request.end()) {
+    if (!v->is_array() || v->size() > kMaxTargets) return Bad("skip", "not a list of indices");
+    for (const auto& s : *v) {
+      if (!UnsignedIn(s, 0, kMaxTargets)) return Bad("skip", "not a list of indices");
+      r.skip.push_back(s.get<size_t>());
+    }
+  }
+  if (auto v = request.find("timeout_ms"); v != request.end()) {
+    if (!UnsignedIn(*v, 1, 600000)) return Bad("timeout_ms", "not in 1..600000");
+    r.timeout_ms = v->get<int>();
+  }
+  if (auto v = request.find("max_in_flight"); v != request.end()) {
+    if (!UnsignedIn(*v, 1, 4096)) return Bad("max_in_flight", "not in 1..4096");
+    r.max_in_flight = v->get<int>();
+  }
+  return r;
+}
+
+PingReply RunPing(const PingRequest& request, const std::string& source_addr, const std::atomic<bool>* cancel) {
+  const size_t n = request.targets.size();
+  PingReply reply;
+  reply.outcomes.assign(n, '-');
+  reply.latency_us.assign(n, 0);
+  std::vector<bool> skipped(n, false);
+  for (size_t s : request.skip) {
+    if (s < n) skipped[s] = true;
+  }
+  // The staggered order: start, start+1, … wrapping around.
+  std::vector<size_t> order;
+  std::vector<net::ProbeTarget> targets;
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = (request.start + k) % n;
+    if (skipped[i]) continue;
+    order.push_back(i);
+    targets.push_back(request.targets[i]);
+  }
+  net::ProbeOptions options;
+  options.timeout = std::chrono::milliseconds(request.timeout_ms);
+  options.source_addr = source_addr;
+  options.max_in_flight = static_cast<size_t>(request.max_in_flight);
+  options.cancel = cancel;
+  auto results = net::ProbeMany(targets, options);
+  for (size_t k = 0; k < order.size(); ++k) {
+    size_t i = order[k];
+    const auto& r = results[k];
+    reply.outcomes[i] = OutcomeLetter(r.outcome);
+    reply.latency_us[i] = static_cast<uint32_t>(std::clamp(r.latency_ms * 1000.0, 0.0, 4.0e9));
+    if (r.outcome != net::ConnectOutcome::kOk) reply.errors.emplace_back(i, r.error);
+    if (r.retried) reply.retried.push_back(i);
+  }
+  return reply;
+}
+
+json PingReplyJson(const PingReply& reply, const std::string& from) {
+  json errors = json::array();
+  for (const auto& [i, text] : reply.errors) errors.push_back(json::array({i, text}));
+  return {{"type", "ping_result"},          {"from", from},     {"outcomes", reply.outcomes},
+          {"latency_us", reply.latency_us}, {"errors", errors}, {"retried", reply.retried},
+          {"listening", reply.listening}};
+}
+
+Result<PingReply> ParsePingReply(const json& reply, size_t targets) {
+  auto bad = [](const std::string& what) { return InvalidArgument("ping_result: " + what); };
+  if (!reply.is_object()) return bad("not an object");
+  PingReply r;
+  auto outcomes = reply.find("outcomes");
+  if (outcomes == reply.end() || !outcomes->is_string()) return bad("'outcomes' is not a string");
+  r.outcomes = outcomes->get<std::string>();
+  if (r.outcomes.size() != targets)
+    return bad("'outcomes' has " + std::to_string(r.outcomes.size()) + " letters for " + std::to_string(targets) +
+               " targets");
+  for (char c : r.outcomes) {
+    if (c != '-' && !OutcomeFromLetter(c)) return bad(std::string("unknown outcome letter '") + c + "'");
+  }
+  auto latency = reply.find("latency_us");
+  if (latency == reply.end() || !latency->is_array() || latency->size() != targets)
+    return bad("'latency_us' is not a list of one number per target");
+  r.latency_us.reserve(targets);
+  for (const auto& v : *latency) {
+    if (!UnsignedIn(v, 0, UINT32_MAX)) return bad("'latency_us' holds a value that is not a count of microseconds");
+    r.latency_us.push_back(v.get<uint32_t>());
+  }
+  if (auto e = reply.find("errors"); e != reply.end() && e->is_array()) {
+    for (const auto& pair : *e) {
+      if (pair.is_array() && pair.size() == 2 && UnsignedIn(pair[0], 0, targets ? targets - 1 : 0) &&
+          pair[1].is_string() && targets > 0)
+        r.errors.emplace_back(pair[0].get<size_t>(), pair[1].get<std::string>());
+    }
+  }
+  if (auto e = reply.find("retried"); e != reply.end() && e->is_array()) {
+    for (const auto& i : *e) {
+      if (targets > 0 && UnsignedIn(i, 0, targets - 1)) r.retried.push_back(i.get<size_t>());
+    }
+  }
+  if (auto e = reply.find("listening"); e != reply.end() && e->is_array()) {
+    for (const auto& p : *e) {
+      if (UnsignedIn(p, 1, 65535)) r.listening.push_back(p.get<int>());
+    }
+  }
+  return r;
+}
+
+}  // namespace dsd::agent

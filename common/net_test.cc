@@ -1,0 +1,85 @@
+#include "common/net.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace dsd::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A port with nothing listening on it: bound, then closed.
+int ClosedPort() {
+  int port = 0;
+  auto fd = Listen("127.0.0.1", 0, &port);
+  EXPECT_TRUE(fd.ok());
+  return port;
+}
+
+TEST(ProbeManyTest, ClassifiesEveryTargetInOrder) {
+  int open_port = 0;
+  auto listener = Listen("127.0.0.1", 0, &open_port);
+  ASSERT_TRUE(listener.ok());
+  int closed = ClosedPort();
+  std::vector<ProbeTarget> targets;
+  for (int i = 0; i < 50; ++i) targets.push_back({"127.0.0.1", i % 2 ? closed : open_port});
+  ProbeOptions options;
+  options.timeout = 2s;
+  options.max_in_flight = 4;  // more targets than in flight: the loop refills its slots
+  auto results = ProbeMany(targets, options);
+  ASSERT_EQ(results.size(), 50u);
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].outcome, i % 2 ? ConnectOutcome::kRefused : ConnectOutcome::kOk) << i;
+    EXPECT_FALSE(results[i].retried);
+    if (i % 2) {
+      EXPECT_EQ(results[i].error, "Connection refused");
+    }
+  }
+}
+
+TEST(ProbeManyTest, ASynDroppedByAFullListenQueueSucceedsOnTheSecondTry) {
+  // Backlog 8: nine connections fit in the accept queue of a listener that never accepts; the
+  // kernel drops the other SYNs, as when thousands of nodes probe one listener at once. Then the
+  // queue grows (listen() again), as it empties on a listener that catches up, and the retries fit.
+  int port = 0;
+  auto listener = Listen("127.0.0.1", 0, &port, 8);
+  ASSERT_TRUE(listener.ok());
+  std::thread grow([&] {
+    std::this_thread::sleep_for(100ms);  // after the first attempts, well before their timeout
+    ::listen(listener->get(), 128);
+  });
+  std::vector<ProbeTarget> targets(40, {"127.0.0.1", port});
+  ProbeOptions options;
+  options.timeout = 900ms;  // shorter than the kernel's first SYN retransmission (1 s)
+  auto results = ProbeMany(targets, options);
+  grow.join();
+  int retried = 0;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.outcome, ConnectOutcome::kOk) << r.error;
+    retried += r.retried;
+  }
+  EXPECT_GE(retried, 20);  // most SYNs were dropped on the first pass
+}
+
+TEST(ProbeManyTest, WithoutRetryAFullQueueTimesOut) {
+  int port = 0;
+  auto listener = Listen("127.0.0.1", 0, &port, 0);
+  ASSERT_TRUE(listener.ok());
+  std::vector<ProbeTarget> targets(6, {"127.0.0.1", port});
+  ProbeOptions options;
+  options.timeout = 300ms;
+  options.retry_timeouts = false;
+  auto results = ProbeMany(targets, options);
+  int timeouts = 0;
+  for (const auto& r : results) timeouts += r.outcome == ConnectOutcome::kTimeout;
+  EXPECT_GE(timeouts, 1);
+}
+
+TEST(ProbeManyTest, EmptyListIsFine) { EXPECT_TRUE(ProbeMany({}, ProbeOptions{}).empty()); }
+
+}  // namespace
+}  // namespace dsd::net
