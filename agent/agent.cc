@@ -86,6 +86,8 @@ Status Agent::Run() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     listeners.swap(listener_threads_);
+    // Wakes their poll at once (Linux): otherwise exiting waited out its 200 ms timeout.
+    for (const auto& [port, fd] : extra_listeners_) ::shutdown(fd->get(), SHUT_RDWR);
   }
   for (auto& t : listeners) t.join();
   for (int i = 0; i < 6000 && active_connections_ > 0; ++i) ::usleep(10000);

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "common/file.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "probe/bandwidth.h"
@@ -987,8 +988,42 @@ std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckRes
 }
 
 namespace {
-json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res, std::vector<json>* moved_reports);
+json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res, std::vector<json>* moved_reports,
+                     bool with_nodes = true);
+
+json NodeJson(const NodeProbe& n, json report) {
+  return {{"name", n.name},
+          {"address", n.address},
+          {"agent_port", n.agent_port},
+          {"slots", n.slots},
+          {"reachable", n.error.empty()},
+          {"error", n.error},
+          {"report", std::move(report)}};
+}
 }  // namespace
+
+Status WriteClusterJson(ClusterCheckInput&& in, const ClusterCheckResult& res, const PartSink& emit) {
+  const std::string text = ClusterJsonFrom(in, res, nullptr, false).dump(2, ' ', false, json::error_handler_t::replace);
+  static const std::string kMarker = "\n  \"nodes\": []";
+  size_t at = text.find(kMarker);
+  if (at == std::string::npos) return Internal("cluster JSON without its nodes list");
+  DSD_RETURN_IF_ERROR(emit(std::string_view(text).substr(0, at)));
+  DSD_RETURN_IF_ERROR(emit("\n  \"nodes\": ["));
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    std::string node =
+        NodeJson(in.nodes[i], std::move(in.nodes[i].report)).dump(2, ' ', false, json::error_handler_t::replace);
+    std::string indented = i ? ",\n    " : "\n    ";
+    indented.reserve(node.size() + node.size() / 8);
+    for (char c : node) {
+      indented += c;
+      if (c == '\n') indented += "    ";
+    }
+    DSD_RETURN_IF_ERROR(emit(indented));
+  }
+  DSD_RETURN_IF_ERROR(emit(in.nodes.empty() ? "]" : "\n  ]"));
+  DSD_RETURN_IF_ERROR(emit(std::string_view(text).substr(at + kMarker.size())));
+  return emit("\n");
+}
 
 json ClusterJson(ClusterCheckInput&& in, const ClusterCheckResult& res) {
   std::vector<json> reports;
@@ -1003,17 +1038,12 @@ json ClusterJson(const ClusterCheckInput& in, const ClusterCheckResult& res) {
 
 namespace {
 
-json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res, std::vector<json>* moved_reports) {
+json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res, std::vector<json>* moved_reports,
+                     bool with_nodes) {
   json nodes = json::array();
-  for (size_t i = 0; i < in.nodes.size(); ++i) {
+  for (size_t i = 0; with_nodes && i < in.nodes.size(); ++i) {
     const NodeProbe& n = in.nodes[i];
-    nodes.push_back({{"name", n.name},
-                     {"address", n.address},
-                     {"agent_port", n.agent_port},
-                     {"slots", n.slots},
-                     {"reachable", n.error.empty()},
-                     {"error", n.error},
-                     {"report", moved_reports ? std::move((*moved_reports)[i]) : n.report}});
+    nodes.push_back(NodeJson(n, moved_reports ? std::move((*moved_reports)[i]) : n.report));
   }
   probe::CheckCounts counts = probe::CountChecks(res.rows);
   json findings = json::array();

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/file.h"
 #include "common/net.h"
 #include "diagnosis/finding.h"
 #include "probe/bandwidth.h"
@@ -131,6 +132,10 @@ std::string RenderClusterText(const ClusterCheckInput& input, const ClusterCheck
 nlohmann::json ClusterJson(const ClusterCheckInput& input, const ClusterCheckResult& result);
 // The same, taking the nodes' reports out of `input` instead of copying them (thousands of nodes).
 nlohmann::json ClusterJson(ClusterCheckInput&& input, const ClusterCheckResult& result);
+// The same document as text (indented by 2, then a newline), written in parts through `emit` and
+// taking the nodes' reports out of `input` one at a time: at 4,000 nodes neither the whole
+// document nor its 30 MB of text is held at once.
+Status WriteClusterJson(ClusterCheckInput&& input, const ClusterCheckResult& result, const PartSink& emit);
 // One <testcase> per check row; fail rows carry a <failure> with the finding codes.
 std::string RenderJUnit(const ClusterCheckResult& result, double seconds);
 int ClusterExitCode(const ClusterCheckResult& result);

@@ -127,7 +127,7 @@ ClusterCheckInput Mesh(size_t n) {
     }
     if (i != 0) in.rendezvous.Set(i, 0, ConnectOutcome::kOk, 1.0, false);
   }
-  in.nodes[0].listening.push_back(29500);
+  if (n > 0) in.nodes[0].listening.push_back(29500);
   return in;
 }
 
@@ -208,6 +208,29 @@ TEST(ClusterCheckTest, ScatteredFailuresPastTheCapAreCounted) {
   EXPECT_EQ(doc["connectivity"]["agent"]["probed"], 9900u);
   EXPECT_EQ(doc["connectivity"]["agent"]["ok"], 9780u);
   EXPECT_NE(RenderClusterText(in, r, false).find("no node×node matrix"), std::string::npos);
+}
+
+TEST(ClusterCheckTest, StreamedJsonIsTheSameDocument) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{3}}) {
+    auto in = Mesh(n);
+    if (n == 3) in.agent_mesh.Set(1, 2, ConnectOutcome::kTimeout, 2000.0, true, "no answer");
+    auto r = EvaluateCluster(in);
+    json expected = ClusterJson(in, r);
+    std::string text;
+    Status st = WriteClusterJson(ClusterCheckInput(in), r, [&](std::string_view part) {
+      text += part;
+      return Status::Ok();
+    });
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_FALSE(text.empty());
+    EXPECT_EQ(text.back(), '\n');
+    EXPECT_EQ(json::parse(text), expected) << text;
+  }
+  // A failing sink ends the write with its error.
+  auto in = Mesh(2);
+  Status st = WriteClusterJson(ClusterCheckInput(in), EvaluateCluster(in),
+                               [](std::string_view) { return IoError("disk full"); });
+  EXPECT_EQ(st.message(), "disk full");
 }
 
 TEST(ClusterCheckTest, ResourceLimitBlamesNoNode) {

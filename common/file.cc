@@ -35,7 +35,7 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
 
 namespace {
 
-Status WriteAllTo(int fd, const std::string& what, const std::string& content) {
+Status WriteAllTo(int fd, const std::string& what, std::string_view content) {
   size_t off = 0;
   while (off < content.size()) {
     ssize_t n = ::write(fd, content.data() + off, content.size() - off);
@@ -50,29 +50,19 @@ Status WriteAllTo(int fd, const std::string& what, const std::string& content) {
 
 }  // namespace
 
-Status WriteFileAtomic(const std::string& path, const std::string& content,
-                       const std::function<void()>& after_partial_write) {
+Status WriteFileAtomicWith(const std::string& path, const ContentWriter& write) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0) return ErrnoError(path, errno);
-    Status s = WriteAllTo(fd, path, content);
+    Status s = write([&](std::string_view part) { return WriteAllTo(fd, path, part); });
     ::close(fd);
     return s;
   }
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(tmp, errno);
-  Status written = Status::Ok();
-  if (after_partial_write) {
-    size_t half = content.size() / 2;
-    written = WriteAllTo(fd, tmp, content.substr(0, half));
-    if (written.ok()) after_partial_write();
-    if (written.ok()) written = WriteAllTo(fd, tmp, content.substr(half));
-  } else {
-    written = WriteAllTo(fd, tmp, content);
-  }
-  if (Status s = written; !s.ok()) {
+  if (Status s = write([&](std::string_view part) { return WriteAllTo(fd, tmp, part); }); !s.ok()) {
     ::close(fd);
     ::unlink(tmp.c_str());
     return s;
@@ -95,6 +85,17 @@ Status WriteFileAtomic(const std::string& path, const std::string& content,
     ::close(dfd);
   }
   return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& content,
+                       const std::function<void()>& after_partial_write) {
+  return WriteFileAtomicWith(path, [&](const PartSink& emit) {
+    if (!after_partial_write) return emit(content);
+    size_t half = content.size() / 2;
+    DSD_RETURN_IF_ERROR(emit(std::string_view(content).substr(0, half)));
+    after_partial_write();
+    return emit(std::string_view(content).substr(half));
+  });
 }
 
 bool FileExists(const std::string& path) {

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -19,6 +20,11 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 
 // crash-during-write tests use it.
 Status WriteFileAtomic(const std::string& path, const std::string& content,
                        const std::function<void()>& after_partial_write = {});
+// The same for content produced in parts (a report too big to hold twice): `write` passes each
+// part to its sink in order; an error from either ends the write and leaves the old file.
+using PartSink = std::function<Status(std::string_view)>;
+using ContentWriter = std::function<Status(const PartSink&)>;
+Status WriteFileAtomicWith(const std::string& path, const ContentWriter& write);
 bool FileExists(const std::string& path);
 
 // Log dirs are private by default (docs/run.md "Log dir"): `run` and its agents create what they
