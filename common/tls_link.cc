@@ -255,25 +255,21 @@ struct Link::State {
   // A memory BIO keeps the largest capacity it ever had; once drained, a big one is swapped for a
   // fresh one, so thousands of idle links hold a few KB each. Caller holds ssl_mu.
   void TrimBios() {
+    rbio = Shrunk(rbio, [this](BIO* fresh) { SSL_set0_rbio(ssl, fresh); });
+    wbio = Shrunk(wbio, [this](BIO* fresh) { SSL_set0_wbio(ssl, fresh); });
+  }
+
+  // `bio`, or a fresh empty one handed to `install` (which frees `bio`) when `bio` is drained but big.
+  template <typename Install>
+  static BIO* Shrunk(BIO* bio, Install install) {
     constexpr size_t kIdleBio = 4096;
     BUF_MEM* m = nullptr;
-    if (BIO_ctrl_pending(rbio) == 0 && BIO_get_mem_ptr(rbio, &m) == 1 && m && m->max > kIdleBio) {
-      BIO* fresh = BIO_new(BIO_s_mem());
-      if (fresh) {
-        BIO_set_mem_eof_return(fresh, -1);
-        SSL_set0_rbio(ssl, fresh);
-        rbio = fresh;
-      }
-    }
-    m = nullptr;
-    if (BIO_ctrl_pending(wbio) == 0 && BIO_get_mem_ptr(wbio, &m) == 1 && m && m->max > kIdleBio) {
-      BIO* fresh = BIO_new(BIO_s_mem());
-      if (fresh) {
-        BIO_set_mem_eof_return(fresh, -1);
-        SSL_set0_wbio(ssl, fresh);
-        wbio = fresh;
-      }
-    }
+    if (BIO_ctrl_pending(bio) != 0 || BIO_get_mem_ptr(bio, &m) != 1 || m == nullptr || m->max <= kIdleBio) return bio;
+    BIO* fresh = BIO_new(BIO_s_mem());
+    if (fresh == nullptr) return bio;
+    BIO_set_mem_eof_return(fresh, -1);
+    install(fresh);
+    return fresh;
   }
 
   void FeedInput(const char* data, size_t n) {
