@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -366,27 +367,29 @@ CheckRow EnvRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   return r;
 }
 
-const char* CellWord(net::ConnectOutcome o) {
-  switch (o) {
-    case net::ConnectOutcome::kOk:
-      return "ok";
-    case net::ConnectOutcome::kTimeout:
-      return "DROP";
-    case net::ConnectOutcome::kRefused:
-      return "RST";
-    case net::ConnectOutcome::kUnreachable:
-      return "UNR";
-    case net::ConnectOutcome::kUnresolved:
-      return "DNS";
-    case net::ConnectOutcome::kError:
-      return "ERR";
-  }
-  return "ERR";
-}
+// How each connect outcome shows in the matrix, the finding code it raises, and how a finding
+// that folds many pairs phrases it; indexed by net::ConnectOutcome.
+struct OutcomeWords {
+  const char* cell;
+  const char* code;
+  const char* phrase;
+};
+constexpr OutcomeWords kOutcomeWords[] = {
+    {"ok", codes::kPortRefused, "fail"},  // kOk: never a finding
+    {"DROP", codes::kPortBlocked, "time out (a firewall DROP rule)"},
+    {"RST", codes::kPortRefused, "are refused"},
+    {"UNR", codes::kHostUnreachable, "find no route"},
+    {"DNS", codes::kNameUnresolved, "cannot resolve the name"},
+    {"ERR", codes::kPortRefused, "fail"},
+};
+constexpr size_t kOutcomes = std::size(kOutcomeWords);
+static_assert(static_cast<size_t>(net::ConnectOutcome::kError) == kOutcomes - 1);
+
+const OutcomeWords& Words(net::ConnectOutcome o) { return kOutcomeWords[static_cast<size_t>(o)]; }
 
 std::string Cell(const PairTable& t, size_t from, size_t to) {
   if (!t.known(from, to)) return "?";
-  if (t.outcome(from, to) != net::ConnectOutcome::kOk) return CellWord(t.outcome(from, to));
+  if (t.outcome(from, to) != net::ConnectOutcome::kOk) return Words(t.outcome(from, to)).cell;
   char buf[32];
   std::snprintf(buf, sizeof buf, "ok %.1fms", t.latency_ms(from, to));
   return buf;
@@ -428,26 +431,13 @@ struct MeshView {
   }
 };
 
-const char* CodeOf(net::ConnectOutcome o) {
-  switch (o) {
-    case net::ConnectOutcome::kTimeout:
-      return codes::kPortBlocked;
-    case net::ConnectOutcome::kUnreachable:
-      return codes::kHostUnreachable;
-    case net::ConnectOutcome::kUnresolved:
-      return codes::kNameUnresolved;
-    default:
-      return codes::kPortRefused;
-  }
-}
-
 Finding PairFinding(const MeshView& v, size_t i, size_t col) {
   const NodeProbe& from = v.in.nodes[i];
   const NodeProbe& to = v.in.nodes[v.target(col)];
   net::ConnectOutcome o = v.t.outcome(i, col);
   std::string port = std::to_string(v.port(col));
   Finding f;
-  f.code = CodeOf(o);
+  f.code = Words(o).code;
   f.severity = Severity::kError;
   f.nodes = {from.name, to.name};
   f.evidence = {v.Evidence(i, col)};
@@ -500,23 +490,6 @@ void AddPairEvidence(const MeshView& v, const std::vector<std::pair<size_t, size
   if (pairs.size() > kEvidencePairs)
     ev.push_back("… and " + std::to_string(pairs.size() - kEvidencePairs) + " more pairs");
 }
-
-const char* OutcomePhrase(net::ConnectOutcome o) {
-  switch (o) {
-    case net::ConnectOutcome::kTimeout:
-      return "time out (a firewall DROP rule)";
-    case net::ConnectOutcome::kRefused:
-      return "are refused";
-    case net::ConnectOutcome::kUnreachable:
-      return "find no route";
-    case net::ConnectOutcome::kUnresolved:
-      return "cannot resolve the name";
-    default:
-      return "fail";
-  }
-}
-
-constexpr size_t kOutcomes = 6;
 
 CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, ClusterCheckResult& res) {
   const bool rendezvous = kind == "rendezvous";
@@ -597,11 +570,11 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
     auto o = static_cast<net::ConnectOutcome>(blocked_to[j]);
     size_t col = rendezvous ? 0 : j;
     Finding f;
-    f.code = CodeOf(o);
+    f.code = Words(o).code;
     f.severity = Severity::kError;
     f.nodes = {to.name};
     f.summary = v.what(col) + " on " + to.name + " (" + to.address + "): connections from " +
-                std::to_string(pairs.size()) + " of " + std::to_string(probed_to[j]) + " nodes " + OutcomePhrase(o);
+                std::to_string(pairs.size()) + " of " + std::to_string(probed_to[j]) + " nodes " + Words(o).phrase;
     AddPairEvidence(v, pairs, f.evidence);
     std::string port = std::to_string(v.port(col));
     if (o == net::ConnectOutcome::kRefused && !v.listening(col)) {
@@ -622,11 +595,11 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
     const NodeProbe& from = in.nodes[i];
     auto o = static_cast<net::ConnectOutcome>(blocked_from[i]);
     Finding f;
-    f.code = CodeOf(o);
+    f.code = Words(o).code;
     f.severity = Severity::kError;
     f.nodes = {from.name};
     f.summary = from.name + " (" + from.address + "): its connections to " + std::to_string(pairs.size()) + " of " +
-                std::to_string(probed_from[i]) + " nodes' agent ports " + OutcomePhrase(o);
+                std::to_string(probed_from[i]) + " nodes' agent ports " + Words(o).phrase;
     AddPairEvidence(v, pairs, f.evidence);
     f.remedy = "check what " + from.name +
                " does to outgoing TCP (iptables -L OUTPUT -n on it, security groups, routes and DNS there)";
@@ -637,7 +610,7 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
   for (size_t k = 0; k < single.size(); ++k) {
     auto [i, c] = single[k];
     if (k >= kMaxPairFindings) {
-      overflow[CodeOf(t.outcome(i, c))].push_back(single[k]);
+      overflow[Words(t.outcome(i, c)).code].push_back(single[k]);
       continue;
     }
     Finding f = PairFinding(v, i, c);

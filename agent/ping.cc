@@ -2,46 +2,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 namespace dsd::agent {
 
 using nlohmann::json;
 
+// One letter per net::ConnectOutcome, in the enum's order; both directions read this table.
+constexpr std::string_view kLetters = "oDRUNE";
+
 char OutcomeLetter(net::ConnectOutcome outcome) {
-  switch (outcome) {
-    case net::ConnectOutcome::kOk:
-      return 'o';
-    case net::ConnectOutcome::kTimeout:
-      return 'D';
-    case net::ConnectOutcome::kRefused:
-      return 'R';
-    case net::ConnectOutcome::kUnreachable:
-      return 'U';
-    case net::ConnectOutcome::kUnresolved:
-      return 'N';
-    case net::ConnectOutcome::kError:
-      return 'E';
-  }
-  return 'E';
+  size_t i = static_cast<size_t>(outcome);
+  return i < kLetters.size() ? kLetters[i] : 'E';
 }
 
 std::optional<net::ConnectOutcome> OutcomeFromLetter(char letter) {
-  switch (letter) {
-    case 'o':
-      return net::ConnectOutcome::kOk;
-    case 'D':
-      return net::ConnectOutcome::kTimeout;
-    case 'R':
-      return net::ConnectOutcome::kRefused;
-    case 'U':
-      return net::ConnectOutcome::kUnreachable;
-    case 'N':
-      return net::ConnectOutcome::kUnresolved;
-    case 'E':
-      return net::ConnectOutcome::kError;
-    default:
-      return std::nullopt;
-  }
+  size_t i = kLetters.find(letter);
+  if (i == std::string_view::npos) return std::nullopt;
+  return static_cast<net::ConnectOutcome>(i);
 }
 
 std::string PingRequestText(int id, const std::string& targets_json, size_t start, const std::vector<size_t>& skip,

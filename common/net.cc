@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "common/log.h"
 
@@ -84,19 +85,46 @@ ConnectOutcome OutcomeOf(int err) {
   }
 }
 
-// Binds a socket to a source address before connect, so that firewall rules matching on the
+// A resolved address (first result), or why it did not resolve.
+struct Resolved {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = 0;
+  std::string error;  // non-empty: unresolved
+};
+
+Resolved ResolveFirst(const std::string& host, int port, bool passive) {
+  Resolved r;
+  auto res = Resolve(host, port, passive);
+  if (!res.ok()) {
+    r.error = res.status().message();
+    return r;
+  }
+  std::memcpy(&r.addr, (*res)->ai_addr, (*res)->ai_addrlen);
+  r.len = (*res)->ai_addrlen;
+  r.family = (*res)->ai_family;
+  ::freeaddrinfo(*res);
+  return r;
+}
+
+// Where connects leave from, resolved once per caller: nullopt lets the kernel choose (no source,
+// a wildcard, or one that does not resolve, as before).
+std::optional<Resolved> SourceAddress(const std::string& source_addr) {
+  if (source_addr.empty() || source_addr == "0.0.0.0" || source_addr == "::") return std::nullopt;
+  Resolved r = ResolveFirst(source_addr, 0, true);
+  if (!r.error.empty()) return std::nullopt;
+  return r;
+}
+
+// Binds a socket to the source address before connect, so that firewall rules matching on the
 // source see the right node. The port is left to connect() (IP_BIND_ADDRESS_NO_PORT): thousands
 // of probes from one address must not each hold an ephemeral port from bind() on.
-Status BindSource(int fd, const std::string& source_addr) {
-  if (source_addr.empty() || source_addr == "0.0.0.0" || source_addr == "::") return Status::Ok();
-  auto src = Resolve(source_addr, 0, true);
-  if (!src.ok()) return Status::Ok();  // as before: an unresolvable source leaves the choice to the kernel
+Status BindSource(int fd, const std::optional<Resolved>& source, const std::string& source_addr) {
+  if (!source) return Status::Ok();
   int one = 1;
   ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-  int rc = ::bind(fd, (*src)->ai_addr, (*src)->ai_addrlen);
-  int err = errno;
-  ::freeaddrinfo(*src);
-  if (rc != 0) return Unavailable("bind source " + source_addr + ": " + std::strerror(err));
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&source->addr), source->len) != 0)
+    return Unavailable("bind source " + source_addr + ": " + std::strerror(errno));
   return Status::Ok();
 }
 
@@ -172,7 +200,7 @@ ConnectResult Connect(const std::string& host, int port, Duration timeout, const
     ::freeaddrinfo(*res);
     return r;
   }
-  if (Status b = BindSource(fd.get(), source_addr); !b.ok()) {
+  if (Status b = BindSource(fd.get(), SourceAddress(source_addr), source_addr); !b.ok()) {
     r.error = b.message();
     ::freeaddrinfo(*res);
     return r;
@@ -222,17 +250,10 @@ void AbortClose(Fd& fd) {
   fd.Reset();
 }
 
-struct Resolved {
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  int family = 0;
-  std::string error;  // non-empty: unresolved
-};
-
 class ProbeRunner {
  public:
   ProbeRunner(const std::vector<ProbeTarget>& targets, const ProbeOptions& options)
-      : targets_(targets), options_(options), results_(targets.size()) {}
+      : targets_(targets), options_(options), source_(SourceAddress(options.source_addr)), results_(targets.size()) {}
 
   std::vector<ProbeResult> Run() {
     std::vector<size_t> all(targets_.size());
@@ -263,17 +284,7 @@ class ProbeRunner {
     auto key = host + "\n" + std::to_string(port);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
-    Resolved r;
-    auto res = Resolve(host, port, false);
-    if (!res.ok()) {
-      r.error = res.status().message();
-    } else {
-      std::memcpy(&r.addr, (*res)->ai_addr, (*res)->ai_addrlen);
-      r.len = (*res)->ai_addrlen;
-      r.family = (*res)->ai_family;
-      ::freeaddrinfo(*res);
-    }
-    return cache_.emplace(key, r).first->second;
+    return cache_.emplace(key, ResolveFirst(host, port, false)).first->second;
   }
 
   void Finish(size_t index, ConnectOutcome outcome, MonoTime start, std::string error, bool retry) {
@@ -297,7 +308,7 @@ class ProbeRunner {
       Finish(index, ConnectOutcome::kError, start, std::string("socket: ") + std::strerror(errno), retry);
       return false;
     }
-    if (Status b = BindSource(fd.get(), options_.source_addr); !b.ok()) {
+    if (Status b = BindSource(fd.get(), source_, options_.source_addr); !b.ok()) {
       Finish(index, ConnectOutcome::kError, start, b.message(), retry);
       return false;
     }
@@ -399,6 +410,7 @@ class ProbeRunner {
 
   const std::vector<ProbeTarget>& targets_;
   const ProbeOptions& options_;
+  const std::optional<Resolved> source_;  // resolved once, not per probe
   std::vector<ProbeResult> results_;
   std::map<std::string, Resolved> cache_;
 };

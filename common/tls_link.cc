@@ -342,14 +342,13 @@ Status Link::Send(std::string_view bytes) {
       std::lock_guard<std::mutex> lock(s.ssl_mu);
       ERR_clear_error();
       // One record at a time through wbio, so it never holds more than one record.
-      for (size_t k = 0; k < n || n == 0; k += kRecordBytes) {
-        size_t m = std::min(kRecordBytes, n - k);
-        if (m > 0 && SSL_write(s.ssl, bytes.data() + off + k, static_cast<int>(m)) <= 0) {
+      for (size_t k = 0; k < n; k += kRecordBytes) {
+        if (SSL_write(s.ssl, bytes.data() + off + k, static_cast<int>(std::min(kRecordBytes, n - k))) <= 0) {
           return Internal("TLS seal: " + OpenSslErrors());
         }
         s.DrainOutput(&out);
-        if (n == 0) break;
       }
+      s.DrainOutput(&out);  // an empty send still flushes what TLS queued
       s.TrimBios();
     }
     DSD_RETURN_IF_ERROR(SendAll(s.fd.get(), out));

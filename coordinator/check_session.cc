@@ -75,12 +75,7 @@ void ProbeConnectivity(const CheckSessionOptions& o, std::vector<std::optional<a
   const size_t entries = agents + (master_up ? 1 : 0);
   std::vector<bool> retried(entries, false);
   auto on_reply = [&](size_t i, Result<json> r) {
-    if (!r.ok()) {
-      input.nodes[i].ping_error = r.status().message();
-      log->warn("ping from {}: {}", input.nodes[i].name, input.nodes[i].ping_error);
-      return;
-    }
-    auto reply = agent::ParsePingReply(*r, entries);
+    auto reply = r.ok() ? agent::ParsePingReply(*r, entries) : Result<agent::PingReply>(r.status());
     if (!reply.ok()) {
       input.nodes[i].ping_error = reply.status().message();
       log->warn("ping from {}: {}", input.nodes[i].name, input.nodes[i].ping_error);

@@ -74,6 +74,18 @@ std::optional<ReadyInfo> ParseReadyLine(const std::string& line) {
 
 namespace {
 
+// Consumes whole lines from the front of `pending` until one is a ready line (returned) or no
+// whole line is left; other lines (an agent's chatter) are dropped.
+std::optional<ReadyInfo> TakeReadyLine(std::string& pending) {
+  size_t nl;
+  while ((nl = pending.find('\n')) != std::string::npos) {
+    auto info = ParseReadyLine(pending.substr(0, nl));
+    pending.erase(0, nl + 1);
+    if (info) return info;
+  }
+  return std::nullopt;
+}
+
 // Reads `fd` line by line until `count` ready lines arrived, EOF, the deadline, or `give_up` (asked
 // every 200 ms with the ready lines so far) says the rest will never come.
 std::vector<ReadyInfo> AwaitReadyLines(int fd, size_t count, Duration timeout,
@@ -83,11 +95,7 @@ std::vector<ReadyInfo> AwaitReadyLines(int fd, size_t count, Duration timeout,
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buf[4096];
   while (ready.size() < count) {
-    size_t nl;
-    while ((nl = pending.find('\n')) != std::string::npos) {
-      if (auto info = ParseReadyLine(pending.substr(0, nl))) ready.push_back(*info);
-      pending.erase(0, nl + 1);
-    }
+    while (auto info = TakeReadyLine(pending)) ready.push_back(*info);
     if (ready.size() >= count) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
@@ -132,13 +140,9 @@ std::vector<Result<int>> AwaitReadyAll(const std::vector<int>& fds, const std::v
           done = true;
         } else {
           pending[i].append(buf, static_cast<size_t>(n));
-          size_t nl;
-          while (!done && (nl = pending[i].find('\n')) != std::string::npos) {
-            if (auto info = ParseReadyLine(pending[i].substr(0, nl))) {
-              results[i] = info->port;
-              done = true;
-            }
-            pending[i].erase(0, nl + 1);
+          if (auto info = TakeReadyLine(pending[i])) {
+            results[i] = info->port;
+            done = true;
           }
           if (pending[i].size() > 65536) pending[i].clear();  // no ready line in that much output
         }
