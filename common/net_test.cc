@@ -79,6 +79,28 @@ TEST(ProbeManyTest, WithoutRetryAFullQueueTimesOut) {
   EXPECT_GE(timeouts, 1);
 }
 
+TEST(ProbeManyTest, RetriesStopAfter32InARowTimeOutAgain) {
+  // A listener that never accepts, with room for one connection: every later SYN is dropped, on
+  // the first pass and on the retry alike, as behind a DROP rule. The retry pass gives up after 32
+  // timeouts in a row instead of retrying all 200 targets (those already
+  // started when the 32nd timed out finish).
+  int port = 0;
+  auto listener = Listen("127.0.0.1", 0, &port, 0);
+  ASSERT_TRUE(listener.ok());
+  std::vector<ProbeTarget> targets(200, {"127.0.0.1", port});
+  ProbeOptions options;
+  options.timeout = 300ms;
+  auto results = ProbeMany(targets, options);
+  int timeouts = 0, retried = 0;
+  for (const auto& r : results) {
+    timeouts += r.outcome == ConnectOutcome::kTimeout;
+    retried += r.retried;
+  }
+  EXPECT_GE(timeouts, 190);
+  EXPECT_GE(retried, 32);
+  EXPECT_LT(retried, 150);  // 8 start every 50 ms: ~72 have started when the 32nd times out
+}
+
 TEST(ProbeManyTest, EmptyListIsFine) { EXPECT_TRUE(ProbeMany({}, ProbeOptions{}).empty()); }
 
 }  // namespace
