@@ -257,6 +257,7 @@ json Agent::HandleAllReduce(const json& request) {
     if (!results.ok()) return {{"type", "error"}, {"code", "collective"}, {"message", results.status().message()}};
     return {{"type", "allreduce_result"},
             {"backend", comm.backend()},
+            {"mode", comm.mode()},
             {"rank", comm.rank()},
             {"results", SweepRowsJson(*results)}};
   };
@@ -280,7 +281,9 @@ json Agent::HandleAllReduce(const json& request) {
     ::gethostname(host, sizeof host - 1);
     bind = host;
   }
-  auto comm = probe::CreateGlooCommunicator(rank, size, **store, bind, timeout);
+  probe::GlooProbeOptions gloo;
+  gloo.busy_poll = request.value("busy_poll", false);
+  auto comm = probe::CreateGlooCommunicator(rank, size, **store, bind, timeout, gloo);
   if (!comm.ok()) return {{"type", "error"}, {"code", "rendezvous"}, {"message", comm.status().message()}};
   return reply(**comm);
 }

@@ -946,7 +946,8 @@ std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckRes
         << "; the findings name every failing node or pair, and --json lists each failed pair)\n";
   }
   if (!in.bandwidth.allreduce.empty()) {
-    out << "\nall-reduce, " << in.bandwidth.backend << ", " << in.bandwidth.ranks << " ranks (nccl-tests columns)\n"
+    out << "\nall-reduce, " << in.bandwidth.backend << (in.bandwidth.mode.empty() ? "" : " (" + in.bandwidth.mode + ")")
+        << ", " << in.bandwidth.ranks << " ranks (nccl-tests columns)\n"
         << probe::RenderBandwidthTable(in.bandwidth.allreduce);
   }
   if (!res.findings.empty()) {
@@ -1036,6 +1037,7 @@ json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res,
   json bandwidth = {{"ran", bw.ran},
                     {"skipped", bw.skipped},
                     {"backend", bw.backend},
+                    {"mode", bw.mode},
                     {"ranks", bw.ranks},
                     {"allreduce", allreduce},
                     {"avg_busbw_gbps", probe::AvgBusBw(bw.allreduce)},

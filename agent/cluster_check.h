@@ -76,7 +76,8 @@ struct P2pResult {
 struct BandwidthInput {
   bool ran = false;
   std::string skipped;  // why the probes did not run (shown as info)
-  std::string backend;  // "gloo"
+  std::string backend;  // "gloo", "mpi", "nccl"
+  std::string mode;     // how it moved data ("synchronous pairs, busy-polling"); empty if the library chose
   int ranks = 0;
   std::vector<probe::SizeResult> allreduce;  // combined over ranks
   std::string allreduce_error;

@@ -183,7 +183,8 @@ Status ValidateRequest(const json& request) {
     const std::string backend = request.value("backend", std::string("gloo"));
     if (backend != "gloo" && backend != "mpi" && backend != "nccl")
       return Unimplemented("allreduce: unknown backend '" + backend + "' (gloo, mpi, nccl)");
-    if (backend == "gloo") f.Int("rank", 0, 65535, true).Int("size", 1, 65536, true).Endpoint("store", true);
+    if (backend == "gloo")
+      f.Int("rank", 0, 65535, true).Int("size", 1, 65536, true).Endpoint("store", true).Bool("busy_poll");
     if (backend == "nccl")
       f.Int("first_rank", 0, 65535, true).Int("gpus", 1, 64, true).Int("size", 1, 65536, true).Endpoint("store", true);
   } else if (type == "p2p_send") {

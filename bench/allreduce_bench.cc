@@ -1,8 +1,9 @@
 // The all-reduce probe harness as a standalone program, run under mpirun so that the same ranks
 // and sizes can be measured with two backends:
 //   mpirun -np 4 --mca btl tcp,self allreduce_bench --backend mpi  --sizes 8-64M
-//   mpirun -np 4 --mca btl tcp,self allreduce_bench --backend gloo --sizes 8-64M --store DIR
+//   mpirun -np 4 --mca btl tcp,self allreduce_bench --backend gloo --sizes 8-64M --store DIR [--busy-poll 0|1]
 // MPI launches the ranks and gathers results in both cases; Gloo rendezvous through a FileStore.
+// --busy-poll defaults to what the agents choose: on when every rank has a core of its own.
 // Rank 0 prints the nccl-tests table.
 #include <gloo/rendezvous/file_store.h>
 
@@ -10,8 +11,10 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "probe/collective.h"
 #include "probe/gloo_comm.h"
@@ -19,12 +22,19 @@
 
 int main(int argc, char** argv) {
   std::string backend = "gloo", sizes_text = "8-64M", store_dir = "/tmp/dsdoctor-allreduce-bench", bind = "127.0.0.1";
+  int busy_poll = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--backend") backend = argv[i + 1];
-    else if (flag == "--sizes") sizes_text = argv[i + 1];
-    else if (flag == "--store") store_dir = argv[i + 1];
-    else if (flag == "--bind") bind = argv[i + 1];
+    if (flag == "--backend")
+      backend = argv[i + 1];
+    else if (flag == "--sizes")
+      sizes_text = argv[i + 1];
+    else if (flag == "--store")
+      store_dir = argv[i + 1];
+    else if (flag == "--bind")
+      bind = argv[i + 1];
+    else if (flag == "--busy-poll")
+      busy_poll = std::atoi(argv[i + 1]);
   }
   auto sizes = dsd::probe::ParseSizes(sizes_text);
   if (!sizes.ok()) {
@@ -44,7 +54,11 @@ int main(int argc, char** argv) {
     comm = std::move(dsd::probe::CreateMpiCommunicator()).value();
   } else {
     store = std::make_unique<gloo::rendezvous::FileStore>(store_dir);
-    auto c = dsd::probe::CreateGlooCommunicator(rank, size, *store, bind, std::chrono::seconds(60));
+    dsd::probe::GlooProbeOptions gloo;
+    gloo.busy_poll = busy_poll >= 0
+                         ? busy_poll == 1
+                         : dsd::probe::GlooBusyPollFits(size, static_cast<int>(std::thread::hardware_concurrency()));
+    auto c = dsd::probe::CreateGlooCommunicator(rank, size, *store, bind, std::chrono::seconds(60), gloo);
     if (!c.ok()) {
       std::fprintf(stderr, "%s\n", c.status().message().c_str());
       return 3;
@@ -71,7 +85,8 @@ int main(int argc, char** argv) {
     rows.push_back(row);
   }
   if (rank == 0) {
-    std::printf("# %s all-reduce, %d ranks\n%s", comm->backend().c_str(), size,
+    std::string mode = comm->mode().empty() ? "" : " (" + comm->mode() + ")";
+    std::printf("# %s%s all-reduce, %d ranks\n%s", comm->backend().c_str(), mode.c_str(), size,
                 dsd::probe::RenderBandwidthTable(rows).c_str());
   }
   comm.reset();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "probe/bandwidth.h"
 #include "probe/collective.h"
 #include "probe/dsenv.h"
+#include "probe/gloo_comm.h"
 
 namespace dsd::coordinator {
 
@@ -152,6 +154,14 @@ void RunBandwidth(const CheckSessionOptions& o, const std::vector<size_t>& sizes
   const auto long_call = std::chrono::seconds(900);
   std::string run = token.substr(0, 8) + std::to_string(::getpid());
   const auto& master = input.nodes[idx[0]];
+  // Gloo ranks busy-poll where each has a core of its own (a dedicated node does; --local agents
+  // sharing a machine's cores do not).
+  std::vector<probe::RankHost> hosts;
+  for (size_t i : idx) {
+    const json& system = input.nodes[i].report.value("inventory", json::object()).value("system", json::object());
+    hosts.push_back({system.value("hostname", std::string()), system.value("cpus", 0)});
+  }
+  const std::vector<bool> busy_poll = probe::GlooBusyPollPerRank(hosts);
   std::vector<json> replies(idx.size());
   std::vector<std::string> errors(idx.size());
   {
@@ -164,6 +174,7 @@ void RunBandwidth(const CheckSessionOptions& o, const std::vector<size_t>& sizes
               {"id", id},   {"type", "allreduce"}, {"backend", bw.backend},
               {"rank", r},  {"size", bw.ranks},    {"store", {{"host", master.address}, {"port", master.agent_port}}},
               {"run", run}, {"sizes", sizes},      {"timeout_ms", 60000}};
+          if (bw.backend == "gloo") request["busy_poll"] = busy_poll[r];
           if (bw.backend == "nccl") {
             request["first_rank"] = std::accumulate(gpus.begin(), gpus.begin() + static_cast<long>(r), 0);
             request["gpus"] = gpus[r];
@@ -179,11 +190,13 @@ void RunBandwidth(const CheckSessionOptions& o, const std::vector<size_t>& sizes
     }
   }
   std::vector<std::vector<probe::RankSizeResult>> per_rank;
+  std::map<std::string, int> modes;  // how the ranks moved data, and how many ranks did so
   for (size_t r = 0; r < idx.size(); ++r) {
     if (!errors[r].empty()) {
       bw.allreduce_error += (bw.allreduce_error.empty() ? "" : "; ") + errors[r];
       continue;
     }
+    if (auto mode = replies[r].value("mode", std::string()); !mode.empty()) ++modes[mode];
     // One list of results per rank: an NCCL reply carries one per local GPU.
     json lists = json::array();
     if (replies[r].contains("ranks")) {
@@ -198,6 +211,10 @@ void RunBandwidth(const CheckSessionOptions& o, const std::vector<size_t>& sizes
       }
       per_rank.push_back(rows);
     }
+  }
+  for (const auto& [mode, ranks] : modes) {
+    if (!bw.mode.empty()) bw.mode += "; ";
+    bw.mode += modes.size() == 1 ? mode : mode + " on " + std::to_string(ranks) + " ranks";
   }
   if (bw.allreduce_error.empty()) bw.allreduce = probe::CombineRanks(per_rank, bw.ranks);
   log->debug("all-reduce sweep done: {} sizes, error '{}'", bw.allreduce.size(), bw.allreduce_error);

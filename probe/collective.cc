@@ -12,9 +12,9 @@ Status HostBufferCommunicator::Prepare(size_t max_count) {
   return Status::Ok();
 }
 
-Status HostBufferCommunicator::Upload(const std::vector<float>& host) {
-  if (host.size() > buffer_.size()) return Internal("upload larger than the prepared buffer");
-  std::copy(host.begin(), host.end(), buffer_.begin());
+Status HostBufferCommunicator::Upload(const std::vector<float>& host, size_t count) {
+  if (count > buffer_.size() || count > host.size()) return Internal("upload larger than the prepared buffer");
+  std::copy(host.begin(), host.begin() + static_cast<long>(count), buffer_.begin());
   return Status::Ok();
 }
 
@@ -46,7 +46,7 @@ Result<std::vector<RankSizeResult>> RunAllReduceSweep(Communicator& comm, const 
   for (size_t bytes : sizes) {
     size_t count = bytes / sizeof(float);
     if (count == 0) return InvalidArgument("size " + std::to_string(bytes) + " is below one float");
-    DSD_RETURN_IF_ERROR(comm.Upload(pattern));
+    DSD_RETURN_IF_ERROR(comm.Upload(pattern, count));
     for (int w = 0; w < options.warmup; ++w) DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
     int iters = IterationsFor(bytes, options);
     DSD_RETURN_IF_ERROR(comm.Barrier());
@@ -54,7 +54,7 @@ Result<std::vector<RankSizeResult>> RunAllReduceSweep(Communicator& comm, const 
     for (int it = 0; it < iters; ++it) DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
     double us = std::chrono::duration<double, std::micro>(clock.Now() - start).count() / iters;
     // Correctness on fresh data: exactly one sum of every rank's pattern.
-    DSD_RETURN_IF_ERROR(comm.Upload(pattern));
+    DSD_RETURN_IF_ERROR(comm.Upload(pattern, count));
     DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
     std::vector<float> back;
     DSD_RETURN_IF_ERROR(comm.Download(&back, count));

@@ -21,9 +21,13 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "gloo", "mpi", "nccl"
+  // How the backend moves data, for the report ("synchronous pairs, busy-polling"); empty when the
+  // library decides alone.
+  virtual std::string mode() const { return ""; }
   // Allocates the working buffer (device memory for NCCL) for up to `max_count` floats.
   virtual Status Prepare(size_t max_count) = 0;
-  virtual Status Upload(const std::vector<float>& host) = 0;
+  // Copies the first `count` floats of `host` to the working buffer.
+  virtual Status Upload(const std::vector<float>& host, size_t count) = 0;
   virtual Status Download(std::vector<float>* host, size_t count) = 0;
   // In-place sum over all ranks of the first `count` floats; returns when this rank's part is done.
   virtual Status AllReduceSum(size_t count) = 0;
@@ -34,7 +38,7 @@ class Communicator {
 class HostBufferCommunicator : public Communicator {
  public:
   Status Prepare(size_t max_count) override;
-  Status Upload(const std::vector<float>& host) override;
+  Status Upload(const std::vector<float>& host, size_t count) override;
   Status Download(std::vector<float>* host, size_t count) override;
 
  protected:
@@ -46,7 +50,7 @@ struct SweepOptions {
   int max_iters = 20;
   // Fewer iterations for big sizes: iters = clamp(bytes_budget / bytes, 1, max_iters). A function
   // of the size alone, so every rank runs the same number of operations.
-  size_t bytes_budget = 256u << 20;
+  size_t bytes_budget = 64u << 20;
 };
 
 int IterationsFor(size_t bytes, const SweepOptions& o);

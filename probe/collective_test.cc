@@ -28,7 +28,8 @@ class BrokenCommunicator final : public HostBufferCommunicator {
 TEST(SweepTest, IterationsDependOnSizeOnly) {
   SweepOptions o;
   EXPECT_EQ(IterationsFor(8, o), 20);
-  EXPECT_EQ(IterationsFor(64u << 20, o), 4);
+  EXPECT_EQ(IterationsFor(16u << 20, o), 4);
+  EXPECT_EQ(IterationsFor(64u << 20, o), 1);
   EXPECT_EQ(IterationsFor(1u << 30, o), 1);
 }
 
@@ -50,31 +51,43 @@ TEST(SweepTest, CombineTakesTheSlowestRankAndSumsWrong) {
   EXPECT_DOUBLE_EQ(rows[0].busbw, 2.5);  // factor 2(n-1)/n = 1 for n = 2
 }
 
-// Real Gloo over TCP on loopback, one thread per rank, rendezvous through a HashStore.
-class GlooSweepTest : public ::testing::TestWithParam<int> {};
+// Real Gloo over TCP on loopback, one thread per rank, rendezvous through a HashStore; world size
+// × busy-polling. The sizes cross every path of the synchronous algorithm: one float, recursive
+// doubling up to its limit, halving-doubling just past it with an odd element count, and a size of
+// several exchange pieces whose last piece is short.
+class GlooSweepTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(GlooSweepTest, AllRanksGetExactSums) {
-  int n = GetParam();
+  const auto [n, busy_poll] = GetParam();
+  const std::vector<size_t> sizes = {4, 4096, kGlooRecursiveDoublingMaxBytes, kGlooRecursiveDoublingMaxBytes + 4,
+                                     (1 << 20) + 12};
   gloo::rendezvous::HashStore store;
   std::vector<std::vector<RankSizeResult>> per_rank(n);
   std::vector<Status> status(n);
+  std::vector<std::string> modes(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto comm = CreateGlooCommunicator(r, n, store, "127.0.0.1", std::chrono::seconds(30));
+      GlooProbeOptions o;
+      o.busy_poll = busy_poll;
+      auto comm = CreateGlooCommunicator(r, n, store, "127.0.0.1", std::chrono::seconds(30), o);
       if (!comm.ok()) {
         status[r] = comm.status();
         return;
       }
-      auto res = RunAllReduceSweep(**comm, {4, 4096, 1 << 20}, {}, RealClock::Instance());
+      modes[r] = (*comm)->mode();
+      SweepOptions sweep;
+      sweep.max_iters = 3;
+      auto res = RunAllReduceSweep(**comm, sizes, sweep, RealClock::Instance());
       if (res.ok()) per_rank[r] = *res;
       else status[r] = res.status();
     });
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; ++r) ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
+  EXPECT_EQ(modes[0], busy_poll ? "synchronous pairs, busy-polling" : "synchronous pairs, blocking reads");
   auto rows = CombineRanks(per_rank, n);
-  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(rows.size(), sizes.size());
   for (const auto& row : rows) {
     EXPECT_EQ(row.wrong, 0) << row.bytes;
     EXPECT_GT(row.time_us, 0);
@@ -82,7 +95,48 @@ TEST_P(GlooSweepTest, AllRanksGetExactSums) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooSweepTest, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooSweepTest,
+                         ::testing::Values(std::make_tuple(1, false), std::make_tuple(2, false),
+                                           std::make_tuple(3, false), std::make_tuple(4, false),
+                                           std::make_tuple(5, false), std::make_tuple(6, false),
+                                           std::make_tuple(2, true)));
+
+// A rank that leaves after connecting: the survivors' sweeps end with an error naming Gloo (the
+// peer's socket closed), not a hang.
+TEST(GlooSweepTest, SurvivorsOfADepartedRankGetAnError) {
+  const int n = 3;
+  gloo::rendezvous::HashStore store;
+  std::vector<Status> status(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = CreateGlooCommunicator(r, n, store, "127.0.0.1", std::chrono::seconds(20));
+      if (!comm.ok() || r == n - 1) {
+        status[r] = comm.status();
+        return;  // the last rank's communicator (and sockets) go away here
+      }
+      auto res = RunAllReduceSweep(**comm, {4096, 1 << 20}, {}, RealClock::Instance());
+      status[r] = res.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(status[n - 1].ok()) << status[n - 1].ToString();
+  for (int r = 0; r < n - 1; ++r) {
+    ASSERT_FALSE(status[r].ok()) << "rank " << r;
+    EXPECT_EQ(status[r].code(), StatusCode::kUnavailable) << status[r].ToString();
+    EXPECT_NE(status[r].message().find("gloo"), std::string::npos) << status[r].ToString();
+  }
+}
+
+TEST(GlooBusyPollTest, OnlyWhereEveryRankOnAHostHasACore) {
+  EXPECT_EQ(GlooBusyPollPerRank({{"a", 8}, {"b", 8}}), (std::vector<bool>{true, true}));
+  // Four ranks on a two-core host: none spins; a lone rank on its own host does.
+  EXPECT_EQ(GlooBusyPollPerRank({{"a", 2}, {"a", 2}, {"a", 2}, {"a", 2}, {"b", 2}}),
+            (std::vector<bool>{false, false, false, false, true}));
+  EXPECT_EQ(GlooBusyPollPerRank({{"a", 2}, {"a", 2}}), (std::vector<bool>{true, true}));
+  // Unknown host or CPU count: never.
+  EXPECT_EQ(GlooBusyPollPerRank({{"", 64}, {"c", 0}}), (std::vector<bool>{false, false}));
+}
 
 // The NCCL backend is real code over dlopen'd NCCL and cudart. Without a GPU it must fail
 // plainly with CUDA's own words; with one (scripts/gpu_check.sh) it must sum exactly.

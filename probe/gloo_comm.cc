@@ -1,50 +1,193 @@
 #include "probe/gloo_comm.h"
 
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <exception>
+#include <map>
 
 #include "common/log.h"
 
 namespace dsd::probe {
 namespace {
 
-void SumFloats(void* c, const void* a, const void* b, size_t n) {
-  auto* out = static_cast<float*>(c);
-  const auto* x = static_cast<const float*>(a);
-  const auto* y = static_cast<const float*>(b);
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
-}
+// In-place sum of `count` floats over all ranks on Gloo's bound buffers in synchronous mode.
+// Small buffers (≤ kGlooRecursiveDoublingMaxBytes): recursive doubling, log2(p) exchanges of the
+// whole buffer, the fewest round trips. Larger: recursive halving (reduce-scatter) then recursive
+// doubling (allgather), which moves 2·(p−1)/p of the buffer per rank, the bandwidth optimum.
+// A rank count that is not a power of two first folds the first 2·rem ranks in pairs (the even
+// one hands its data to the odd one and gets the result back at the end), as MPICH does.
+//
+// Both peers of an exchange send before they receive, so both directions of a link are busy at
+// once. A synchronous send is a blocking write: two peers writing more than their socket buffers
+// hold, neither reading, would wait on each other. Exchanges therefore go in pieces of
+// kExchangePieceBytes, each side at most one piece ahead of what it has read.
+// A message is read only when its receiver waits for it, so a peer running ahead cannot overwrite
+// the scratch buffer. Every rank must build its instances in the same order (slots come from the
+// context).
+class SyncAllReduce {
+ public:
+  static constexpr size_t kExchangePieceBytes = 256 << 10;
+
+  SyncAllReduce(const std::shared_ptr<gloo::Context>& ctx, float* data, size_t count)
+      : data_(data), count_(count), scratch_(count) {
+    const int rank = ctx->rank, size = ctx->size;
+    const int reduce_slot = ctx->nextSlot(), gather_slot = ctx->nextSlot();
+    const size_t bytes = count * sizeof(float);
+    int pof2 = 1;
+    while (pof2 * 2 <= size) pof2 *= 2;
+    const int rem = size - pof2;
+    int newrank = rank - rem;
+    if (rank < 2 * rem) {
+      fold_ = MakePeer(ctx, rank % 2 == 0 ? rank + 1 : rank - 1, reduce_slot, gather_slot, bytes);
+      if (rank % 2 == 0) {
+        folded_away_ = true;  // sits out the exchanges
+        return;
+      }
+      newrank = rank / 2;
+    }
+    const bool halving = bytes > kGlooRecursiveDoublingMaxBytes;
+    size_t lo = 0, hi = count;
+    for (int mask = 1; mask < pof2; mask *= 2) {
+      int partner = newrank ^ mask;
+      partner = partner < rem ? partner * 2 + 1 : partner + rem;
+      Step step{MakePeer(ctx, partner, reduce_slot, gather_slot, bytes), lo, hi, lo, hi};
+      if (halving) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if ((newrank & mask) == 0) {
+          step.keep_hi = step.give_lo = mid;  // keeps the lower half
+        } else {
+          step.keep_lo = step.give_hi = mid;
+        }
+        lo = step.keep_lo;
+        hi = step.keep_hi;
+      }
+      steps_.push_back(std::move(step));
+    }
+    halving_ = halving;
+  }
+
+  void Run() {
+    if (folded_away_) {
+      Send(*fold_.send_data, 0, count_);
+      Receive(*fold_.recv_data, 0, count_);
+      return;
+    }
+    if (fold_.send_data) {
+      Receive(*fold_.recv_scratch, 0, count_);
+      Add(0, count_);
+    }
+    // Recursive doubling swaps whole buffers; halving sends the half it gives away and sums the
+    // half it keeps.
+    for (auto& s : steps_) {
+      Exchange(*s.peer.send_data, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi);
+      Add(s.keep_lo, s.keep_hi);
+    }
+    if (halving_) {
+      for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+        Exchange(*it->peer.send_data_gather, it->keep_lo, it->keep_hi, *it->peer.recv_data, it->give_lo, it->give_hi);
+      }
+    }
+    if (fold_.send_data) Send(*fold_.send_data_gather, 0, count_);
+  }
+
+ private:
+  // A peer's buffers: data and scratch share the reduce slot (received data lands in scratch and
+  // is summed); the gather slot receives final values straight into data.
+  struct Peer {
+    std::unique_ptr<gloo::transport::Buffer> send_data, recv_scratch, send_data_gather, recv_data;
+  };
+  struct Step {
+    Peer peer;
+    size_t keep_lo, keep_hi;  // elements this rank sums (and later sends back)
+    size_t give_lo, give_hi;  // elements it hands to the peer (and later receives)
+  };
+
+  Peer MakePeer(const std::shared_ptr<gloo::Context>& ctx, int rank, int reduce_slot, int gather_slot, size_t bytes) {
+    auto& pair = ctx->getPair(rank);
+    Peer p;
+    p.send_data = pair->createSendBuffer(reduce_slot, data_, bytes);
+    p.recv_scratch = pair->createRecvBuffer(reduce_slot, scratch_.data(), bytes);
+    p.send_data_gather = pair->createSendBuffer(gather_slot, data_, bytes);
+    p.recv_data = pair->createRecvBuffer(gather_slot, data_, bytes);
+    return p;
+  }
+
+  static size_t Pieces(size_t lo, size_t hi) {
+    const size_t per = kExchangePieceBytes / sizeof(float);
+    return (hi - lo + per - 1) / per;
+  }
+
+  // Piece i of elements [lo, hi), to the same offset on the peer.
+  static void SendPiece(gloo::transport::Buffer& send, size_t lo, size_t hi, size_t i) {
+    const size_t per = kExchangePieceBytes / sizeof(float);
+    const size_t first = lo + i * per, last = std::min(hi, first + per);
+    send.send(first * sizeof(float), (last - first) * sizeof(float), first * sizeof(float));
+    send.waitSend();  // returns at once: a synchronous send has been written when send() returns
+  }
+
+  // Sends elements [slo, shi) and receives [rlo, rhi), interleaved piece by piece.
+  static void Exchange(gloo::transport::Buffer& send, size_t slo, size_t shi, gloo::transport::Buffer& recv, size_t rlo,
+                       size_t rhi) {
+    const size_t sends = Pieces(slo, shi), recvs = Pieces(rlo, rhi);
+    for (size_t i = 0; i < std::max(sends, recvs); ++i) {
+      if (i < sends) SendPiece(send, slo, shi, i);
+      if (i < recvs) recv.waitRecv();
+    }
+  }
+  static void Send(gloo::transport::Buffer& send, size_t lo, size_t hi) {
+    for (size_t i = 0; i < Pieces(lo, hi); ++i) SendPiece(send, lo, hi, i);
+  }
+  static void Receive(gloo::transport::Buffer& recv, size_t lo, size_t hi) {
+    for (size_t i = 0; i < Pieces(lo, hi); ++i) recv.waitRecv();
+  }
+  void Add(size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) data_[i] += scratch_[i];
+  }
+
+  float* data_;
+  size_t count_;
+  std::vector<float> scratch_;
+  Peer fold_;  // the partner of the first 2·rem ranks
+  bool folded_away_ = false;
+  bool halving_ = false;
+  std::vector<Step> steps_;
+};
 
 class GlooCommunicator final : public HostBufferCommunicator {
  public:
-  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx, Duration timeout)
-      : ctx_(std::move(ctx)), timeout_(std::chrono::duration_cast<std::chrono::milliseconds>(timeout)) {}
+  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx, bool busy_poll)
+      : ctx_(std::move(ctx)), busy_poll_(busy_poll) {}
   int rank() const override { return ctx_->rank; }
   int size() const override { return ctx_->size; }
   std::string backend() const override { return "gloo"; }
+  std::string mode() const override {
+    return busy_poll_ ? "synchronous pairs, busy-polling" : "synchronous pairs, blocking reads";
+  }
+
+  Status Prepare(size_t max_count) override {
+    algorithms_.clear();  // they hold pointers into the buffer
+    return HostBufferCommunicator::Prepare(max_count);
+  }
 
   Status AllReduceSum(size_t count) override {
+    if (count > buffer_.size()) return Internal("all-reduce larger than the prepared buffer");
     try {
-      gloo::AllreduceOptions opts(ctx_);
-      opts.setOutput(buffer_.data(), count);
-      opts.setReduceFunction(SumFloats);
-      opts.setTimeout(timeout_);
-      gloo::allreduce(opts);
+      auto& algorithm = algorithms_[count];
+      if (!algorithm) algorithm = std::make_unique<SyncAllReduce>(ctx_, buffer_.data(), count);
+      algorithm->Run();
     } catch (const std::exception& e) {
       return Unavailable(std::string("gloo allreduce: ") + e.what());
     }
     return Status::Ok();
   }
 
+  // A one-float all-reduce: no rank leaves before every rank has arrived.
   Status Barrier() override {
     try {
-      gloo::BarrierOptions opts(ctx_);
-      opts.setTimeout(timeout_);
-      gloo::barrier(opts);
+      if (!barrier_) barrier_ = std::make_unique<SyncAllReduce>(ctx_, &barrier_value_, 1);
+      barrier_->Run();
     } catch (const std::exception& e) {
       return Unavailable(std::string("gloo barrier: ") + e.what());
     }
@@ -53,12 +196,51 @@ class GlooCommunicator final : public HostBufferCommunicator {
 
  private:
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
-  std::chrono::milliseconds timeout_;
+  bool busy_poll_;
+  std::map<size_t, std::unique_ptr<SyncAllReduce>> algorithms_;  // by count, built on first use
+  float barrier_value_ = 0;
+  std::unique_ptr<SyncAllReduce> barrier_;
 };
+
+// Gloo sets a pair's SO_SNDBUF to the largest message sent on it so far, and setting it turns off
+// the kernel's buffer autotuning: after a first small message the buffer stays a few KiB, and a
+// larger synchronous send then blocks in write(2) until the peer reads (tens of ms per operation
+// when both peers are writing). One piece-sized message per pair, first, sizes every buffer for
+// the pieces that follow. Lower rank sends first, so no two peers write it at once.
+void SizeSendBuffers(gloo::Context& ctx) {
+  const size_t bytes = SyncAllReduce::kExchangePieceBytes;
+  std::vector<char> out(bytes), in(bytes);
+  const int slot = ctx.nextSlot();
+  for (int peer = 0; peer < ctx.size; ++peer) {
+    if (peer == ctx.rank) continue;
+    auto send = ctx.getPair(peer)->createSendBuffer(slot, out.data(), bytes);
+    auto recv = ctx.getPair(peer)->createRecvBuffer(slot, in.data(), bytes);
+    if (ctx.rank < peer) {
+      send->send();
+      send->waitSend();
+      recv->waitRecv();
+    } else {
+      recv->waitRecv();
+      send->send();
+      send->waitSend();
+    }
+  }
+}
 
 }  // namespace
 
-Result<std::shared_ptr<gloo::rendezvous::Context>> ConnectGlooContext(int rank, int size, gloo::rendezvous::Store& store,
+bool GlooBusyPollFits(int ranks_on_host, int host_cpus) { return host_cpus > 0 && ranks_on_host <= host_cpus; }
+
+std::vector<bool> GlooBusyPollPerRank(const std::vector<RankHost>& ranks) {
+  std::map<std::string, int> on_host;
+  for (const auto& r : ranks) ++on_host[r.hostname];
+  std::vector<bool> busy;
+  for (const auto& r : ranks) busy.push_back(!r.hostname.empty() && GlooBusyPollFits(on_host[r.hostname], r.cpus));
+  return busy;
+}
+
+Result<std::shared_ptr<gloo::rendezvous::Context>> ConnectGlooContext(int rank, int size,
+                                                                      gloo::rendezvous::Store& store,
                                                                       const std::string& bind_host, Duration timeout) {
   try {
     gloo::transport::tcp::attr attr;
@@ -75,9 +257,20 @@ Result<std::shared_ptr<gloo::rendezvous::Context>> ConnectGlooContext(int rank, 
 }
 
 Result<std::unique_ptr<Communicator>> CreateGlooCommunicator(int rank, int size, gloo::rendezvous::Store& store,
-                                                             const std::string& bind_host, Duration timeout) {
+                                                             const std::string& bind_host, Duration timeout,
+                                                             const GlooProbeOptions& options) {
   DSD_ASSIGN_OR_RETURN(auto ctx, ConnectGlooContext(rank, size, store, bind_host, timeout));
-  return std::unique_ptr<Communicator>(new GlooCommunicator(ctx, timeout));
+  try {
+    // One-way: the device thread stops serving these sockets. Reads keep the context's timeout
+    // (SO_RCVTIMEO, or a deadline while spinning), so a dead peer is an error, not a hang.
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != rank) ctx->getPair(peer)->setSync(true, options.busy_poll);
+    }
+    SizeSendBuffers(*ctx);
+  } catch (const std::exception& e) {
+    return Unavailable(std::string("gloo synchronous mode: ") + e.what());
+  }
+  return std::unique_ptr<Communicator>(new GlooCommunicator(ctx, options.busy_poll));
 }
 
 }  // namespace dsd::probe

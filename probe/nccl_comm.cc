@@ -38,9 +38,9 @@ class NcclCommunicator final : public Communicator {
     capacity_ = max_count;
     return Cuda(cuda_.Malloc(reinterpret_cast<void**>(&buffer_), std::max<size_t>(max_count, 1) * sizeof(float)), "cudaMalloc");
   }
-  Status Upload(const std::vector<float>& host) override {
-    if (host.size() > capacity_) return Internal("upload larger than the prepared buffer");
-    return Cuda(cuda_.Memcpy(buffer_, host.data(), host.size() * sizeof(float), kCudaMemcpyHostToDevice), "cudaMemcpy");
+  Status Upload(const std::vector<float>& host, size_t count) override {
+    if (count > capacity_ || count > host.size()) return Internal("upload larger than the prepared buffer");
+    return Cuda(cuda_.Memcpy(buffer_, host.data(), count * sizeof(float), kCudaMemcpyHostToDevice), "cudaMemcpy");
   }
   Status Download(std::vector<float>* host, size_t count) override {
     host->resize(count);
