@@ -16,6 +16,7 @@
 #include "collectors/stack.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "diagnosis/sample_delta.h"
 #include "runtime/trace.h"
 
 namespace dsd::agent {
@@ -85,6 +86,8 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
   int64_t stop_deadline = 0;
   bool coordinator_gone = false;
   collectors::LogDirMonitor log_dir_monitor(log_dir, options_.name);
+  // Each rank's sample carries only what changed since the one before (diagnosis/sample_delta.h).
+  std::vector<diagnosis::SampleDeltaWriter> deltas(ranks.size());
   while (true) {
     auto msg = net::RecvFrame(link, decoder, std::chrono::milliseconds(sample_ms));
     if (!msg.ok() && msg.status().code() != StatusCode::kTimeout && !coordinator_gone) {
@@ -134,10 +137,11 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
     json sample = json::array();
     std::vector<json> log_frames;  // output too big for one sample goes ahead of it in chunks
     bool all_exited = true;
-    for (auto& m : ranks) {
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      auto& m = ranks[k];
       std::string fresh;
       m.Tick(now, &fresh);
-      json s = diagnosis::ToJson(m.state());
+      json s = deltas[k].Encode(m.state());
       if (!fresh.empty()) {
         std::string text = collectors::SanitizeForStream(fresh);  // ASCII: any cut is a character boundary
         if (text.size() <= kInlineLogBytes) {
@@ -147,7 +151,6 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
             log_frames.push_back({{"type", "log"}, {"rank", m.state().rank}, {"log", text.substr(at, kLogChunkBytes)}});
         }
       }
-      s["last_output_ns"] = m.state().last_output_ns;
       sample.push_back(std::move(s));
       all_exited &= m.state().status == diagnosis::RankStatus::kExited;
     }
@@ -159,6 +162,9 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
       if (st.ok()) return;
       if (st.code() == StatusCode::kInvalidArgument) {
         log->warn("run: a {} frame was dropped: {}", frame.value("type", ""), st.message());
+        // The coordinator never saw these deltas: the next sample restates every rank in full.
+        if (frame.value("type", "") == "sample")
+          for (auto& d : deltas) d.Reset();
         return;
       }
       coordinator_gone = true;

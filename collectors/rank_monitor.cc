@@ -15,7 +15,7 @@
 namespace dsd::collectors {
 
 RankMonitor::RankMonitor(int rank, int local_rank, std::string node, std::string log_path, std::string trace_path)
-    : log_path_(std::move(log_path)), trace_path_(std::move(trace_path)) {
+    : log_path_(std::move(log_path)), trace_path_(std::move(trace_path)), trace_(trace_path_) {
   state_.rank = rank;
   state_.local_rank = local_rank;
   state_.node = std::move(node);
@@ -70,14 +70,20 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
     ::close(fd);
     if (!new_log->empty()) state_.last_output_ns = now_ns;
   }
-  if (auto t = runtime::ReadTrace(trace_path_); t.ok()) ApplyTrace(*t, &state_, recent);
+  if (auto t = trace_.Read(recent); t.ok()) ApplyTrace(*t, &state_, recent);
   state_.sample_ns = now_ns;
   if (state_.status != diagnosis::RankStatus::kRunning) return exited_now;
   auto ps = ReadProcStat(state_.pid);
   if (!ps.ok()) return exited_now;
   double dt = last_sample_ns_ ? (now_ns - last_sample_ns_) / 1e9 : 0;
   // The whole process tree: a rank whose DataLoader workers or compiler children work is busy.
-  uint64_t ticks = ps->cpu_ticks() + DescendantsCpuTicks(state_.pid);
+  // Walking the tree reads a file per thread of every process in it: once a second is enough for
+  // telling busy from flat, which is judged over seconds.
+  if (!descendants_read_ns_ || now_ns - descendants_read_ns_ >= 1'000'000'000) {
+    descendant_ticks_ = DescendantsCpuTicks(state_.pid);
+    descendants_read_ns_ = now_ns;
+  }
+  uint64_t ticks = ps->cpu_ticks() + descendant_ticks_;
   // A child that ended takes its ticks out of the sum: re-anchor rather than count negative time.
   if (ticks < last_cpu_ticks_) last_cpu_ticks_ = ticks;
   if (ticks < ref_ticks_) ref_ticks_ = ticks;

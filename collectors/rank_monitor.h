@@ -12,6 +12,7 @@
 
 #include "common/subprocess.h"
 #include "diagnosis/state.h"
+#include "runtime/trace.h"
 
 namespace dsd::collectors {
 
@@ -40,8 +41,11 @@ class RankMonitor {
   std::string log_path_, trace_path_;
   std::string write_error_;
   std::optional<Subprocess> proc_;
+  runtime::TraceReader trace_;
   size_t log_offset_ = 0;
   uint64_t last_cpu_ticks_ = 0, ref_ticks_ = 0;
+  uint64_t descendant_ticks_ = 0;   // of the whole tree below the rank, as last read
+  int64_t descendants_read_ns_ = 0;  // when
   int64_t last_sample_ns_ = 0, ref_ns_ = 0;
 };
 

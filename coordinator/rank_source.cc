@@ -268,8 +268,20 @@ void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
     if (list == msg.end() || !list->is_array()) return;
     const auto now_ns = msg.find("now_ns");
     for (const auto& j : *list) {
-      auto st = diagnosis::RankStateFromJson(j);
-      if (!st.ok() || std::find(a.ranks.begin(), a.ranks.end(), st->rank) == a.ranks.end()) continue;
+      const auto rank = j.is_object() ? j.find("rank") : j.end();
+      if (rank == j.end() || !rank->is_number_integer()) continue;
+      const int r = rank->get<int>();
+      if (std::find(a.ranks.begin(), a.ranks.end(), r) == a.ranks.end()) continue;
+      // Each entry holds what changed since the rank's previous one (diagnosis/sample_delta.h).
+      auto& reader = deltas_[r];
+      if (Status applied = reader.Apply(j); !applied.ok()) {
+        if (delta_refused_.insert(r).second)  // once until one applies again: never a line per tick
+          log::Get("run")->warn("agent {}: ignoring rank {}'s samples: {}", a.client.agent_name(), r, applied.message());
+        continue;
+      }
+      delta_refused_.erase(r);
+      auto st = reader.State();
+      if (!st.ok() || st->rank != r) continue;
       // When the agent read this state (its clock): ages are measured to it, never to ours.
       if (!st->sample_ns && now_ns != msg.end() && now_ns->is_number_integer()) st->sample_ns = now_ns->get<int64_t>();
       if (j.contains("log") && j["log"].is_string()) pending_log_[st->rank] += j["log"].get<std::string>();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "collectors/rank_monitor.h"
 #include "common/clock.h"
 #include "coordinator/plan.h"
+#include "diagnosis/sample_delta.h"
 #include "diagnosis/state.h"
 
 namespace dsd::coordinator {
@@ -124,6 +126,8 @@ class AgentSource final : public RankSource {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<int, diagnosis::RankState> latest_;
+  std::map<int, diagnosis::SampleDeltaReader> deltas_;  // by rank: the agents' samples are deltas
+  std::set<int> delta_refused_;                         // ranks whose last entry did not apply
   std::map<int, std::string> pending_log_;
   std::map<int, std::string> stacks_;
   MonoTime last_tick_{};   // the coordinator's previous Tick

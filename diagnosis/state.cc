@@ -254,7 +254,7 @@ Result<LogEvent> LogEventFromJson(const nlohmann::json& j) {
   return e;
 }
 
-nlohmann::json ToJson(const RankState& r) {
+nlohmann::json ToJson(const RankState& r, bool with_recent) {
   nlohmann::json j = {{"rank", r.rank},
                       {"node", r.node},
                       {"local_rank", r.local_rank},
@@ -273,9 +273,11 @@ nlohmann::json ToJson(const RankState& r) {
   }
   if (r.in_flight) j["in_flight"] = ToJson(*r.in_flight);
   if (r.last) j["last"] = ToJson(*r.last);
-  nlohmann::json recent = nlohmann::json::array();
-  for (const auto& rec : r.recent) recent.push_back(ToJson(rec));
-  j["recent"] = std::move(recent);
+  if (with_recent) {
+    nlohmann::json recent = nlohmann::json::array();
+    for (const auto& rec : r.recent) recent.push_back(ToJson(rec));
+    j["recent"] = std::move(recent);
+  }
   if (!r.last_error.empty()) j["last_error"] = r.last_error;
   if (r.proc.valid) {
     j["proc"] = {{"state", std::string(1, r.proc.state)},

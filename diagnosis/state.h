@@ -44,6 +44,7 @@ struct OpRecord {
   }
   // "all_reduce#5 float32 x1024 (4 KiB) sum @engine.step"
   std::string Describe() const;
+  bool operator==(const OpRecord&) const = default;
 };
 
 enum class RankStatus { kNotStarted, kRunning, kExited };
@@ -211,7 +212,8 @@ nlohmann::json ToJson(const OpRecord& r);
 Result<OpRecord> OpRecordFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const LogEvent& e);
 Result<LogEvent> LogEventFromJson(const nlohmann::json& j);
-nlohmann::json ToJson(const RankState& r);
+// Without `recent` when with_recent is false (the fields a sample delta compares).
+nlohmann::json ToJson(const RankState& r, bool with_recent = true);
 Result<RankState> RankStateFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const LogDirStatus& s);
 Result<LogDirStatus> LogDirStatusFromJson(const nlohmann::json& j);

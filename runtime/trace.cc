@@ -328,31 +328,11 @@ const TraceRecord* TraceSnapshot::InFlight() const {
 
 const TraceRecord* TraceSnapshot::Last() const { return records.empty() ? nullptr : &records.back(); }
 
-Result<TraceSnapshot> ReadTrace(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("trace file " + path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return ErrnoError("trace file " + path + ": fstat", e);
-  }
-  size_t size = static_cast<size_t>(st.st_size);
-  if (size < sizeof(TraceHeaderRaw)) {
-    ::close(fd);
-    return Corruption("trace file " + path + ": " + std::to_string(size) + " bytes, shorter than its header");
-  }
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) return ErrnoError("trace file " + path + ": mmap", e);
-  struct Unmap {
-    void* p;
-    size_t n;
-    ~Unmap() { ::munmap(p, n); }
-  } unmap{base, size};
+namespace {
 
-  auto& h = *static_cast<TraceHeaderRaw*>(base);
+// The snapshot of a mapped trace file of `size` bytes (see ReadTrace).
+Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::string& path, size_t newest) {
+  auto& h = *static_cast<TraceHeaderRaw*>(const_cast<void*>(base));
   auto bad = [&](const std::string& what) { return Corruption("trace file " + path + ": " + what); };
   if (std::memcmp(h.magic, kTraceMagic, sizeof h.magic) != 0) return bad("bad magic (not a dsdoctor trace)");
   if (h.version != kTraceVersion) {
@@ -388,23 +368,103 @@ Result<TraceSnapshot> ReadTrace(const std::string& path) {
   for (int attempt = 0; attempt < 1000 && !ReadErrorConsistent(h, &s.last_error); ++attempt) {
   }
 
-  uint64_t first = s.next_index > h.capacity ? s.next_index - h.capacity : 0;
+  const uint64_t oldest = s.next_index > h.capacity ? s.next_index - h.capacity : 0;
+  const uint64_t first = s.next_index - oldest > newest ? s.next_index - newest : oldest;
   const char* records = static_cast<const char*>(base) + kTraceHeaderBytes;
-  s.records.reserve(static_cast<size_t>(s.next_index - first));
-  for (uint64_t i = first; i < s.next_index; ++i) {
-    const auto& raw = *reinterpret_cast<const TraceRecordRaw*>(records + (i % h.capacity) * kTraceRecordBytes);
-    TraceRecord rec;
+  auto raw_at = [&](uint64_t i) -> const TraceRecordRaw& {
+    return *reinterpret_cast<const TraceRecordRaw*>(records + (i % h.capacity) * kTraceRecordBytes);
+  };
+  // A live writer leaves a record within nanoseconds; a dead one never does.
+  auto copy = [&](uint64_t i, TraceRecord* rec) {
     bool ok = false;
-    // A live writer leaves a record within nanoseconds; a dead one never does.
-    for (int attempt = 0; attempt < 64 && !(ok = ReadRecordConsistent(raw, &rec)); ++attempt) {
+    for (int attempt = 0; attempt < 64 && !(ok = ReadRecordConsistent(raw_at(i), rec)); ++attempt) {
     }
-    if (!ok || rec.index != i) {  // torn, or already overwritten by a newer lap of the ring
+    return ok && rec->index == i;  // else torn, or already overwritten by a newer lap of the ring
+  };
+  s.records.reserve(static_cast<size_t>(s.next_index - first) + 1);
+  for (uint64_t i = first; i < s.next_index; ++i) {
+    TraceRecord rec;
+    if (!copy(i, &rec)) {
       ++s.torn;
       continue;
     }
     s.records.push_back(std::move(rec));
   }
+  if (first > oldest && !s.InFlight()) {
+    for (uint64_t i = first; i-- > oldest;) {
+      auto state = static_cast<RecordState>(
+          std::atomic_ref<uint8_t>(const_cast<uint8_t&>(raw_at(i).state)).load(std::memory_order_relaxed));
+      if (state != RecordState::kStarted && state != RecordState::kEnqueued) continue;
+      TraceRecord rec;
+      if (copy(i, &rec) && (rec.state == RecordState::kStarted || rec.state == RecordState::kEnqueued))
+        s.records.insert(s.records.begin(), std::move(rec));
+      break;
+    }
+  }
   return s;
+}
+
+struct MappedFile {
+  void* base = nullptr;
+  size_t size = 0;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+Result<MappedFile> MapTrace(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("trace file " + path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoError("trace file " + path + ": fstat", e);
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size < sizeof(TraceHeaderRaw)) {
+    ::close(fd);
+    return Corruption("trace file " + path + ": " + std::to_string(size) + " bytes, shorter than its header");
+  }
+  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) return ErrnoError("trace file " + path + ": mmap", e);
+  return MappedFile{base, size, st.st_dev, st.st_ino};
+}
+
+}  // namespace
+
+Result<TraceSnapshot> ReadTrace(const std::string& path, size_t newest) {
+  DSD_ASSIGN_OR_RETURN(MappedFile m, MapTrace(path));
+  auto s = SnapshotOf(m.base, m.size, path, newest);
+  ::munmap(m.base, m.size);
+  return s;
+}
+
+TraceReader::~TraceReader() { Unmap(); }
+
+void TraceReader::Unmap() {
+  if (base_) ::munmap(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+}
+
+Result<TraceSnapshot> TraceReader::Read(size_t newest) {
+  // One stat per read: a file replaced (a restarted rank) or resized is mapped afresh.
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    Unmap();
+    return ErrnoError("trace file " + path_, errno);
+  }
+  if (!base_ || st.st_dev != dev_ || st.st_ino != ino_ || static_cast<size_t>(st.st_size) != size_) {
+    Unmap();
+    DSD_ASSIGN_OR_RETURN(MappedFile m, MapTrace(path_));
+    base_ = m.base;
+    size_ = m.size;
+    dev_ = m.dev;
+    ino_ = m.ino;
+  }
+  return SnapshotOf(base_, size_, path_, newest);
 }
 
 }  // namespace dsd::runtime

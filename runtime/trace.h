@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -202,7 +203,34 @@ struct TraceSnapshot {
 
 // Maps `path` read-only and copies out a consistent snapshot. Errors name the file and the field
 // (bad magic, version, sizes, truncated file).
-Result<TraceSnapshot> ReadTrace(const std::string& path);
+// With `newest`, only the newest `newest` records are copied, plus, when none of those is in
+// flight, the newest older record that is (found by its state alone): InFlight() and Last() are as
+// for the whole ring, and a watcher sampling 5 times a second pays for its window, not for 4,096
+// records.
+Result<TraceSnapshot> ReadTrace(const std::string& path, size_t newest = SIZE_MAX);
+
+// ReadTrace for a watcher that reads the same file again and again: the file stays mapped between
+// reads (no mmap, munmap and page faults per read) and is mapped afresh when the path names
+// another file or its size changed. Used by one thread.
+class TraceReader {
+ public:
+  explicit TraceReader(std::string path) : path_(std::move(path)) {}
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+  TraceReader(TraceReader&& o) noexcept
+      : path_(std::move(o.path_)), base_(std::exchange(o.base_, nullptr)), size_(o.size_), dev_(o.dev_), ino_(o.ino_) {}
+  TraceReader& operator=(TraceReader&&) = delete;
+
+  Result<TraceSnapshot> Read(size_t newest = SIZE_MAX);
+
+ private:
+  void Unmap();
+  std::string path_;
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  uint64_t dev_ = 0, ino_ = 0;
+};
 
 // CLOCK_REALTIME in nanoseconds: the trace's time base (comparable across processes and, with
 // synchronised clocks, nodes).

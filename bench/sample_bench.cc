@@ -1,0 +1,175 @@
+// What `dsdoctor run` spends per rank per sample (every 200 ms), agent and coordinator, with the
+// whole state in every sample (before deltas) and with deltas (diagnosis/sample_delta.h):
+//   agent        RankMonitor::Tick on a real process and a real trace ring (4,096 records), then
+//                encoding the rank's entry as JSON text
+//   coordinator  parsing the entry and turning it into a RankState
+// Each simulated training step adds 3 completed collectives to every rank's trace between
+// samples. Then the coordinator side alone for a 4,096-rank job, on one core.
+// Usage: sample_bench [RANKS=64] [TICKS=50] [BIG_RANKS=4096]
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectors/rank_monitor.h"
+#include "collectors/proc_stat.h"
+#include "diagnosis/sample_delta.h"
+#include "runtime/trace.h"
+
+namespace {
+
+using namespace dsd;
+using nlohmann::json;
+
+double CpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+void Step(runtime::TraceWriter& w, uint64_t step) {
+  static const char* sites[] = {"engine.backward", "engine.step", "train.py:42"};
+  for (int k = 0; k < 3; ++k) {
+    runtime::OpInfo op;
+    op.op = runtime::Op::kAllReduce;
+    op.dtype = runtime::DType::kFloat32;
+    op.reduce = runtime::ReduceOp::kSum;
+    op.seq = step * 3 + k;
+    op.count = 1 << 20;
+    op.bytes = 4 << 20;
+    op.callsite = sites[k];
+    w.Complete(w.Begin(op));
+  }
+  w.SetStep(step);
+  w.Heartbeat();
+}
+
+struct Costs {
+  double tick = 0, encode = 0, decode = 0;
+  size_t bytes = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int ranks = argc > 1 ? std::atoi(argv[1]) : 64;
+  const int ticks = argc > 2 ? std::atoi(argv[2]) : 50;
+  const int big = argc > 3 ? std::atoi(argv[3]) : 4096;
+  char dir_template[] = "/tmp/dsdoctor-sample-bench.XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  std::vector<collectors::RankMonitor> monitors;
+  std::vector<std::unique_ptr<runtime::TraceWriter>> writers;
+  for (int r = 0; r < ranks; ++r) {
+    std::string base = dir + "/rank-" + std::to_string(r);
+    monitors.emplace_back(r, r, "node-0", base + ".log", base + ".trace");
+    if (auto st = monitors.back().Start({"sleep", "600"}, {}, ""); !st.ok()) {
+      std::fprintf(stderr, "%s\n", st.ToString().c_str());
+      return 1;
+    }
+    runtime::TraceIdentity id;
+    id.rank = r;
+    id.world_size = ranks;
+    auto w = runtime::TraceWriter::Create(base + ".trace", id);
+    if (!w.ok()) {
+      std::fprintf(stderr, "%s\n", w.status().ToString().c_str());
+      return 1;
+    }
+    writers.push_back(std::move(*w));
+    for (uint64_t s = 0; s < 1400; ++s) Step(*writers.back(), s);  // a full ring
+  }
+  {
+    double t0 = CpuUs();
+    for (int i = 0; i < 200; ++i) (void)runtime::ReadTrace(dir + "/rank-0.trace", 64);
+    double t1 = CpuUs();
+    for (int i = 0; i < 200; ++i) (void)collectors::ReadProcStat(monitors[0].state().pid);
+    double t2 = CpuUs();
+    for (int i = 0; i < 200; ++i) (void)collectors::DescendantsCpuTicks(monitors[0].state().pid);
+    double t3 = CpuUs();
+    for (int i = 0; i < 200; ++i) { std::string l; monitors[0].Tick(1, &l); }
+    double t4 = CpuUs();
+    std::printf("ReadTrace64 %.1f  ReadProcStat %.1f  Descendants %.1f  Tick %.1f us\n", (t1-t0)/200, (t2-t1)/200, (t3-t2)/200, (t4-t3)/200);
+  }
+  std::vector<diagnosis::SampleDeltaWriter> enc(ranks);
+  std::vector<diagnosis::SampleDeltaReader> dec(ranks);
+  Costs full, delta;
+  uint64_t step = 1400;
+  std::vector<json> big_entries;  // one tick of delta entries, kept to replay for the big job
+  for (int t = 0; t < ticks; ++t) {
+    ++step;
+    for (int r = 0; r < ranks; ++r) Step(*writers[r], step);
+    const int64_t now = static_cast<int64_t>(t + 1) * 200'000'000;
+    for (int r = 0; r < ranks; ++r) {
+      std::string log;
+      double a = CpuUs();
+      monitors[r].Tick(now, &log);
+      double b = CpuUs();
+      std::string whole = diagnosis::ToJson(monitors[r].state()).dump();
+      double c = CpuUs();
+      auto parsed = diagnosis::RankStateFromJson(json::parse(whole));
+      double d = CpuUs();
+      std::string part = enc[r].Encode(monitors[r].state()).dump();
+      double e = CpuUs();
+      json entry = json::parse(part);
+      Status applied = dec[r].Apply(entry);
+      auto state = dec[r].State();
+      double f = CpuUs();
+      if (!parsed.ok() || !applied.ok() || !state.ok()) {
+        std::fprintf(stderr, "rank %d: decode failed\n", r);
+        return 1;
+      }
+      if (t > 0) {  // the first tick is each rank's keyframe
+        full.tick += b - a, delta.tick += b - a;
+        full.encode += c - b, full.decode += d - c, full.bytes += whole.size();
+        delta.encode += e - d, delta.decode += f - e, delta.bytes += part.size();
+        if (t == ticks - 1) big_entries.push_back(std::move(entry));
+      }
+    }
+  }
+  const double n = static_cast<double>(ranks) * (ticks - 1);
+  auto print = [&](const char* name, const Costs& c) {
+    const double agent = (c.tick + c.encode) / n, coord = c.decode / n;
+    std::printf("%-6s  bytes/rank %6.0f  agent %6.1f us (tick %5.1f + encode %5.1f)  coordinator %6.1f us  "
+                "=> %.4f %% of a core per rank at 5 Hz\n",
+                name, c.bytes / n, agent, c.tick / n, c.encode / n, coord, (agent + coord) * 5 / 1e6 * 100);
+  };
+  std::printf("%d ranks (real processes, 4096-record trace rings), %d samples each\n", ranks, ticks - 1);
+  print("whole", full);
+  print("delta", delta);
+  // The coordinator alone for a big job: every rank's reader primed, then one tick of deltas each.
+  std::vector<diagnosis::SampleDeltaReader> readers(big);
+  {
+    diagnosis::SampleDeltaWriter w;
+    json key = json::parse(w.Encode(monitors[0].state()).dump());
+    for (auto& rd : readers) (void)rd.Apply(key);
+  }
+  std::vector<std::string> texts;
+  for (int r = 0; r < big; ++r) texts.push_back(big_entries[r % big_entries.size()].dump());
+  // Replaying the same delta keeps each reader valid: it drops and keeps what a real one would.
+  double a = CpuUs();
+  const int big_ticks = 5;
+  for (int t = 0; t < big_ticks; ++t)
+    for (int r = 0; r < big; ++r) {
+      json e = json::parse(texts[r]);
+      (void)readers[r].Apply(e);
+      (void)readers[r].State();
+    }
+  double per_tick = (CpuUs() - a) / big_ticks;
+  std::printf("coordinator, %d ranks: %.1f ms CPU per sample tick => %.1f %% of one core at 5 Hz (%.4f %% per rank)\n",
+              big, per_tick / 1e3, per_tick * 5 / 1e6 * 100, per_tick * 5 / 1e6 * 100 / big);
+  for (auto& m : monitors) m.Signal(SIGKILL);
+  for (auto& m : monitors) {
+    std::string log;
+    for (int i = 0; i < 100 && m.state().status == diagnosis::RankStatus::kRunning; ++i) {
+      m.Tick(0, &log);
+      ::usleep(1000);
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}

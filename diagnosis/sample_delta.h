@@ -1,0 +1,54 @@
+// A rank's state as a stream of deltas (docs/agent-protocol.md, "run" samples): each tick an agent
+// sends, per rank, only the fields that changed since its previous sample and the trace records
+// that are new or changed, instead of the whole state with its 64 recent records (~15 KB per rank,
+// 5 times a second). The first sample of a rank, and any after a sample that could not be sent,
+// is a keyframe ("full": true) that replaces what the reader holds.
+//
+// Entry: {"rank", "full"?, <changed fields of ToJson(RankState) except "recent">, "unset"?:[names],
+//         "recent_drop"?: n, "recent_keep"?: k, "recent_tail"?: [records]}
+// The reader drops the n oldest recent records, keeps the next k and appends the tail (records
+// whose content changed are resent in the tail with everything after them). An entry with a
+// "recent" array is a whole state (agents before deltas), read as a keyframe.
+// Neither class is thread-safe; one instance per rank and direction.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <deque>
+#include <vector>
+
+#include "common/status.h"
+#include "diagnosis/state.h"
+
+namespace dsd::diagnosis {
+
+class SampleDeltaWriter {
+ public:
+  // The entry that brings a reader from the previously encoded state to `state`.
+  nlohmann::json Encode(const RankState& state);
+  // The next Encode writes a keyframe (call when an encoded entry was never delivered).
+  void Reset() { primed_ = false; }
+
+ private:
+  bool primed_ = false;
+  nlohmann::json fields_;          // ToJson(previous state) without "recent"
+  std::vector<OpRecord> recent_;  // previous state's recent records
+};
+
+class SampleDeltaReader {
+ public:
+  // Applies one entry. A delta before any keyframe, or one that does not fit what is held, is an
+  // error and leaves the held state unchanged.
+  Status Apply(const nlohmann::json& entry);
+  bool primed() const { return primed_; }
+  // The state as of the last applied entry.
+  Result<RankState> State() const;
+
+ private:
+  bool primed_ = false;
+  nlohmann::json fields_ = nlohmann::json::object();  // the state's fields as JSON, to merge deltas into
+  RankState parsed_;                                  // the same, parsed (without recent)
+  std::deque<OpRecord> recent_;
+};
+
+}  // namespace dsd::diagnosis

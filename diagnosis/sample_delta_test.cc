@@ -1,0 +1,161 @@
+#include "diagnosis/sample_delta.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace dsd::diagnosis {
+namespace {
+
+using nlohmann::json;
+
+OpRecord Record(int64_t started_ns, uint64_t seq, const std::string& state = "completed") {
+  OpRecord r;
+  r.op = "all_reduce";
+  r.seq = seq;
+  r.dtype = "float32";
+  r.reduce = "sum";
+  r.count = 1024;
+  r.bytes = 4096;
+  r.callsite = "engine.step";
+  r.state = state;
+  r.started_ns = started_ns;
+  r.ended_ns = state == "completed" ? started_ns + 500 : 0;
+  return r;
+}
+
+RankState Running(int rank) {
+  RankState s;
+  s.rank = rank;
+  s.node = "node-1";
+  s.pid = 4242;
+  s.status = RankStatus::kRunning;
+  s.has_trace = true;
+  s.phase = "train";
+  s.proc.valid = true;
+  s.proc.state = 'R';
+  s.proc.wchan = "0";
+  return s;
+}
+
+// Writer → JSON text → reader, as on the wire; the reader must hold exactly the writer's state.
+void Deliver(SampleDeltaWriter& w, SampleDeltaReader& r, const RankState& s, size_t* bytes = nullptr) {
+  json entry = json::parse(w.Encode(s).dump());
+  if (bytes) *bytes = entry.dump().size();
+  ASSERT_TRUE(r.Apply(entry).ok()) << r.Apply(entry).ToString();
+  auto got = r.State();
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(ToJson(*got), ToJson(s));
+}
+
+TEST(SampleDeltaTest, DeltasRebuildEveryStateAndCarryOnlyWhatChanged) {
+  SampleDeltaWriter w;
+  SampleDeltaReader r;
+  RankState s = Running(3);
+  int64_t t = 1000;
+  for (int i = 0; i < 64; ++i) s.recent.push_back(Record(t += 1000, i));
+  size_t full_bytes = 0, bytes = 0;
+  Deliver(w, r, s, &full_bytes);
+  // A quiet tick: nothing changed but the sample time.
+  s.sample_ns = 77;
+  Deliver(w, r, s, &bytes);
+  EXPECT_LT(bytes, 40u) << "only rank and sample_ns";
+  // A step: the oldest record falls out of the window, a new one starts (in flight).
+  s.recent.erase(s.recent.begin());
+  s.recent.push_back(Record(t += 1000, 64, "started"));
+  s.in_flight = s.recent.back();
+  s.step = 1;
+  Deliver(w, r, s, &bytes);
+  EXPECT_LT(bytes * 8, full_bytes) << "one record and a few fields, not the window";
+  // It completes in place, and the in-flight call is gone.
+  s.recent.back().state = "completed";
+  s.recent.back().ended_ns = t + 10;
+  s.last = s.recent.back();
+  s.in_flight.reset();
+  Deliver(w, r, s);
+  // Three at once, two of them pushing out the oldest.
+  for (int i = 0; i < 3; ++i) s.recent.push_back(Record(t += 1000, 65 + i));
+  s.recent.erase(s.recent.begin(), s.recent.begin() + 2);
+  Deliver(w, r, s);
+  // Its process exits: proc goes away, exit fields appear.
+  s.status = RankStatus::kExited;
+  s.proc.valid = false;
+  s.exit_code = 1;
+  s.exit_ns = t;
+  Deliver(w, r, s);
+  // The trace is replaced by one with nothing in common (a restarted rank).
+  s.recent = {Record(1, 0), Record(2, 1)};
+  Deliver(w, r, s);
+  s.recent.clear();
+  Deliver(w, r, s);
+}
+
+TEST(SampleDeltaTest, RandomHistoriesStayInStep) {
+  std::mt19937 rng(7);
+  SampleDeltaWriter w;
+  SampleDeltaReader r;
+  RankState s = Running(0);
+  int64_t t = 0;
+  uint64_t seq = 0;
+  for (int tick = 0; tick < 500; ++tick) {
+    int added = static_cast<int>(rng() % 4);
+    for (int i = 0; i < added; ++i) s.recent.push_back(Record(t += 100, seq++, rng() % 3 ? "completed" : "started"));
+    if (!s.recent.empty() && rng() % 2) s.recent[rng() % s.recent.size()].state = "failed";
+    while (s.recent.size() > 64) s.recent.erase(s.recent.begin());
+    s.in_flight = rng() % 2 && !s.recent.empty() ? std::optional(s.recent.back()) : std::nullopt;
+    s.proc.valid = rng() % 5 != 0;
+    s.proc.cpu_fraction = (rng() % 100) / 100.0;
+    s.last_error = rng() % 7 ? "" : "timeout " + std::to_string(tick);
+    s.sample_ns = tick;
+    Deliver(w, r, s);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(SampleDeltaTest, ADeltaThatDoesNotFitIsRefusedAndChangesNothing) {
+  SampleDeltaReader r;
+  EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"step", 3}}).ok()) << "a delta before any full state";
+  SampleDeltaWriter w;
+  RankState s = Running(1);
+  s.recent = {Record(10, 0), Record(20, 1)};
+  ASSERT_TRUE(r.Apply(w.Encode(s)).ok());
+  Status st = r.Apply(json{{"rank", 1}, {"step", 9}, {"recent_drop", 1}, {"recent_keep", 5}, {"recent_tail", json::array()}});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("drops 1 and keeps 5 of the 2 recent records held"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"recent_drop", -1}, {"recent_tail", json::array()}}).ok());
+  EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"status", "sleeping"}}).ok());
+  EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"recent_tail", {{{"op", 5}}}}}).ok());
+  EXPECT_FALSE(r.Apply(json::array()).ok());
+  auto held = r.State();
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(ToJson(*held), ToJson(s));
+}
+
+TEST(SampleDeltaTest, AResetWriterSendsAKeyframe) {
+  SampleDeltaWriter w;
+  RankState s = Running(2);
+  EXPECT_TRUE(w.Encode(s).value("full", false));
+  EXPECT_FALSE(w.Encode(s).value("full", false));
+  w.Reset();
+  json again = w.Encode(s);
+  EXPECT_TRUE(again.value("full", false));
+  // A keyframe replaces whatever a reader held, even a reader that has seen another history.
+  SampleDeltaReader r;
+  RankState other = Running(2);
+  other.recent = {Record(5, 5)};
+  other.last_error = "old";
+  ASSERT_TRUE(r.Apply(SampleDeltaWriter().Encode(other)).ok());
+  ASSERT_TRUE(r.Apply(again).ok());
+  EXPECT_EQ(ToJson(*r.State()), ToJson(s));
+}
+
+TEST(SampleDeltaTest, AWholeStateFromAnOlderAgentIsAKeyframe) {
+  RankState s = Running(4);
+  s.recent = {Record(10, 0), Record(20, 1, "started")};
+  SampleDeltaReader r;
+  ASSERT_TRUE(r.Apply(ToJson(s)).ok());
+  EXPECT_EQ(ToJson(*r.State()), ToJson(s));
+}
+
+}  // namespace
+}  // namespace dsd::diagnosis
