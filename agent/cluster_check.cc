@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <iterator>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -661,6 +662,7 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
 CheckRow AllReduceRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   const BandwidthInput& bw = in.bandwidth;
   CheckRow r{"all-reduce bandwidth", CheckStatus::kOk, "", {}, ""};
+  if (!bw.note.empty()) r.details.push_back(bw.note);
   if (!bw.ran) {
     r.status = CheckStatus::kInfo;
     r.summary = "not run: " + bw.skipped;
@@ -1038,6 +1040,7 @@ json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res,
                     {"skipped", bw.skipped},
                     {"backend", bw.backend},
                     {"mode", bw.mode},
+                    {"note", bw.note},
                     {"ranks", bw.ranks},
                     {"allreduce", allreduce},
                     {"avg_busbw_gbps", probe::AvgBusBw(bw.allreduce)},
@@ -1120,5 +1123,26 @@ std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
 }
 
 int ClusterExitCode(const ClusterCheckResult& res) { return probe::ReportExitCode(res.rows); }
+
+std::string SharedGpu(const std::vector<NodeProbe>& nodes, const std::vector<size_t>& idx,
+                      const std::vector<int>& gpus) {
+  std::map<std::string, std::string> owner;  // GPU → the first node that uses it
+  for (size_t k = 0; k < idx.size() && k < gpus.size(); ++k) {
+    const NodeProbe& node = nodes[idx[k]];
+    const json& inv = node.report.value("inventory", json::object());
+    const json& list = inv.value("nvml", json::object()).value("gpus", json::array());
+    const std::string host = inv.value("system", json::object()).value("hostname", std::string());
+    for (int d = 0; d < gpus[k]; ++d) {
+      std::string uuid;
+      if (list.is_array() && static_cast<size_t>(d) < list.size() && list[d].is_object())
+        uuid = list[d].value("uuid", std::string());
+      const std::string gpu = !uuid.empty() ? uuid : host.empty() ? "" : host + " GPU " + std::to_string(d);
+      if (gpu.empty()) continue;  // nothing to tell it by
+      auto [it, fresh] = owner.emplace(gpu, node.name);
+      if (!fresh) return it->second + " and " + node.name + " both have GPU " + gpu;
+    }
+  }
+  return "";
+}
 
 }  // namespace dsd::agent

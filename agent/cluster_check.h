@@ -77,6 +77,7 @@ struct BandwidthInput {
   bool ran = false;
   std::string skipped;  // why the probes did not run (shown as info)
   std::string backend;  // "gloo", "mpi", "nccl"
+  std::string note;     // why the backend is not the one expected ("NCCL not used: …"), shown with the row
   std::string mode;     // how it moved data ("synchronous pairs, busy-polling"); empty if the library chose
   int ranks = 0;
   std::vector<probe::SizeResult> allreduce;  // combined over ranks
@@ -127,6 +128,13 @@ struct ClusterCheckResult {
 };
 
 ClusterCheckResult EvaluateCluster(const ClusterCheckInput& input);
+
+// NCCL refuses two ranks on one GPU. With gpus[k] ranks on node idx[k] (its first gpus[k]
+// devices), the first GPU two ranks would share, as "node-0 and node-1 both have GPU <uuid>"
+// (nodes on one machine: `--local`, or a host listed twice); empty when every rank has its own.
+// A GPU is its NVML UUID, or the hostname and device index where NVML gave none.
+std::string SharedGpu(const std::vector<NodeProbe>& nodes, const std::vector<size_t>& idx,
+                      const std::vector<int>& gpus);
 
 std::string RenderClusterText(const ClusterCheckInput& input, const ClusterCheckResult& result, bool color);
 // {"schema":"dsdoctor.check/1","nodes":[…],"checks":[…],"findings":[…],"matrix":{…},"summary":{…}}

@@ -358,3 +358,60 @@ TEST(ClusterCheckTest, JUnitEscapesAndCountsFailures) {
 
 }  // namespace
 }  // namespace dsd::agent
+
+namespace dsd::agent {
+namespace {
+
+// A node's report with the given GPU UUIDs ("" for a GPU NVML gave no UUID for).
+NodeProbe GpuNode(const std::string& name, const std::string& host, std::vector<std::string> uuids) {
+  json gpus = json::array();
+  for (size_t i = 0; i < uuids.size(); ++i) gpus.push_back({{"index", i}, {"uuid", uuids[i]}});
+  NodeProbe n;
+  n.name = name;
+  n.report = {{"inventory", {{"system", {{"hostname", host}}}, {"nvml", {{"gpus", gpus}}}}}};
+  return n;
+}
+
+TEST(SharedGpuTest, TwoRanksOnOneGpuAreNamed) {
+  // `check --local 2` on a one-GPU machine: both simulated nodes see the same device.
+  std::vector<NodeProbe> local = {GpuNode("node-0", "box", {"GPU-5e89"}), GpuNode("node-1", "box", {"GPU-5e89"})};
+  EXPECT_EQ(SharedGpu(local, {0, 1}, {1, 1}), "node-0 and node-1 both have GPU GPU-5e89");
+  // Without NVML's UUIDs the hostname and device index tell them apart.
+  std::vector<NodeProbe> no_nvml = {GpuNode("node-0", "box", {""}), GpuNode("node-1", "box", {""})};
+  EXPECT_EQ(SharedGpu(no_nvml, {0, 1}, {1, 1}), "node-0 and node-1 both have GPU box GPU 0");
+  // Only the GPUs the ranks use count: node-0 uses its first two, the second of which node-2 also has.
+  std::vector<NodeProbe> overlap = {GpuNode("node-0", "a", {"GPU-1", "GPU-2", "GPU-3"}),
+                                    GpuNode("node-1", "b", {"GPU-9"}), GpuNode("node-2", "c", {"GPU-2"})};
+  EXPECT_EQ(SharedGpu(overlap, {0, 1, 2}, {2, 1, 1}), "node-0 and node-2 both have GPU GPU-2");
+  EXPECT_EQ(SharedGpu(overlap, {0, 1, 2}, {1, 1, 0}), "");
+}
+
+TEST(SharedGpuTest, DistinctGpusAreFine) {
+  std::vector<NodeProbe> nodes = {GpuNode("node-0", "a", {"GPU-1", "GPU-2"}),
+                                  GpuNode("node-1", "b", {"GPU-3", "GPU-4"}), GpuNode("node-2", "c", {"", ""}),
+                                  GpuNode("node-3", "d", {"", ""})};
+  EXPECT_EQ(SharedGpu(nodes, {0, 1, 2, 3}, {2, 2, 2, 2}), "");
+  EXPECT_EQ(SharedGpu(nodes, {}, {}), "");
+}
+
+TEST(SharedGpuTest, TheNoteIsShownWithTheAllReduceRow) {
+  ClusterCheckInput in;
+  in.nodes = {GpuNode("node-0", "box", {"GPU-5e89"}), GpuNode("node-1", "box", {"GPU-5e89"})};
+  in.bandwidth.ran = true;
+  in.bandwidth.backend = "gloo";
+  in.bandwidth.ranks = 2;
+  in.bandwidth.note = "NCCL not used: node-0 and node-1 both have GPU GPU-5e89";
+  probe::SizeResult row{1 << 20, 1 << 18, "float", "sum", 1000.0, 0, 0, 0};
+  probe::ComputeBandwidth(probe::CollectiveOp::kAllReduce, 2, &row);
+  in.bandwidth.allreduce = {row};
+  auto r = EvaluateCluster(in);
+  auto it = std::find_if(r.rows.begin(), r.rows.end(), [](const auto& x) { return x.name == "all-reduce bandwidth"; });
+  ASSERT_NE(it, r.rows.end());
+  EXPECT_EQ(it->status, probe::CheckStatus::kOk);
+  ASSERT_FALSE(it->details.empty());
+  EXPECT_EQ(it->details[0], in.bandwidth.note);
+  EXPECT_EQ(ClusterJson(in, r)["bandwidth"]["note"], in.bandwidth.note);
+}
+
+}  // namespace
+}  // namespace dsd::agent

@@ -3,13 +3,15 @@
 //   agent        RankMonitor::Tick on a real process and a real trace ring (4,096 records), then
 //                encoding the rank's entry as JSON text
 //   coordinator  parsing the entry and turning it into a RankState
-// Each simulated training step adds 3 completed collectives to every rank's trace between
-// samples. Then the coordinator side alone for a 4,096-rank job, on one core.
-// Usage: sample_bench [RANKS=64] [TICKS=50] [BIG_RANKS=4096]
+// Each simulated training step adds 3 completed collectives to every rank's trace; a step comes
+// every STEP_EVERY samples (2: 2.5 steps/s). Then the coordinator side alone for a 4,096-rank job,
+// on one core.
+// Usage: sample_bench [RANKS=64] [TICKS=50] [BIG_RANKS=4096] [STEP_EVERY=2]
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,7 +20,6 @@
 #include <vector>
 
 #include "collectors/rank_monitor.h"
-#include "collectors/proc_stat.h"
 #include "diagnosis/sample_delta.h"
 #include "runtime/trace.h"
 
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   const int ranks = argc > 1 ? std::atoi(argv[1]) : 64;
   const int ticks = argc > 2 ? std::atoi(argv[2]) : 50;
   const int big = argc > 3 ? std::atoi(argv[3]) : 4096;
+  const int step_every = argc > 4 ? std::max(1, std::atoi(argv[4])) : 2;
   char dir_template[] = "/tmp/dsdoctor-sample-bench.XXXXXX";
   const std::string dir = ::mkdtemp(dir_template);
   std::vector<collectors::RankMonitor> monitors;
@@ -83,26 +85,16 @@ int main(int argc, char** argv) {
     writers.push_back(std::move(*w));
     for (uint64_t s = 0; s < 1400; ++s) Step(*writers.back(), s);  // a full ring
   }
-  {
-    double t0 = CpuUs();
-    for (int i = 0; i < 200; ++i) (void)runtime::ReadTrace(dir + "/rank-0.trace", 64);
-    double t1 = CpuUs();
-    for (int i = 0; i < 200; ++i) (void)collectors::ReadProcStat(monitors[0].state().pid);
-    double t2 = CpuUs();
-    for (int i = 0; i < 200; ++i) (void)collectors::DescendantsCpuTicks(monitors[0].state().pid);
-    double t3 = CpuUs();
-    for (int i = 0; i < 200; ++i) { std::string l; monitors[0].Tick(1, &l); }
-    double t4 = CpuUs();
-    std::printf("ReadTrace64 %.1f  ReadProcStat %.1f  Descendants %.1f  Tick %.1f us\n", (t1-t0)/200, (t2-t1)/200, (t3-t2)/200, (t4-t3)/200);
-  }
   std::vector<diagnosis::SampleDeltaWriter> enc(ranks);
   std::vector<diagnosis::SampleDeltaReader> dec(ranks);
   Costs full, delta;
   uint64_t step = 1400;
   std::vector<json> big_entries;  // one tick of delta entries, kept to replay for the big job
   for (int t = 0; t < ticks; ++t) {
-    ++step;
-    for (int r = 0; r < ranks; ++r) Step(*writers[r], step);
+    if (t % step_every == 0) {
+      ++step;
+      for (int r = 0; r < ranks; ++r) Step(*writers[r], step);
+    }
     const int64_t now = static_cast<int64_t>(t + 1) * 200'000'000;
     for (int r = 0; r < ranks; ++r) {
       std::string log;
@@ -127,18 +119,20 @@ int main(int argc, char** argv) {
         full.tick += b - a, delta.tick += b - a;
         full.encode += c - b, full.decode += d - c, full.bytes += whole.size();
         delta.encode += e - d, delta.decode += f - e, delta.bytes += part.size();
-        if (t == ticks - 1) big_entries.push_back(std::move(entry));
+        if (t % step_every == 0) big_entries.push_back(std::move(entry));
       }
     }
   }
   const double n = static_cast<double>(ranks) * (ticks - 1);
   auto print = [&](const char* name, const Costs& c) {
     const double agent = (c.tick + c.encode) / n, coord = c.decode / n;
-    std::printf("%-6s  bytes/rank %6.0f  agent %6.1f us (tick %5.1f + encode %5.1f)  coordinator %6.1f us  "
-                "=> %.4f %% of a core per rank at 5 Hz\n",
-                name, c.bytes / n, agent, c.tick / n, c.encode / n, coord, (agent + coord) * 5 / 1e6 * 100);
+    std::printf(
+        "%-6s  bytes/rank %6.0f  agent %6.1f us (tick %5.1f + encode %5.1f)  coordinator %6.1f us  "
+        "=> %.4f %% of a core per rank at 5 Hz\n",
+        name, c.bytes / n, agent, c.tick / n, c.encode / n, coord, (agent + coord) * 5 / 1e6 * 100);
   };
-  std::printf("%d ranks (real processes, 4096-record trace rings), %d samples each\n", ranks, ticks - 1);
+  std::printf("%d ranks (real processes, 4096-record trace rings), %d samples each, a step every %d samples\n", ranks,
+              ticks - 1, step_every);
   print("whole", full);
   print("delta", delta);
   // The coordinator alone for a big job: every rank's reader primed, then one tick of deltas each.
@@ -149,6 +143,8 @@ int main(int argc, char** argv) {
     for (auto& rd : readers) (void)rd.Apply(key);
   }
   std::vector<std::string> texts;
+  // Entries of a tick with a step (the busier kind), from the last such tick.
+  big_entries.erase(big_entries.begin(), big_entries.end() - std::min<long>(ranks, big_entries.size()));
   for (int r = 0; r < big; ++r) texts.push_back(big_entries[r % big_entries.size()].dump());
   // Replaying the same delta keeps each reader valid: it drops and keeps what a real one would.
   double a = CpuUs();

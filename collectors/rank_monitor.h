@@ -44,7 +44,7 @@ class RankMonitor {
   runtime::TraceReader trace_;
   size_t log_offset_ = 0;
   uint64_t last_cpu_ticks_ = 0, ref_ticks_ = 0;
-  uint64_t descendant_ticks_ = 0;   // of the whole tree below the rank, as last read
+  uint64_t descendant_ticks_ = 0;    // of the whole tree below the rank, as last read
   int64_t descendants_read_ns_ = 0;  // when
   int64_t last_sample_ns_ = 0, ref_ns_ = 0;
 };

@@ -45,6 +45,7 @@ void ApplyTrace(const runtime::TraceSnapshot& t, diagnosis::RankState* rank, siz
   rank->watchdog_fired = t.flags & runtime::kTraceFlagWatchdogFired;
   rank->finished = t.flags & runtime::kTraceFlagFinished;
   rank->last_error = t.last_error;
+  if (t.records_unchanged) return;  // the calls are as the previous snapshot left them
   rank->in_flight.reset();
   rank->last.reset();
   if (const auto* r = t.InFlight()) rank->in_flight = ToOpRecord(*r);

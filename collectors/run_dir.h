@@ -24,7 +24,8 @@ inline constexpr size_t kRecentRecords = 64;
 // Ranks a log dir may claim (run.json's world_size, rank-<r> file names).
 inline constexpr int kMaxRanks = 1 << 20;
 
-// Fills the trace fields of `rank` from a snapshot.
+// Fills the trace fields of `rank` from a snapshot (one with records_unchanged updates the header
+// fields and leaves the calls as the previous snapshot set them).
 void ApplyTrace(const runtime::TraceSnapshot& trace, diagnosis::RankState* rank, size_t recent = kRecentRecords);
 diagnosis::OpRecord ToOpRecord(const runtime::TraceRecord& r);
 

@@ -147,8 +147,15 @@ void RunBandwidth(const CheckSessionOptions& o, const std::vector<size_t>& sizes
     gpus.push_back(std::min(n, slots));
   }
   bool all_gpus = std::all_of(gpus.begin(), gpus.end(), [](int g) { return g > 0; });
+  if (all_gpus) {
+    if (std::string shared = agent::SharedGpu(input.nodes, idx, gpus); !shared.empty()) {
+      all_gpus = false;
+      bw.note = "NCCL not used: " + shared + " (NCCL needs a GPU of its own for every rank)";
+    }
+  }
   bw.backend = all_gpus ? "nccl" : use_mpi && idx.size() == clients.size() ? "mpi" : "gloo";
   bw.ranks = all_gpus ? std::accumulate(gpus.begin(), gpus.end(), 0) : static_cast<int>(idx.size());
+  if (!bw.note.empty()) bw.note += "; measured with " + bw.backend + " on the CPU instead";
   bw.min_busbw_gbps = o.min_busbw;
   bw.min_p2p_gbit_s = o.min_p2p_gbit;
   const auto long_call = std::chrono::seconds(900);

@@ -276,7 +276,8 @@ void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
       auto& reader = deltas_[r];
       if (Status applied = reader.Apply(j); !applied.ok()) {
         if (delta_refused_.insert(r).second)  // once until one applies again: never a line per tick
-          log::Get("run")->warn("agent {}: ignoring rank {}'s samples: {}", a.client.agent_name(), r, applied.message());
+          log::Get("run")->warn("agent {}: ignoring rank {}'s samples: {}", a.client.agent_name(), r,
+                                applied.message());
         continue;
       }
       delta_refused_.erase(r);

@@ -12,9 +12,8 @@
 // Neither class is thread-safe; one instance per rank and direction.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "common/status.h"
@@ -31,7 +30,7 @@ class SampleDeltaWriter {
 
  private:
   bool primed_ = false;
-  nlohmann::json fields_;          // ToJson(previous state) without "recent"
+  nlohmann::json fields_;         // ToJson(previous state) without "recent"
   std::vector<OpRecord> recent_;  // previous state's recent records
 };
 

@@ -119,7 +119,8 @@ TEST(SampleDeltaTest, ADeltaThatDoesNotFitIsRefusedAndChangesNothing) {
   RankState s = Running(1);
   s.recent = {Record(10, 0), Record(20, 1)};
   ASSERT_TRUE(r.Apply(w.Encode(s)).ok());
-  Status st = r.Apply(json{{"rank", 1}, {"step", 9}, {"recent_drop", 1}, {"recent_keep", 5}, {"recent_tail", json::array()}});
+  Status st =
+      r.Apply(json{{"rank", 1}, {"step", 9}, {"recent_drop", 1}, {"recent_keep", 5}, {"recent_tail", json::array()}});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("drops 1 and keeps 5 of the 2 recent records held"), std::string::npos) << st.ToString();
   EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"recent_drop", -1}, {"recent_tail", json::array()}}).ok());

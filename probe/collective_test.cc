@@ -79,8 +79,10 @@ TEST_P(GlooSweepTest, AllRanksGetExactSums) {
       SweepOptions sweep;
       sweep.max_iters = 3;
       auto res = RunAllReduceSweep(**comm, sizes, sweep, RealClock::Instance());
-      if (res.ok()) per_rank[r] = *res;
-      else status[r] = res.status();
+      if (res.ok())
+        per_rank[r] = *res;
+      else
+        status[r] = res.status();
     });
   }
   for (auto& t : threads) t.join();

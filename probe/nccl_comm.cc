@@ -4,10 +4,10 @@
 #include <exception>
 
 #include "common/log.h"
+#include "probe/cuda_api.h"
 #include "probe/dynlib.h"
 #include "probe/gpu.h"
 #include "probe/nccl.h"
-#include "probe/cuda_api.h"
 
 namespace dsd::probe {
 namespace {
@@ -36,7 +36,8 @@ class NcclCommunicator final : public Communicator {
     if (buffer_) cuda_.Free(buffer_);
     buffer_ = nullptr;
     capacity_ = max_count;
-    return Cuda(cuda_.Malloc(reinterpret_cast<void**>(&buffer_), std::max<size_t>(max_count, 1) * sizeof(float)), "cudaMalloc");
+    return Cuda(cuda_.Malloc(reinterpret_cast<void**>(&buffer_), std::max<size_t>(max_count, 1) * sizeof(float)),
+                "cudaMalloc");
   }
   Status Upload(const std::vector<float>& host, size_t count) override {
     if (count > capacity_ || count > host.size()) return Internal("upload larger than the prepared buffer");
@@ -47,7 +48,8 @@ class NcclCommunicator final : public Communicator {
     return Cuda(cuda_.Memcpy(host->data(), buffer_, count * sizeof(float), kCudaMemcpyDeviceToHost), "cudaMemcpy");
   }
   Status AllReduceSum(size_t count) override {
-    DSD_RETURN_IF_ERROR(Nccl(nccl_.AllReduce(buffer_, buffer_, count, kNcclFloat32, kNcclSum, comm_, stream_), "ncclAllReduce"));
+    DSD_RETURN_IF_ERROR(
+        Nccl(nccl_.AllReduce(buffer_, buffer_, count, kNcclFloat32, kNcclSum, comm_, stream_), "ncclAllReduce"));
     return Cuda(cuda_.StreamSynchronize(stream_), "cudaStreamSynchronize");
   }
   Status Barrier() override {

@@ -330,8 +330,16 @@ const TraceRecord* TraceSnapshot::Last() const { return records.empty() ? nullpt
 
 namespace {
 
-// The snapshot of a mapped trace file of `size` bytes (see ReadTrace).
-Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::string& path, size_t newest) {
+// What a TraceReader remembers of its previous read.
+struct PreviousRead {
+  uint64_t& stamp;
+  uint64_t& older_in_flight;
+};
+
+// The snapshot of a mapped trace file of `size` bytes (see ReadTrace). With `previous`, records
+// are not copied when none changed since (records_unchanged).
+Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::string& path, size_t newest,
+                                 PreviousRead* previous = nullptr) {
   auto& h = *static_cast<TraceHeaderRaw*>(const_cast<void*>(base));
   auto bad = [&](const std::string& what) { return Corruption("trace file " + path + ": " + what); };
   if (std::memcmp(h.magic, kTraceMagic, sizeof h.magic) != 0) return bad("bad magic (not a dsdoctor trace)");
@@ -381,6 +389,21 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
     }
     return ok && rec->index == i;  // else torn, or already overwritten by a newer lap of the ring
   };
+  // Every write to a record bumps its sequence-lock version: the same versions for the same window
+  // (and the same older call in flight) mean the same records.
+  auto version = [&](uint64_t i) {
+    return A(const_cast<uint64_t&>(raw_at(i).version)).load(std::memory_order_acquire);
+  };
+  auto stamp_of = [&](uint64_t older) {
+    uint64_t h = s.next_index * 0x9e3779b97f4a7c15ULL;
+    for (uint64_t i = first; i < s.next_index; ++i) h = (h ^ version(i)) * 0x100000001b3ULL;
+    if (older != UINT64_MAX) h = (h ^ older ^ (version(older) << 1)) * 0x100000001b3ULL;
+    return h;
+  };
+  if (previous && previous->stamp && stamp_of(previous->older_in_flight) == previous->stamp) {
+    s.records_unchanged = true;
+    return s;
+  }
   s.records.reserve(static_cast<size_t>(s.next_index - first) + 1);
   for (uint64_t i = first; i < s.next_index; ++i) {
     TraceRecord rec;
@@ -390,16 +413,23 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
     }
     s.records.push_back(std::move(rec));
   }
+  uint64_t older = UINT64_MAX;  // an older record included because it is in flight
   if (first > oldest && !s.InFlight()) {
     for (uint64_t i = first; i-- > oldest;) {
       auto state = static_cast<RecordState>(
           std::atomic_ref<uint8_t>(const_cast<uint8_t&>(raw_at(i).state)).load(std::memory_order_relaxed));
       if (state != RecordState::kStarted && state != RecordState::kEnqueued) continue;
       TraceRecord rec;
-      if (copy(i, &rec) && (rec.state == RecordState::kStarted || rec.state == RecordState::kEnqueued))
+      if (copy(i, &rec) && (rec.state == RecordState::kStarted || rec.state == RecordState::kEnqueued)) {
         s.records.insert(s.records.begin(), std::move(rec));
+        older = i;
+      }
       break;
     }
+  }
+  if (previous) {
+    previous->stamp = stamp_of(older);
+    previous->older_in_flight = older;
   }
   return s;
 }
@@ -458,13 +488,16 @@ Result<TraceSnapshot> TraceReader::Read(size_t newest) {
   }
   if (!base_ || st.st_dev != dev_ || st.st_ino != ino_ || static_cast<size_t>(st.st_size) != size_) {
     Unmap();
+    previous_stamp_ = 0;
+    previous_older_ = UINT64_MAX;
     DSD_ASSIGN_OR_RETURN(MappedFile m, MapTrace(path_));
     base_ = m.base;
     size_ = m.size;
     dev_ = m.dev;
     ino_ = m.ino;
   }
-  return SnapshotOf(base_, size_, path_, newest);
+  PreviousRead previous{previous_stamp_, previous_older_};
+  return SnapshotOf(base_, size_, path_, newest, &previous);
 }
 
 }  // namespace dsd::runtime

@@ -16,8 +16,8 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -37,8 +37,8 @@ enum class RecordState : uint8_t { kEmpty = 0, kEnqueued = 1, kStarted = 2, kCom
 const char* RecordStateName(RecordState s);
 
 // Record flag bits.
-inline constexpr uint32_t kRecordFlagAsync = 1u << 0;  // the call returned at once (async_op, isend, DDP bucket): in flight
-                                                       // means not finished yet, not that the rank waits in it
+inline constexpr uint32_t kRecordFlagAsync = 1u << 0;  // the call returned at once (async_op, isend, DDP bucket): in
+                                                       // flight means not finished yet, not that the rank waits in it
 
 // Header flag bits.
 inline constexpr uint32_t kTraceFlagFinished = 1u << 0;       // the engine shut down cleanly
@@ -54,10 +54,10 @@ struct TraceRecordRaw {
   uint64_t count;    // elements
   uint64_t bytes;
   int64_t enqueued_ns, started_ns, ended_ns;  // CLOCK_REALTIME nanoseconds; 0 = not yet
-  uint32_t comm_id;  // process group id (0 = world)
-  int32_t peer;      // root (broadcast), peer (send/recv), world size (rendezvous); -1 otherwise
+  uint32_t comm_id;                           // process group id (0 = world)
+  int32_t peer;  // root (broadcast), peer (send/recv), world size (rendezvous); -1 otherwise
   uint8_t op, dtype, reduce, state;
-  uint32_t flags;  // kRecordFlag* (was `reserved`, always 0 before the Python tracer)
+  uint32_t flags;                 // kRecordFlag* (was `reserved`, always 0 before the Python tracer)
   char callsite[kCallsiteBytes];  // NUL-terminated, truncated
 };
 static_assert(sizeof(TraceRecordRaw) <= kTraceRecordBytes);
@@ -69,15 +69,15 @@ struct TraceHeaderRaw {
   int64_t created_ns;
   char hostname[64];
   char backend[16];
-  uint64_t next_index;    // records begun so far
-  int64_t heartbeat_ns;   // refreshed by the watchdog thread while the process runs
-  uint64_t step;          // optimizer steps taken (engine.global_steps)
-  uint32_t phase;         // runtime::Phase
-  uint32_t flags;         // kTraceFlag*
-  int64_t phase_ns;       // when the current phase began
+  uint64_t next_index;      // records begun so far
+  int64_t heartbeat_ns;     // refreshed by the watchdog thread while the process runs
+  uint64_t step;            // optimizer steps taken (engine.global_steps)
+  uint32_t phase;           // runtime::Phase
+  uint32_t flags;           // kTraceFlag*
+  int64_t phase_ns;         // when the current phase began
   uint64_t watchdog_index;  // the record the watchdog fired on
   int64_t watchdog_ns;
-  uint64_t error_version;   // sequence lock of last_error
+  uint64_t error_version;  // sequence lock of last_error
   char last_error[kTraceErrorBytes];
 };
 static_assert(sizeof(TraceHeaderRaw) <= kTraceHeaderBytes);
@@ -169,7 +169,7 @@ class TraceWriter {
   size_t bytes_;
   uint32_t capacity_;
   TraceHeaderRaw* header_;
-  uint64_t next_ = 0;                        // writer thread only
+  uint64_t next_ = 0;                         // writer thread only
   std::atomic<uint64_t> in_flight_plus1_{0};  // index + 1 of the call in progress; 0 = none
 };
 
@@ -194,6 +194,9 @@ struct TraceSnapshot {
   std::string last_error;
   std::vector<TraceRecord> records;  // oldest first
   uint64_t torn = 0;                 // records skipped because a writer was (or died) inside them
+  // TraceReader only: no record changed since its previous read, and `records` was left empty
+  // (the header fields above are fresh).
+  bool records_unchanged = false;
 
   // The newest record that has not ended (started or enqueued), if any.
   const TraceRecord* InFlight() const;
@@ -219,9 +222,18 @@ class TraceReader {
   TraceReader(const TraceReader&) = delete;
   TraceReader& operator=(const TraceReader&) = delete;
   TraceReader(TraceReader&& o) noexcept
-      : path_(std::move(o.path_)), base_(std::exchange(o.base_, nullptr)), size_(o.size_), dev_(o.dev_), ino_(o.ino_) {}
+      : path_(std::move(o.path_)),
+        base_(std::exchange(o.base_, nullptr)),
+        size_(o.size_),
+        dev_(o.dev_),
+        ino_(o.ino_),
+        previous_stamp_(o.previous_stamp_),
+        previous_older_(o.previous_older_) {}
   TraceReader& operator=(TraceReader&&) = delete;
 
+  // As ReadTrace(path, newest), except that when no record changed since the previous Read the
+  // snapshot's records are left empty and records_unchanged is set: a rank waiting in a call, or
+  // between steps, costs a header read.
   Result<TraceSnapshot> Read(size_t newest = SIZE_MAX);
 
  private:
@@ -230,6 +242,8 @@ class TraceReader {
   void* base_ = nullptr;
   size_t size_ = 0;
   uint64_t dev_ = 0, ino_ = 0;
+  uint64_t previous_stamp_ = 0;           // the records' versions at the previous read
+  uint64_t previous_older_ = UINT64_MAX;  // the older in-flight record it included, if any
 };
 
 // CLOCK_REALTIME in nanoseconds: the trace's time base (comparable across processes and, with

@@ -1,8 +1,8 @@
 #include "runtime/trace.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -71,6 +71,68 @@ TEST_F(TraceTest, RingKeepsTheNewestCapacityRecords) {
   EXPECT_EQ(s->records.front().seq, 25u);
   EXPECT_EQ(s->records.back().seq, 40u);
   EXPECT_EQ(s->torn, 0u);
+}
+
+TEST_F(TraceTest, AWindowReadKeepsAnOlderCallStillInFlight) {
+  auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "gloo"}, 64);
+  ASSERT_TRUE(w.ok());
+  uint64_t stuck = (*w)->Begin(AllReduceInfo(1, "isend"));  // never completes
+  for (uint64_t i = 2; i <= 30; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+  auto s = ReadTrace(path_, 8);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->records.size(), 9u) << "the window of 8, and the older call in flight before it";
+  EXPECT_EQ(s->records.front().index, stuck);
+  EXPECT_EQ(s->records.back().seq, 30u);
+  ASSERT_NE(s->InFlight(), nullptr);
+  EXPECT_EQ(s->InFlight()->callsite, "isend");
+  (*w)->Complete(stuck);
+  s = ReadTrace(path_, 8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->records.size(), 8u);
+  EXPECT_EQ(s->InFlight(), nullptr);
+}
+
+TEST_F(TraceTest, AReaderSkipsRecordsThatDidNotChange) {
+  auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "gloo"}, 64);
+  ASSERT_TRUE(w.ok());
+  TraceReader reader(path_);
+  uint64_t a = (*w)->Begin(AllReduceInfo(1));
+  auto s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->records_unchanged);
+  ASSERT_EQ(s->records.size(), 1u);
+  // Waiting in the call: only the header moves.
+  (*w)->SetStep(3);
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->records_unchanged);
+  EXPECT_TRUE(s->records.empty());
+  EXPECT_EQ(s->step, 3u);
+  // The call completes in place: read again.
+  (*w)->Complete(a);
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->records_unchanged);
+  ASSERT_EQ(s->records.size(), 1u);
+  EXPECT_EQ(s->records[0].state, RecordState::kCompleted);
+  // A new record: read again.
+  (*w)->Begin(AllReduceInfo(2));
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->records_unchanged);
+  EXPECT_EQ(s->records.size(), 2u);
+  // The file replaced by another (a restarted rank): mapped afresh, read whole.
+  w->reset();
+  ASSERT_EQ(::unlink(path_.c_str()), 0);
+  auto w2 = TraceWriter::Create(path_, {0, 2, 0, "h", "mpi"}, 64);
+  ASSERT_TRUE(w2.ok());
+  (*w2)->Complete((*w2)->Begin(AllReduceInfo(9)));
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->records_unchanged);
+  EXPECT_EQ(s->backend, "mpi");
+  ASSERT_EQ(s->records.size(), 1u);
+  EXPECT_EQ(s->records[0].seq, 9u);
 }
 
 TEST_F(TraceTest, CallsiteIsTruncatedNotOverflowed) {
