@@ -558,6 +558,12 @@ const std::vector<LogPattern> kCatalogue = {
      "so "
      "the others fail after it.",
      CUDA_ERR},
+    {"cuda_invalid_ordinal", R"((?:invalid device ordinal|cudaErrorInvalidDevice\b|CUDA_ERROR_INVALID_DEVICE))",
+     codes::kCudaError, kErr, kCause, "CUDA: the rank asked for a GPU this node does not have (invalid device ordinal)",
+     "More ranks were started on this node than it has visible GPUs, or the rank picks its GPU by global rank: start "
+     "as many ranks per node as GPUs (slots, --num_gpus, --nproc_per_node), select the GPU with "
+     "torch.cuda.set_device(LOCAL_RANK), and check CUDA_VISIBLE_DEVICES on this node.",
+     CUDA_ERR},
     {"cuda_device_assert", R"(device-side assert(?:ion)? triggered)", codes::kCudaError, kErr, kCause,
      "CUDA: a device-side assert fired",
      "Usually an index out of range (labels >= num_classes, token ids >= vocab size): rerun with "

@@ -144,6 +144,8 @@ const Example kExamples[] = {
   {"cuda_oom", "RuntimeError: CUDA out of memory. Tried to allocate 512.00 MiB (GPU 0; 15.90 GiB total capacity; 13.13 GiB already allocated; 415.88 MiB free; 14.80 GiB reserved in total by PyTorch)", "", "https://github.com/2KangHo/vdsr_pytorch/issues/2"},
   {"cuda_oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.78 GiB. GPU 0 has a total capacity of 31.47 GiB of which 12.73 GiB is free.", "", "https://github.com/murong-xu/CADS/issues/4 (torch >= 2.1 format)"},
   {"cuda_illegal_address", "RuntimeError: CUDA error: an illegal memory access was encountered", "", "https://github.com/hpcaitech/Open-Sora/issues/694"},
+  {"cuda_invalid_ordinal", "RuntimeError: CUDA error: invalid device ordinal", "", "https://github.com/hpcaitech/Open-Sora/issues/40 (torch.cuda.set_device(local_rank) on a node with fewer GPUs)"},
+  {"cuda_invalid_ordinal", "init_distributed: cudaSetDevice(1): invalid device ordinal", "", "dsdoctor's runtime, 2 ranks on a one-GPU H200 (2026-12-04)"},
   {"cuda_device_assert", "RuntimeError: CUDA error: device-side assert triggered", "", "https://github.com/layumi/Person_reID_baseline_pytorch/issues/372"},
   {"cuda_ecc", "RuntimeError: CUDA error: uncorrectable ECC error encountered", "", "https://github.com/jade-hpc-gpu/jade-hpc-gpu.github.io/issues/194"},
   {"cuda_driver_mismatch", "RuntimeError: The NVIDIA driver on your system is too old: CUDA driver version is insufficient for CUDA runtime version", "", "CUDA runtime error string cudaErrorInsufficientDriver"},
