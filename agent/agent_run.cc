@@ -86,7 +86,9 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
   int64_t stop_deadline = 0;
   bool coordinator_gone = false;
   collectors::LogDirMonitor log_dir_monitor(log_dir, options_.name);
-  // Each rank's sample carries only what changed since the one before (diagnosis/sample_delta.h).
+  // Each rank's sample carries only what changed since the one before (diagnosis/sample_delta.h),
+  // when the coordinator reads deltas; an older one gets whole states.
+  const bool send_deltas = request.value("sample_deltas", false);
   std::vector<diagnosis::SampleDeltaWriter> deltas(ranks.size());
   while (true) {
     auto msg = net::RecvFrame(link, decoder, std::chrono::milliseconds(sample_ms));
@@ -141,7 +143,8 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
       auto& m = ranks[k];
       std::string fresh;
       m.Tick(now, &fresh);
-      json s = deltas[k].Encode(m.state());
+      json s = send_deltas ? deltas[k].Encode(m.state()) : diagnosis::ToJson(m.state());
+      if (!send_deltas) s["last_output_ns"] = m.state().last_output_ns;
       if (!fresh.empty()) {
         std::string text = collectors::SanitizeForStream(fresh);  // ASCII: any cut is a character boundary
         if (text.size() <= kInlineLogBytes) {

@@ -197,6 +197,7 @@ Status ValidateRequest(const json& request) {
         .Int("sample_ms", 1, 60000)
         .Bool("trace_python")
         .Bool("share_group")
+        .Bool("sample_deltas")
         .Objects("ranks", 65536, true, [](Fields& r) {
           r.Int("rank", 0, (1 << 20) - 1, true).Int("local_rank", 0, 65535).StringMap("env", 100000);
         });

@@ -8,7 +8,6 @@ cd "$(dirname "$0")/.."
 bin=${BENCH:-$PWD/build/bin/allreduce_bench}
 runs=${1:-5}
 shift || true
-ranks=("${@:-2 4}")
 [ $# -gt 0 ] && ranks=("$@") || ranks=(2 4)
 sizes=${SIZES:-8-64M}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

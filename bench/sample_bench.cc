@@ -143,6 +143,10 @@ int main(int argc, char** argv) {
     for (auto& rd : readers) (void)rd.Apply(key);
   }
   std::vector<std::string> texts;
+  if (big_entries.empty()) {
+    std::fprintf(stderr, "no sample with a step was recorded: raise TICKS\n");
+    return 1;
+  }
   // Entries of a tick with a step (the busier kind), from the last such tick.
   big_entries.erase(big_entries.begin(), big_entries.end() - std::min<long>(ranks, big_entries.size()));
   for (int r = 0; r < big; ++r) texts.push_back(big_entries[r % big_entries.size()].dump());

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "collectors/proc_stat.h"
@@ -78,12 +79,22 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
   double dt = last_sample_ns_ ? (now_ns - last_sample_ns_) / 1e9 : 0;
   // The whole process tree: a rank whose DataLoader workers or compiler children work is busy.
   // Walking the tree reads a file per thread of every process in it: once a second is enough for
-  // telling busy from flat, which is judged over seconds.
+  // telling busy from flat, which is judged over seconds. Between walks the descendants' time is
+  // spread over the ticks, a second late (between the last two walks), so a second of their CPU
+  // never lands on one tick and reads as a spinning rank.
   if (!descendants_read_ns_ || now_ns - descendants_read_ns_ >= 1'000'000'000) {
-    descendant_ticks_ = DescendantsCpuTicks(state_.pid);
+    const uint64_t walked = DescendantsCpuTicks(state_.pid);
+    descendant_span_ns_ = descendants_read_ns_ ? now_ns - descendants_read_ns_ : 0;
+    descendant_from_ = descendants_read_ns_ ? descendant_to_ : walked;
+    descendant_to_ = walked;
     descendants_read_ns_ = now_ns;
   }
-  uint64_t ticks = ps->cpu_ticks() + descendant_ticks_;
+  uint64_t descendants = descendant_to_;
+  if (descendant_span_ns_ > 0 && descendant_to_ > descendant_from_) {
+    const double f = std::min(1.0, static_cast<double>(now_ns - descendants_read_ns_) / descendant_span_ns_);
+    descendants = descendant_from_ + static_cast<uint64_t>(f * static_cast<double>(descendant_to_ - descendant_from_));
+  }
+  uint64_t ticks = ps->cpu_ticks() + descendants;
   // A child that ended takes its ticks out of the sum: re-anchor rather than count negative time.
   if (ticks < last_cpu_ticks_) last_cpu_ticks_ = ticks;
   if (ticks < ref_ticks_) ref_ticks_ = ticks;

@@ -44,8 +44,10 @@ class RankMonitor {
   runtime::TraceReader trace_;
   size_t log_offset_ = 0;
   uint64_t last_cpu_ticks_ = 0, ref_ticks_ = 0;
-  uint64_t descendant_ticks_ = 0;    // of the whole tree below the rank, as last read
-  int64_t descendants_read_ns_ = 0;  // when
+  // The tree below the rank: its CPU ticks at the walk before last and at the last walk, when that
+  // was, and the time between the two.
+  uint64_t descendant_from_ = 0, descendant_to_ = 0;
+  int64_t descendants_read_ns_ = 0, descendant_span_ns_ = 0;
   int64_t last_sample_ns_ = 0, ref_ns_ = 0;
 };
 

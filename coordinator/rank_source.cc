@@ -101,7 +101,8 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::ve
                           {"ranks", ranks},
                           {"sample_ms", sample_ms},
                           {"trace_python", trace_python},
-                          {"share_group", share_group}};
+                          {"share_group", share_group},
+                          {"sample_deltas", true}};  // we read deltas; whole states from older agents too
     DSD_RETURN_IF_ERROR(net::SendFrame(a->client.link(), req));
     auto reply = net::RecvFrame(a->client.link(), a->client.decoder(), std::chrono::seconds(30));
     if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());

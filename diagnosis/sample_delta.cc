@@ -22,7 +22,9 @@ json FieldsOf(const RankState& state) { return ToJson(state, /*with_recent=*/fal
 json SampleDeltaWriter::Encode(const RankState& state) {
   json fields = FieldsOf(state);
   json entry = {{"rank", state.rank}};
+  if (++since_keyframe_ >= kKeyframeEvery) primed_ = false;
   if (!primed_) {
+    since_keyframe_ = 0;
     entry["full"] = true;
     for (auto& [k, v] : fields.items())
       if (k != "rank") entry[k] = v;
@@ -71,10 +73,19 @@ json SampleDeltaWriter::Encode(const RankState& state) {
 }
 
 Status SampleDeltaReader::Apply(const json& entry) {
+  Status st = Merge(entry);
+  if (!st.ok()) primed_ = false;
+  return st;
+}
+
+Status SampleDeltaReader::Merge(const json& entry) {
   if (!entry.is_object()) return InvalidArgument("sample: rank entry is not a JSON object");
   if (auto whole = entry.find("recent"); whole != entry.end()) {
     // A whole state (an agent from before deltas).
     DSD_ASSIGN_OR_RETURN(RankState st, RankStateFromJson(entry));
+    if (st.recent.size() > kMaxHeldRecentRecords)
+      return InvalidArgument("sample: rank " + std::to_string(st.rank) + " sent " + std::to_string(st.recent.size()) +
+                             " recent records (at most " + std::to_string(kMaxHeldRecentRecords) + ")");
     fields_ = FieldsOf(st);
     recent_.assign(st.recent.begin(), st.recent.end());
     st.recent.clear();
@@ -82,7 +93,10 @@ Status SampleDeltaReader::Apply(const json& entry) {
     primed_ = true;
     return Status::Ok();
   }
-  const bool full = entry.value("full", false);
+  const auto full_field = entry.find("full");
+  if (full_field != entry.end() && !full_field->is_boolean())
+    return InvalidArgument("sample: field 'full' must be true or false");
+  const bool full = full_field != entry.end() && full_field->get<bool>();
   if (!full && !primed_) return InvalidArgument("sample: a delta for a rank before its first full state");
   json fields = full ? json::object() : fields_;
   for (auto& [k, v] : entry.items()) {
@@ -114,6 +128,10 @@ Status SampleDeltaReader::Apply(const json& entry) {
   std::vector<OpRecord> tail;
   if (auto t = entry.find("recent_tail"); t != entry.end()) {
     if (!t->is_array()) return InvalidArgument("sample: field 'recent_tail' must be an array");
+    if (keep + t->size() > kMaxHeldRecentRecords)
+      return InvalidArgument("sample: rank " + std::to_string(parsed.rank) + " would hold " +
+                             std::to_string(keep + t->size()) + " recent records (at most " +
+                             std::to_string(kMaxHeldRecentRecords) + ")");
     for (const auto& r : *t) {
       DSD_ASSIGN_OR_RETURN(OpRecord rec, OpRecordFromJson(r));
       tail.push_back(std::move(rec));

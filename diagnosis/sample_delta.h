@@ -1,8 +1,9 @@
 // A rank's state as a stream of deltas (docs/agent-protocol.md, "run" samples): each tick an agent
 // sends, per rank, only the fields that changed since its previous sample and the trace records
 // that are new or changed, instead of the whole state with its 64 recent records (~15 KB per rank,
-// 5 times a second). The first sample of a rank, and any after a sample that could not be sent,
-// is a keyframe ("full": true) that replaces what the reader holds.
+// 5 times a second). The first sample of a rank, the first after a sample that could not be sent,
+// and every kKeyframeEvery-th are keyframes ("full": true) that replace what the reader holds: a
+// reader that refused an entry is repaired within kKeyframeEvery samples.
 //
 // Entry: {"rank", "full"?, <changed fields of ToJson(RankState) except "recent">, "unset"?:[names],
 //         "recent_drop"?: n, "recent_keep"?: k, "recent_tail"?: [records]}
@@ -21,6 +22,9 @@
 
 namespace dsd::diagnosis {
 
+inline constexpr int kKeyframeEvery = 50;              // 10 s at the default 200 ms period
+inline constexpr size_t kMaxHeldRecentRecords = 1024;  // a reader refuses a window larger than this
+
 class SampleDeltaWriter {
  public:
   // The entry that brings a reader from the previously encoded state to `state`.
@@ -30,6 +34,7 @@ class SampleDeltaWriter {
 
  private:
   bool primed_ = false;
+  int since_keyframe_ = 0;
   nlohmann::json fields_;         // ToJson(previous state) without "recent"
   std::vector<OpRecord> recent_;  // previous state's recent records
 };
@@ -37,13 +42,15 @@ class SampleDeltaWriter {
 class SampleDeltaReader {
  public:
   // Applies one entry. A delta before any keyframe, or one that does not fit what is held, is an
-  // error and leaves the held state unchanged.
+  // error and leaves the held state unchanged; deltas are then refused until the next keyframe
+  // (the writer's base and ours may differ from here on).
   Status Apply(const nlohmann::json& entry);
   bool primed() const { return primed_; }
   // The state as of the last applied entry.
   Result<RankState> State() const;
 
  private:
+  Status Merge(const nlohmann::json& entry);
   bool primed_ = false;
   nlohmann::json fields_ = nlohmann::json::object();  // the state's fields as JSON, to merge deltas into
   RankState parsed_;                                  // the same, parsed (without recent)

@@ -112,7 +112,7 @@ TEST(SampleDeltaTest, RandomHistoriesStayInStep) {
   }
 }
 
-TEST(SampleDeltaTest, ADeltaThatDoesNotFitIsRefusedAndChangesNothing) {
+TEST(SampleDeltaTest, ARefusedEntryStopsDeltasUntilTheNextKeyframe) {
   SampleDeltaReader r;
   EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"step", 3}}).ok()) << "a delta before any full state";
   SampleDeltaWriter w;
@@ -123,13 +123,35 @@ TEST(SampleDeltaTest, ADeltaThatDoesNotFitIsRefusedAndChangesNothing) {
       r.Apply(json{{"rank", 1}, {"step", 9}, {"recent_drop", 1}, {"recent_keep", 5}, {"recent_tail", json::array()}});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("drops 1 and keeps 5 of the 2 recent records held"), std::string::npos) << st.ToString();
-  EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"recent_drop", -1}, {"recent_tail", json::array()}}).ok());
-  EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"status", "sleeping"}}).ok());
-  EXPECT_FALSE(r.Apply(json{{"rank", 1}, {"recent_tail", {{{"op", 5}}}}}).ok());
-  EXPECT_FALSE(r.Apply(json::array()).ok());
-  auto held = r.State();
-  ASSERT_TRUE(held.ok());
-  EXPECT_EQ(ToJson(*held), ToJson(s));
+  // The writer's base and the reader's differ from here: even a well-formed delta is refused...
+  s.step = 4;
+  EXPECT_FALSE(r.Apply(w.Encode(s)).ok());
+  EXPECT_FALSE(r.primed());
+  // ...until the writer's periodic keyframe restates the rank.
+  json entry = json::object();
+  for (int i = 0; i < kKeyframeEvery && !entry.value("full", false); ++i) entry = w.Encode(s);
+  ASSERT_TRUE(entry.value("full", false)) << "a keyframe within kKeyframeEvery samples";
+  ASSERT_TRUE(r.Apply(entry).ok());
+  EXPECT_EQ(ToJson(*r.State()), ToJson(s));
+}
+
+TEST(SampleDeltaTest, MalformedEntriesAreRefused) {
+  SampleDeltaWriter w;
+  RankState s = Running(1);
+  s.recent = {Record(10, 0)};
+  for (json bad : {json{{"rank", 1}, {"recent_drop", -1}, {"recent_tail", json::array()}},
+                   json{{"rank", 1}, {"status", "sleeping"}}, json{{"rank", 1}, {"recent_tail", {{{"op", 5}}}}},
+                   json{{"rank", 1}, {"full", "yes"}}, json::array(), json{{"rank", 1}, {"unset", "proc"}}}) {
+    SampleDeltaReader r;
+    ASSERT_TRUE(r.Apply(SampleDeltaWriter().Encode(s)).ok());
+    EXPECT_FALSE(r.Apply(bad).ok()) << bad.dump();
+  }
+  // A window far larger than any agent keeps: refused, not held.
+  SampleDeltaReader r;
+  json huge = SampleDeltaWriter().Encode(s);
+  huge["recent_tail"] = json::array();
+  for (size_t i = 0; i <= kMaxHeldRecentRecords; ++i) huge["recent_tail"].push_back(ToJson(Record(i, i)));
+  EXPECT_FALSE(r.Apply(huge).ok());
 }
 
 TEST(SampleDeltaTest, AResetWriterSendsAKeyframe) {

@@ -26,36 +26,54 @@ namespace {
 // A message is read only when its receiver waits for it, so a peer running ahead cannot overwrite
 // the scratch buffer. Every rank must build its instances in the same order (slots come from the
 // context).
+// The peers rank `rank` of `size` exchanges with in SyncAllReduce: its fold partner (first 2·rem
+// ranks), then one per doubling step. Order and values depend on (rank, size) alone.
+struct Partners {
+  int fold = -1;             // -1: none
+  bool folded_away = false;  // an even rank of the first 2·rem: sits out the steps
+  int newrank = 0;           // its rank among the pof2 ranks that take part in the steps
+  std::vector<int> steps;    // the partner of each step, by increasing mask
+};
+
+Partners PartnersOf(int rank, int size) {
+  Partners p;
+  int pof2 = 1;
+  while (pof2 * 2 <= size) pof2 *= 2;
+  const int rem = size - pof2;
+  p.newrank = rank - rem;
+  if (rank < 2 * rem) {
+    p.fold = rank % 2 == 0 ? rank + 1 : rank - 1;
+    p.folded_away = rank % 2 == 0;
+    if (p.folded_away) return p;
+    p.newrank = rank / 2;
+  }
+  for (int mask = 1; mask < pof2; mask *= 2) {
+    const int partner = p.newrank ^ mask;
+    p.steps.push_back(partner < rem ? partner * 2 + 1 : partner + rem);
+  }
+  return p;
+}
+
 class SyncAllReduce {
  public:
   static constexpr size_t kExchangePieceBytes = 256 << 10;
 
-  SyncAllReduce(const std::shared_ptr<gloo::Context>& ctx, float* data, size_t count)
-      : data_(data), count_(count), scratch_(count) {
-    const int rank = ctx->rank, size = ctx->size;
+  // `scratch` holds at least `count` floats; instances that never run at the same time may share it.
+  SyncAllReduce(const std::shared_ptr<gloo::Context>& ctx, float* data, size_t count, float* scratch)
+      : data_(data), count_(count), scratch_(scratch) {
     const int reduce_slot = ctx->nextSlot(), gather_slot = ctx->nextSlot();
     const size_t bytes = count * sizeof(float);
-    int pof2 = 1;
-    while (pof2 * 2 <= size) pof2 *= 2;
-    const int rem = size - pof2;
-    int newrank = rank - rem;
-    if (rank < 2 * rem) {
-      fold_ = MakePeer(ctx, rank % 2 == 0 ? rank + 1 : rank - 1, reduce_slot, gather_slot, bytes);
-      if (rank % 2 == 0) {
-        folded_away_ = true;  // sits out the exchanges
-        return;
-      }
-      newrank = rank / 2;
-    }
-    const bool halving = bytes > kGlooRecursiveDoublingMaxBytes;
+    const Partners partners = PartnersOf(ctx->rank, ctx->size);
+    if (partners.fold >= 0) fold_ = MakePeer(ctx, partners.fold, reduce_slot, gather_slot, bytes);
+    folded_away_ = partners.folded_away;
+    halving_ = bytes > kGlooRecursiveDoublingMaxBytes;
     size_t lo = 0, hi = count;
-    for (int mask = 1; mask < pof2; mask *= 2) {
-      int partner = newrank ^ mask;
-      partner = partner < rem ? partner * 2 + 1 : partner + rem;
-      Step step{MakePeer(ctx, partner, reduce_slot, gather_slot, bytes), lo, hi, lo, hi};
-      if (halving) {
+    for (size_t k = 0; k < partners.steps.size(); ++k) {
+      const int mask = 1 << k;
+      Step step{MakePeer(ctx, partners.steps[k], reduce_slot, gather_slot, bytes), lo, hi, lo, hi};
+      if (halving_) {
         const size_t mid = lo + (hi - lo) / 2;
-        if ((newrank & mask) == 0) {
+        if ((partners.newrank & mask) == 0) {
           step.keep_hi = step.give_lo = mid;  // keeps the lower half
         } else {
           step.keep_lo = step.give_hi = mid;
@@ -65,7 +83,6 @@ class SyncAllReduce {
       }
       steps_.push_back(std::move(step));
     }
-    halving_ = halving;
   }
 
   void Run() {
@@ -108,7 +125,7 @@ class SyncAllReduce {
     auto& pair = ctx->getPair(rank);
     Peer p;
     p.send_data = pair->createSendBuffer(reduce_slot, data_, bytes);
-    p.recv_scratch = pair->createRecvBuffer(reduce_slot, scratch_.data(), bytes);
+    p.recv_scratch = pair->createRecvBuffer(reduce_slot, scratch_, bytes);
     p.send_data_gather = pair->createSendBuffer(gather_slot, data_, bytes);
     p.recv_data = pair->createRecvBuffer(gather_slot, data_, bytes);
     return p;
@@ -148,7 +165,7 @@ class SyncAllReduce {
 
   float* data_;
   size_t count_;
-  std::vector<float> scratch_;
+  float* scratch_;
   Peer fold_;  // the partner of the first 2·rem ranks
   bool folded_away_ = false;
   bool halving_ = false;
@@ -167,16 +184,22 @@ class GlooCommunicator final : public HostBufferCommunicator {
   }
 
   Status Prepare(size_t max_count) override {
-    algorithms_.clear();  // they hold pointers into the buffer
+    algorithms_.clear();  // they hold pointers into the buffers
+    scratch_.assign(max_count, 0.0f);
     return HostBufferCommunicator::Prepare(max_count);
   }
 
   Status AllReduceSum(size_t count) override {
     if (count > buffer_.size()) return Internal("all-reduce larger than the prepared buffer");
     try {
-      auto& algorithm = algorithms_[count];
-      if (!algorithm) algorithm = std::make_unique<SyncAllReduce>(ctx_, buffer_.data(), count);
-      algorithm->Run();
+      auto it = algorithms_.find(count);
+      if (it == algorithms_.end()) {
+        // Built before it is stored: a constructor that throws leaves no half entry whose retry
+        // would take slots again and fall out of step with the other ranks.
+        auto built = std::make_unique<SyncAllReduce>(ctx_, buffer_.data(), count, scratch_.data());
+        it = algorithms_.emplace(count, std::move(built)).first;
+      }
+      it->second->Run();
     } catch (const std::exception& e) {
       return Unavailable(std::string("gloo allreduce: ") + e.what());
     }
@@ -186,7 +209,7 @@ class GlooCommunicator final : public HostBufferCommunicator {
   // A one-float all-reduce: no rank leaves before every rank has arrived.
   Status Barrier() override {
     try {
-      if (!barrier_) barrier_ = std::make_unique<SyncAllReduce>(ctx_, &barrier_value_, 1);
+      if (!barrier_) barrier_ = std::make_unique<SyncAllReduce>(ctx_, &barrier_value_, 1, &barrier_scratch_);
       barrier_->Run();
     } catch (const std::exception& e) {
       return Unavailable(std::string("gloo barrier: ") + e.what());
@@ -198,7 +221,8 @@ class GlooCommunicator final : public HostBufferCommunicator {
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   bool busy_poll_;
   std::map<size_t, std::unique_ptr<SyncAllReduce>> algorithms_;  // by count, built on first use
-  float barrier_value_ = 0;
+  std::vector<float> scratch_;                                   // shared: one runs at a time
+  float barrier_value_ = 0, barrier_scratch_ = 0;
   std::unique_ptr<SyncAllReduce> barrier_;
 };
 
@@ -211,8 +235,12 @@ void SizeSendBuffers(gloo::Context& ctx) {
   const size_t bytes = SyncAllReduce::kExchangePieceBytes;
   std::vector<char> out(bytes), in(bytes);
   const int slot = ctx.nextSlot();
-  for (int peer = 0; peer < ctx.size; ++peer) {
-    if (peer == ctx.rank) continue;
+  // Only the pairs SyncAllReduce uses: at 1,024 ranks that is 11 exchanges, not 1,023.
+  const Partners partners = PartnersOf(ctx.rank, ctx.size);
+  std::vector<int> peers = partners.steps;
+  if (partners.fold >= 0) peers.push_back(partners.fold);
+  std::sort(peers.begin(), peers.end());
+  for (int peer : peers) {
     auto send = ctx.getPair(peer)->createSendBuffer(slot, out.data(), bytes);
     auto recv = ctx.getPair(peer)->createRecvBuffer(slot, in.data(), bytes);
     if (ctx.rank < peer) {

@@ -7,8 +7,8 @@
 // thread and back, and below ~1 MiB an all-reduce then measures those wake-ups instead of the link
 // (docs/performance.md, "all-reduce probe"). Synchronous pairs only serve bound buffers, so every
 // operation goes through an algorithm object built once per size: recursive doubling up to
-// kGlooRecursiveDoublingMaxBytes (one exchange per step, the latency-optimal choice), Gloo's
-// halving-doubling above (bandwidth-optimal).
+// kGlooRecursiveDoublingMaxBytes (one exchange per step, the latency-optimal choice), recursive
+// halving then doubling above (bandwidth-optimal); both ours, on Gloo's pairs and bound buffers.
 #pragma once
 
 #include <gloo/rendezvous/context.h>

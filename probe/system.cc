@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
@@ -88,7 +89,11 @@ SystemInfo ReadSystemInfo() {
     info.kernel = std::string(u.sysname) + " " + u.release;
     info.machine = u.machine;
   }
-  info.cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  // The CPUs this process may run on (taskset, a container's cpuset), not every CPU the machine has.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  info.cpus = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed)
+                                                                    : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   if (auto cpuinfo = ReadFile("/proc/cpuinfo"); cpuinfo.ok()) {
     for (const auto& line : Split(*cpuinfo, '\n')) {
       if (StartsWith(line, "model name")) {
@@ -102,7 +107,7 @@ SystemInfo ReadSystemInfo() {
     info.memory_available = MeminfoKiB(*meminfo, "MemAvailable");
   }
   info.interfaces = ReadInterfaces();
-  struct statvfs vfs{};
+  struct statvfs vfs {};
   if (::statvfs("/dev/shm", &vfs) == 0) {
     info.shm_present = true;
     info.shm_size = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
@@ -126,9 +131,14 @@ nlohmann::json ToJson(const SystemInfo& info) {
   nlohmann::json nics = nlohmann::json::array();
   for (const auto& n : info.interfaces) {
     nlohmann::json addrs = nlohmann::json::array();
-    for (const auto& a : n.addresses) addrs.push_back({{"family", a.family}, {"address", a.address}, {"prefix", a.prefix}});
-    nics.push_back({{"name", n.name}, {"up", n.up}, {"running", n.running}, {"loopback", n.loopback},
-                    {"mtu", n.mtu}, {"addresses", addrs}});
+    for (const auto& a : n.addresses)
+      addrs.push_back({{"family", a.family}, {"address", a.address}, {"prefix", a.prefix}});
+    nics.push_back({{"name", n.name},
+                    {"up", n.up},
+                    {"running", n.running},
+                    {"loopback", n.loopback},
+                    {"mtu", n.mtu},
+                    {"addresses", addrs}});
   }
   auto limit = [](uint64_t v) -> nlohmann::json {
     if (v == SystemInfo::kUnlimited) return "unlimited";

@@ -30,7 +30,7 @@ struct SystemInfo {
   std::string hostname;
   std::string kernel;   // "Linux 6.1.0-18-amd64"
   std::string machine;  // "x86_64"
-  int cpus = 0;
+  int cpus = 0;  // that this process may run on (its affinity mask: taskset, a cpuset)
   std::string cpu_model;
   uint64_t memory_total = 0, memory_available = 0;
   std::vector<NetInterface> interfaces;

@@ -1,6 +1,7 @@
 #include "probe/system.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -14,7 +15,11 @@ TEST(SystemInfoTest, MatchesTheSystemCalls) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   EXPECT_EQ(s.hostname, host);
-  EXPECT_EQ(s.cpus, ::sysconf(_SC_NPROCESSORS_ONLN));
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  EXPECT_EQ(s.cpus, CPU_COUNT(&allowed));
+  EXPECT_LE(s.cpus, ::sysconf(_SC_NPROCESSORS_ONLN));
   EXPECT_GT(s.memory_total, 0u);
   EXPECT_LE(s.memory_available, s.memory_total);
   rlimit rl{};

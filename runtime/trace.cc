@@ -376,11 +376,12 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
   for (int attempt = 0; attempt < 1000 && !ReadErrorConsistent(h, &s.last_error); ++attempt) {
   }
 
-  const uint64_t oldest = s.next_index > h.capacity ? s.next_index - h.capacity : 0;
+  const uint64_t capacity = s.capacity;  // as checked above; the shared header is not read again
+  const uint64_t oldest = s.next_index > capacity ? s.next_index - capacity : 0;
   const uint64_t first = s.next_index - oldest > newest ? s.next_index - newest : oldest;
   const char* records = static_cast<const char*>(base) + kTraceHeaderBytes;
   auto raw_at = [&](uint64_t i) -> const TraceRecordRaw& {
-    return *reinterpret_cast<const TraceRecordRaw*>(records + (i % h.capacity) * kTraceRecordBytes);
+    return *reinterpret_cast<const TraceRecordRaw*>(records + (i % capacity) * kTraceRecordBytes);
   };
   // A live writer leaves a record within nanoseconds; a dead one never does.
   auto copy = [&](uint64_t i, TraceRecord* rec) {
@@ -389,21 +390,29 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
     }
     return ok && rec->index == i;  // else torn, or already overwritten by a newer lap of the ring
   };
-  // Every write to a record bumps its sequence-lock version: the same versions for the same window
-  // (and the same older call in flight) mean the same records.
+  // Every write to a record bumps its sequence-lock version: the same writer, the same window and
+  // the same versions (and the same older call in flight) mean the same records.
   auto version = [&](uint64_t i) {
     return A(const_cast<uint64_t&>(raw_at(i).version)).load(std::memory_order_acquire);
   };
-  auto stamp_of = [&](uint64_t older) {
-    uint64_t h = s.next_index * 0x9e3779b97f4a7c15ULL;
-    for (uint64_t i = first; i < s.next_index; ++i) h = (h ^ version(i)) * 0x100000001b3ULL;
-    if (older != UINT64_MAX) h = (h ^ older ^ (version(older) << 1)) * 0x100000001b3ULL;
+  auto mix = [](uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL; };
+  auto window_stamp = [&] {
+    uint64_t h = mix(mix(s.next_index * 0x9e3779b97f4a7c15ULL, static_cast<uint64_t>(s.pid)),
+                     static_cast<uint64_t>(s.created_ns));
+    for (uint64_t i = first; i < s.next_index; ++i) h = mix(h, version(i));
     return h;
   };
-  if (previous && previous->stamp && stamp_of(previous->older_in_flight) == previous->stamp) {
-    s.records_unchanged = true;
-    return s;
+  auto with_older = [&](uint64_t h, uint64_t older, uint64_t older_version) {
+    return older == UINT64_MAX ? h : mix(mix(h, older), older_version);
+  };
+  if (previous && previous->stamp) {
+    const uint64_t older = previous->older_in_flight;
+    if (with_older(window_stamp(), older, older == UINT64_MAX ? 0 : version(older)) == previous->stamp) {
+      s.records_unchanged = true;
+      return s;
+    }
   }
+  const uint64_t before = window_stamp();
   s.records.reserve(static_cast<size_t>(s.next_index - first) + 1);
   for (uint64_t i = first; i < s.next_index; ++i) {
     TraceRecord rec;
@@ -413,22 +422,28 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
     }
     s.records.push_back(std::move(rec));
   }
-  uint64_t older = UINT64_MAX;  // an older record included because it is in flight
+  uint64_t older = UINT64_MAX, older_version = 0;  // an older record included because it is in flight
+  bool older_settled = true;                       // its version did not move while it was copied
   if (first > oldest && !s.InFlight()) {
     for (uint64_t i = first; i-- > oldest;) {
       auto state = static_cast<RecordState>(
           std::atomic_ref<uint8_t>(const_cast<uint8_t&>(raw_at(i).state)).load(std::memory_order_relaxed));
       if (state != RecordState::kStarted && state != RecordState::kEnqueued) continue;
+      older_version = version(i);
       TraceRecord rec;
       if (copy(i, &rec) && (rec.state == RecordState::kStarted || rec.state == RecordState::kEnqueued)) {
         s.records.insert(s.records.begin(), std::move(rec));
         older = i;
+        older_settled = version(i) == older_version;
       }
       break;
     }
   }
   if (previous) {
-    previous->stamp = stamp_of(older);
+    // Remembered only when nothing moved while it was copied: a record that changed between its
+    // copy and the stamp would otherwise be reported unchanged, with its old content, for good.
+    const bool settled = s.torn == 0 && older_settled && window_stamp() == before;
+    previous->stamp = settled ? with_older(before, older, older_version) : 0;
     previous->older_in_flight = older;
   }
   return s;
