@@ -58,7 +58,9 @@ TEST(SweepTest, CombineTakesTheSlowestRankAndSumsWrong) {
 class GlooSweepTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(GlooSweepTest, AllRanksGetExactSums) {
-  const auto [n, busy_poll] = GetParam();
+  // Not a structured binding: the rank threads capture these, which clang before 16 refuses.
+  const int n = std::get<0>(GetParam());
+  const bool busy_poll = std::get<1>(GetParam());
   const std::vector<size_t> sizes = {4, 4096, kGlooRecursiveDoublingMaxBytes, kGlooRecursiveDoublingMaxBytes + 4,
                                      (1 << 20) + 12};
   gloo::rendezvous::HashStore store;
