@@ -1124,18 +1124,19 @@ std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
 
 int ClusterExitCode(const ClusterCheckResult& res) { return probe::ReportExitCode(res.rows); }
 
+int ReportedGpus(const NodeProbe& node) { return static_cast<int>(Num(Field(Inv(node), "cuda"), "device_count")); }
+int ReportedCpus(const NodeProbe& node) { return static_cast<int>(Num(Field(Inv(node), "system"), "cpus")); }
+std::string ReportedHostname(const NodeProbe& node) { return Str(Field(Inv(node), "system"), "hostname"); }
+
 std::string SharedGpu(const std::vector<NodeProbe>& nodes, const std::vector<size_t>& idx,
                       const std::vector<int>& gpus) {
   std::map<std::string, std::string> owner;  // GPU → the first node that uses it
   for (size_t k = 0; k < idx.size() && k < gpus.size(); ++k) {
     const NodeProbe& node = nodes[idx[k]];
-    const json& inv = node.report.value("inventory", json::object());
-    const json& list = inv.value("nvml", json::object()).value("gpus", json::array());
-    const std::string host = inv.value("system", json::object()).value("hostname", std::string());
+    const json& list = Arr(Field(Inv(node), "nvml"), "gpus");
+    const std::string host = ReportedHostname(node);
     for (int d = 0; d < gpus[k]; ++d) {
-      std::string uuid;
-      if (list.is_array() && static_cast<size_t>(d) < list.size() && list[d].is_object())
-        uuid = list[d].value("uuid", std::string());
+      const std::string uuid = static_cast<size_t>(d) < list.size() ? Str(list[d], "uuid") : "";
       const std::string gpu = !uuid.empty() ? uuid : host.empty() ? "" : host + " GPU " + std::to_string(d);
       if (gpu.empty()) continue;  // nothing to tell it by
       auto [it, fresh] = owner.emplace(gpu, node.name);

@@ -129,6 +129,12 @@ struct ClusterCheckResult {
 
 ClusterCheckResult EvaluateCluster(const ClusterCheckInput& input);
 
+// What the bandwidth probes read from a node's report. The report is the agent's document:
+// a missing or mistyped field reads as 0 or empty, never throws.
+int ReportedGpus(const NodeProbe& node);              // inventory.cuda.device_count
+int ReportedCpus(const NodeProbe& node);              // inventory.system.cpus
+std::string ReportedHostname(const NodeProbe& node);  // inventory.system.hostname
+
 // NCCL refuses two ranks on one GPU. With gpus[k] ranks on node idx[k] (its first gpus[k]
 // devices), the first GPU two ranks would share, as "node-0 and node-1 both have GPU <uuid>"
 // (nodes on one machine: `--local`, or a host listed twice); empty when every rank has its own.

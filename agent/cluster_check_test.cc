@@ -386,6 +386,23 @@ TEST(SharedGpuTest, TwoRanksOnOneGpuAreNamed) {
   EXPECT_EQ(SharedGpu(overlap, {0, 1, 2}, {1, 1, 0}), "");
 }
 
+TEST(SharedGpuTest, AReportOfTheWrongShapeReadsAsUnknownNotAnException) {
+  NodeProbe odd = GpuNode("node-1", "box", {"GPU-1"});
+  odd.report["inventory"]["nvml"]["gpus"][0]["uuid"] = 5;         // not a string
+  odd.report["inventory"]["system"]["hostname"] = json::array();  // not a string
+  odd.report["inventory"]["cuda"] = "twelve";
+  NodeProbe none;
+  none.name = "node-2";
+  none.report = json::array();  // not even an object
+  std::vector<NodeProbe> nodes = {GpuNode("node-0", "box", {"GPU-1"}), odd, none};
+  EXPECT_EQ(SharedGpu(nodes, {0, 1, 2}, {1, 1, 1}), "");
+  EXPECT_EQ(ReportedGpus(odd), 0);
+  EXPECT_EQ(ReportedHostname(odd), "");
+  EXPECT_EQ(ReportedGpus(none), 0);
+  EXPECT_EQ(ReportedCpus(none), 0);
+  EXPECT_EQ(ReportedHostname(nodes[0]), "box");
+}
+
 TEST(SharedGpuTest, DistinctGpusAreFine) {
   std::vector<NodeProbe> nodes = {GpuNode("node-0", "a", {"GPU-1", "GPU-2"}),
                                   GpuNode("node-1", "b", {"GPU-3", "GPU-4"}), GpuNode("node-2", "c", {"", ""}),

@@ -14,11 +14,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "probe/collective.h"
 #include "probe/gloo_comm.h"
 #include "probe/mpi_comm.h"
+#include "probe/system.h"
 
 int main(int argc, char** argv) {
   std::string backend = "gloo", sizes_text = "8-64M", store_dir = "/tmp/dsdoctor-allreduce-bench", bind = "127.0.0.1";
@@ -55,9 +55,9 @@ int main(int argc, char** argv) {
   } else {
     store = std::make_unique<gloo::rendezvous::FileStore>(store_dir);
     dsd::probe::GlooProbeOptions gloo;
-    gloo.busy_poll = busy_poll >= 0
-                         ? busy_poll == 1
-                         : dsd::probe::GlooBusyPollFits(size, static_cast<int>(std::thread::hardware_concurrency()));
+    // The agents' rule, with the CPU count their inventory reports (every rank is on this host).
+    gloo.busy_poll =
+        busy_poll >= 0 ? busy_poll == 1 : dsd::probe::GlooBusyPollFits(size, dsd::probe::ReadSystemInfo().cpus);
     auto c = dsd::probe::CreateGlooCommunicator(rank, size, *store, bind, std::chrono::seconds(60), gloo);
     if (!c.ok()) {
       std::fprintf(stderr, "%s\n", c.status().message().c_str());

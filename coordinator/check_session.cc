@@ -141,10 +141,7 @@ void RunBandwidth(const CheckSessionOptions& o, const std::vector<size_t>& sizes
   // NCCL on device buffers when every node has GPUs (one rank per GPU), else MPI under mpirun, else Gloo.
   std::vector<int> gpus;
   for (size_t i : idx) {
-    const json& inv = input.nodes[i].report.value("inventory", json::object());
-    int n = inv.value("cuda", json::object()).value("device_count", 0);
-    int slots = input.nodes[i].slots;
-    gpus.push_back(std::min(n, slots));
+    gpus.push_back(std::min(agent::ReportedGpus(input.nodes[i]), input.nodes[i].slots));
   }
   bool all_gpus = std::all_of(gpus.begin(), gpus.end(), [](int g) { return g > 0; });
   if (all_gpus) {
@@ -164,10 +161,7 @@ void RunBandwidth(const CheckSessionOptions& o, const std::vector<size_t>& sizes
   // Gloo ranks busy-poll where each has a core of its own (a dedicated node does; --local agents
   // sharing a machine's cores do not).
   std::vector<probe::RankHost> hosts;
-  for (size_t i : idx) {
-    const json& system = input.nodes[i].report.value("inventory", json::object()).value("system", json::object());
-    hosts.push_back({system.value("hostname", std::string()), system.value("cpus", 0)});
-  }
+  for (size_t i : idx) hosts.push_back({agent::ReportedHostname(input.nodes[i]), agent::ReportedCpus(input.nodes[i])});
   const std::vector<bool> busy_poll = probe::GlooBusyPollPerRank(hosts);
   std::vector<json> replies(idx.size());
   std::vector<std::string> errors(idx.size());

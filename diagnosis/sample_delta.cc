@@ -31,6 +31,7 @@ json SampleDeltaWriter::Encode(const RankState& state) {
     json tail = json::array();
     for (const auto& r : state.recent) tail.push_back(ToJson(r));
     entry["recent_tail"] = std::move(tail);
+    recent_ = state.recent;
   } else {
     json unset = json::array();
     for (auto& [k, v] : fields_.items())
@@ -66,7 +67,6 @@ json SampleDeltaWriter::Encode(const RankState& state) {
       recent_.insert(recent_.end(), state.recent.begin() + static_cast<long>(keep), state.recent.end());
     }
   }
-  if (!primed_) recent_ = state.recent;
   fields_ = std::move(fields);
   primed_ = true;
   return entry;

@@ -12,20 +12,6 @@
 namespace dsd::probe {
 namespace {
 
-// In-place sum of `count` floats over all ranks on Gloo's bound buffers in synchronous mode.
-// Small buffers (≤ kGlooRecursiveDoublingMaxBytes): recursive doubling, log2(p) exchanges of the
-// whole buffer, the fewest round trips. Larger: recursive halving (reduce-scatter) then recursive
-// doubling (allgather), which moves 2·(p−1)/p of the buffer per rank, the bandwidth optimum.
-// A rank count that is not a power of two first folds the first 2·rem ranks in pairs (the even
-// one hands its data to the odd one and gets the result back at the end), as MPICH does.
-//
-// Both peers of an exchange send before they receive, so both directions of a link are busy at
-// once. A synchronous send is a blocking write: two peers writing more than their socket buffers
-// hold, neither reading, would wait on each other. Exchanges therefore go in pieces of
-// kExchangePieceBytes, each side at most one piece ahead of what it has read.
-// A message is read only when its receiver waits for it, so a peer running ahead cannot overwrite
-// the scratch buffer. Every rank must build its instances in the same order (slots come from the
-// context).
 // The peers rank `rank` of `size` exchanges with in SyncAllReduce: its fold partner (first 2·rem
 // ranks), then one per doubling step. Order and values depend on (rank, size) alone.
 struct Partners {
@@ -54,9 +40,24 @@ Partners PartnersOf(int rank, int size) {
   return p;
 }
 
+// In-place sum of `count` floats over all ranks on Gloo's bound buffers in synchronous mode.
+// Small buffers (≤ kGlooRecursiveDoublingMaxBytes): recursive doubling, log2(p) exchanges of the
+// whole buffer, the fewest round trips. Larger: recursive halving (reduce-scatter) then recursive
+// doubling (allgather), which moves 2·(p−1)/p of the buffer per rank, the bandwidth optimum.
+// A rank count that is not a power of two first folds the first 2·rem ranks in pairs (the even
+// one hands its data to the odd one and gets the result back at the end), as MPICH does.
+//
+// Both peers of an exchange send before they receive, so both directions of a link are busy at
+// once. A synchronous send is a blocking write: two peers writing more than their socket buffers
+// hold, neither reading, would wait on each other. Exchanges therefore go in pieces of
+// kExchangePieceBytes, each side at most one piece ahead of what it has read.
+// A message is read only when its receiver waits for it, so a peer running ahead cannot overwrite
+// the scratch buffer. Every rank must build its instances in the same order (slots come from the
+// context).
 class SyncAllReduce {
  public:
   static constexpr size_t kExchangePieceBytes = 256 << 10;
+  static constexpr size_t kPieceFloats = kExchangePieceBytes / sizeof(float);
 
   // `scratch` holds at least `count` floats; instances that never run at the same time may share it.
   SyncAllReduce(const std::shared_ptr<gloo::Context>& ctx, float* data, size_t count, float* scratch)
@@ -131,15 +132,11 @@ class SyncAllReduce {
     return p;
   }
 
-  static size_t Pieces(size_t lo, size_t hi) {
-    const size_t per = kExchangePieceBytes / sizeof(float);
-    return (hi - lo + per - 1) / per;
-  }
+  static size_t Pieces(size_t lo, size_t hi) { return (hi - lo + kPieceFloats - 1) / kPieceFloats; }
 
   // Piece i of elements [lo, hi), to the same offset on the peer.
   static void SendPiece(gloo::transport::Buffer& send, size_t lo, size_t hi, size_t i) {
-    const size_t per = kExchangePieceBytes / sizeof(float);
-    const size_t first = lo + i * per, last = std::min(hi, first + per);
+    const size_t first = lo + i * kPieceFloats, last = std::min(hi, first + kPieceFloats);
     send.send(first * sizeof(float), (last - first) * sizeof(float), first * sizeof(float));
     send.waitSend();  // returns at once: a synchronous send has been written when send() returns
   }
