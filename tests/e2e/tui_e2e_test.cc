@@ -52,13 +52,19 @@ class TuiE2eTest : public ::testing::Test {
   std::string Screen() { return Tmux({"capture-pane", "-p", "-t", "job"}).out; }
   // The screen and what scrolled off it (a report longer than 24 rows).
   std::string ScreenAndHistory() { return Tmux({"capture-pane", "-p", "-S", "-", "-t", "job"}).out; }
-  // Polls the screen until it holds every one of `words` (10 s).
-  std::string WaitForScreen(const std::vector<std::string>& words) {
+  // Polls the screen until it holds every one of `words` and, when `last_row` is given, its last
+  // row holds that (10 s). After a resize the old frame stays, cut to the new size, until the view
+  // draws again: only the help line back on the last row says the new layout is on screen.
+  std::string WaitForScreen(const std::vector<std::string>& words, const std::string& last_row = "") {
     std::string screen;
     for (int i = 0; i < 100; ++i) {
       screen = Screen();
       bool all = true;
       for (const auto& w : words) all &= screen.find(w) != std::string::npos;
+      if (!last_row.empty()) {
+        auto lines = Lines(screen);
+        all &= !lines.empty() && lines.back().find(last_row) != std::string::npos;
+      }
       if (all) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -98,7 +104,7 @@ TEST_F(TuiE2eTest, ShowsTheCulpritOfRankZeroOnlyCheckpointAndQStopsTheJob) {
 
   // The terminal shrinks to 80x24: the view lays itself out again and keeps the cause on screen.
   ASSERT_EQ(Tmux({"resize-window", "-t", "job", "-x", "80", "-y", "24"}).exit_code, 0);
-  screen = WaitForScreen({"COLLECTIVE_MISMATCH", "!0 "});
+  screen = WaitForScreen({"COLLECTIVE_MISMATCH", "!0 "}, "q quit");
   std::vector<std::string> lines = Lines(screen);
   EXPECT_EQ(lines.size(), 24u) << screen;
   for (const auto& l : lines) EXPECT_LE(l.size(), 80u) << l;
