@@ -6,7 +6,8 @@
 // Each simulated training step adds 3 completed collectives to every rank's trace; a step comes
 // every STEP_EVERY samples (2: 2.5 steps/s). Then the coordinator side alone for a 4,096-rank job,
 // on one core.
-// Usage: sample_bench [RANKS=64] [TICKS=50] [BIG_RANKS=4096] [STEP_EVERY=2]
+// Usage: sample_bench [RANKS=64] [TICKS=50] [BIG_RANKS=4096] [STEP_EVERY=2] [WHOLE=1]
+// (WHOLE=0 skips the whole-state encoding, for profiling the delta path alone)
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   const int ticks = argc > 2 ? std::atoi(argv[2]) : 50;
   const int big = argc > 3 ? std::atoi(argv[3]) : 4096;
   const int step_every = argc > 4 ? std::max(1, std::atoi(argv[4])) : 2;
+  const bool whole_too = argc > 5 ? std::atoi(argv[5]) != 0 : true;
   char dir_template[] = "/tmp/dsdoctor-sample-bench.XXXXXX";
   const std::string dir = ::mkdtemp(dir_template);
   std::vector<collectors::RankMonitor> monitors;
@@ -101,9 +103,11 @@ int main(int argc, char** argv) {
       double a = CpuUs();
       monitors[r].Tick(now, &log);
       double b = CpuUs();
-      std::string whole = diagnosis::ToJson(monitors[r].state()).dump();
+      std::string whole;
+      if (whole_too) whole = diagnosis::ToJson(monitors[r].state()).dump();
       double c = CpuUs();
-      auto parsed = diagnosis::RankStateFromJson(json::parse(whole));
+      auto parsed = whole_too ? diagnosis::RankStateFromJson(json::parse(whole))
+                              : Result<diagnosis::RankState>(diagnosis::RankState{});
       double d = CpuUs();
       std::string part = enc[r].Encode(monitors[r].state()).dump();
       double e = CpuUs();
@@ -133,7 +137,7 @@ int main(int argc, char** argv) {
   };
   std::printf("%d ranks (real processes, 4096-record trace rings), %d samples each, a step every %d samples\n", ranks,
               ticks - 1, step_every);
-  print("whole", full);
+  if (whole_too) print("whole", full);
   print("delta", delta);
   // The coordinator alone for a big job: every rank's reader primed, then one tick of deltas each.
   std::vector<diagnosis::SampleDeltaReader> readers(big);

@@ -334,6 +334,12 @@ namespace {
 struct PreviousRead {
   uint64_t& stamp;
   uint64_t& older_in_flight;
+  // Records in [ended_from, ended_to) were seen ended when `ended_writer` wrote the file. An ended
+  // record never returns in flight (Begin writes a new index; End only ends), so the search for an
+  // older call in flight skips them: a ring of ended records is walked once, not on every read.
+  uint64_t& ended_from;
+  uint64_t& ended_to;
+  uint64_t& ended_writer;
 };
 
 // The snapshot of a mapped trace file of `size` bytes (see ReadTrace). With `previous`, records
@@ -425,10 +431,26 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
   uint64_t older = UINT64_MAX, older_version = 0;  // an older record included because it is in flight
   bool older_settled = true;                       // its version did not move while it was copied
   if (first > oldest && !s.InFlight()) {
-    for (uint64_t i = first; i-- > oldest;) {
+    const uint64_t writer = mix(static_cast<uint64_t>(s.pid), static_cast<uint64_t>(s.created_ns));
+    uint64_t ended_from = 0, ended_to = 0;  // ended records known from earlier reads
+    if (previous && previous->ended_writer == writer) {
+      ended_from = std::max(previous->ended_from, oldest);
+      ended_to = std::min(previous->ended_to, first);
+    }
+    uint64_t lowest_ended = first;  // [lowest_ended, first) is seen ended by this read
+    for (uint64_t i = first; i > oldest;) {
+      if (i > ended_from && i <= ended_to) {  // i - 1 lies in the known stretch: jump over it
+        i = ended_from;
+        lowest_ended = i;
+        continue;
+      }
+      --i;
       auto state = static_cast<RecordState>(
           std::atomic_ref<uint8_t>(const_cast<uint8_t&>(raw_at(i).state)).load(std::memory_order_relaxed));
-      if (state != RecordState::kStarted && state != RecordState::kEnqueued) continue;
+      if (state != RecordState::kStarted && state != RecordState::kEnqueued) {
+        lowest_ended = i;
+        continue;
+      }
       older_version = version(i);
       TraceRecord rec;
       if (copy(i, &rec) && (rec.state == RecordState::kStarted || rec.state == RecordState::kEnqueued)) {
@@ -437,6 +459,11 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
         older_settled = version(i) == older_version;
       }
       break;
+    }
+    if (previous) {
+      previous->ended_from = lowest_ended;
+      previous->ended_to = first;
+      previous->ended_writer = writer;
     }
   }
   if (previous) {
@@ -505,13 +532,14 @@ Result<TraceSnapshot> TraceReader::Read(size_t newest) {
     Unmap();
     previous_stamp_ = 0;
     previous_older_ = UINT64_MAX;
+    ended_from_ = ended_to_ = ended_writer_ = 0;
     DSD_ASSIGN_OR_RETURN(MappedFile m, MapTrace(path_));
     base_ = m.base;
     size_ = m.size;
     dev_ = m.dev;
     ino_ = m.ino;
   }
-  PreviousRead previous{previous_stamp_, previous_older_};
+  PreviousRead previous{previous_stamp_, previous_older_, ended_from_, ended_to_, ended_writer_};
   return SnapshotOf(base_, size_, path_, newest, &previous);
 }
 

@@ -228,7 +228,10 @@ class TraceReader {
         dev_(o.dev_),
         ino_(o.ino_),
         previous_stamp_(o.previous_stamp_),
-        previous_older_(o.previous_older_) {}
+        previous_older_(o.previous_older_),
+        ended_from_(o.ended_from_),
+        ended_to_(o.ended_to_),
+        ended_writer_(o.ended_writer_) {}
   TraceReader& operator=(TraceReader&&) = delete;
 
   // As ReadTrace(path, newest), except that when no record changed since the previous Read the
@@ -244,6 +247,9 @@ class TraceReader {
   uint64_t dev_ = 0, ino_ = 0;
   uint64_t previous_stamp_ = 0;           // the records' versions at the previous read
   uint64_t previous_older_ = UINT64_MAX;  // the older in-flight record it included, if any
+  // Records [ended_from_, ended_to_) of the writer ended_writer_ were seen ended: the search for an
+  // older call in flight does not read them again.
+  uint64_t ended_from_ = 0, ended_to_ = 0, ended_writer_ = 0;
 };
 
 // CLOCK_REALTIME in nanoseconds: the trace's time base (comparable across processes and, with

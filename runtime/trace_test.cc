@@ -92,6 +92,52 @@ TEST_F(TraceTest, AWindowReadKeepsAnOlderCallStillInFlight) {
   EXPECT_EQ(s->InFlight(), nullptr);
 }
 
+// The reader remembers which older records it saw ended and skips them later; each call still in
+// flight below the window must be found all the same, newest first, as the ring moves on.
+TEST_F(TraceTest, AReaderFindsEachOlderCallInFlightAsTheRingMoves) {
+  auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "gloo"}, 64);
+  ASSERT_TRUE(w.ok());
+  TraceReader reader(path_);
+  uint64_t low = (*w)->Begin(AllReduceInfo(1, "low"));
+  for (uint64_t i = 2; i <= 10; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+  uint64_t high = (*w)->Begin(AllReduceInfo(11, "high"));
+  for (uint64_t i = 12; i <= 30; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+  auto s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  ASSERT_NE(s->InFlight(), nullptr);
+  EXPECT_EQ(s->InFlight()->index, high);
+  // The newer one ends and more records come: the older one, below the stretch seen ended, is next.
+  (*w)->Complete(high);
+  for (uint64_t i = 31; i <= 40; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  ASSERT_NE(s->InFlight(), nullptr);
+  EXPECT_EQ(s->InFlight()->index, low);
+  // Both ended: nothing in flight, and still nothing after more records (all skipped or read once).
+  (*w)->Complete(low);
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->InFlight(), nullptr);
+  for (uint64_t i = 41; i <= 50; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->InFlight(), nullptr);
+  EXPECT_EQ(s->records.size(), 8u);
+  // A call that leaves the window in flight after the stretch was remembered is found.
+  uint64_t late = (*w)->Begin(AllReduceInfo(51, "late"));
+  for (uint64_t i = 52; i <= 70; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  ASSERT_NE(s->InFlight(), nullptr);
+  EXPECT_EQ(s->InFlight()->index, late);
+  // The ring laps it (capacity 64): gone, never reported from a stale memory.
+  (*w)->Complete(late);
+  for (uint64_t i = 71; i <= 200; ++i) (*w)->Complete((*w)->Begin(AllReduceInfo(i)));
+  s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->InFlight(), nullptr);
+}
+
 TEST_F(TraceTest, AReaderSkipsRecordsThatDidNotChange) {
   auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "gloo"}, 64);
   ASSERT_TRUE(w.ok());
