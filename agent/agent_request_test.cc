@@ -1,10 +1,12 @@
 // An authenticated request with bad arguments gets an error reply; the agent stays up.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "agent/agent.h"
 #include "agent/client.h"
+#include "common/net.h"
 
 namespace dsd::agent {
 namespace {
@@ -64,6 +66,51 @@ TEST_F(AgentRequestTest, BadArgumentsAreErrorsAndTheAgentStaysUp) {
   }
   auto inv = Call({{"type", "inventory"}});
   EXPECT_TRUE(inv.ok()) << inv.status().ToString();
+}
+
+// A coordinator that refused a rank's delta sends "resync": that rank's next entry is a keyframe,
+// the other rank's stay deltas.
+TEST_F(AgentRequestTest, AResyncMakesThatRanksNextSampleAKeyframe) {
+  const std::string logs = std::filesystem::temp_directory_path() / ("dsd-resync-" + std::to_string(::getpid()));
+  auto c = AgentClient::Connect({"127.0.0.1", agent_->port()}, token_, std::chrono::seconds(5));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  nlohmann::json run = {{"type", "run"},           {"argv", {"sleep", "30"}},
+                        {"log_dir", logs},         {"sample_ms", 50},
+                        {"trace_python", false},   {"sample_deltas", true},
+                        {"compact_records", true}, {"ranks", {{{"rank", 0}}, {{"rank", 1}}}}};
+  ASSERT_TRUE(net::SendFrame(c->link(), run).ok());
+  auto started = net::RecvFrame(c->link(), c->decoder(), std::chrono::seconds(10));
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_EQ((*started)["type"], "started") << started->dump();
+  // Each sample: rank -> whether its entry was a keyframe.
+  auto next_sample = [&]() -> std::map<int, bool> {
+    for (int i = 0; i < 100; ++i) {
+      auto m = net::RecvFrame(c->link(), c->decoder(), std::chrono::seconds(5));
+      if (!m.ok()) return {};
+      if (m->value("type", "") != "sample") continue;
+      std::map<int, bool> full;
+      for (const auto& e : (*m)["ranks"]) full[e["rank"].get<int>()] = e.value("full", false);
+      return full;
+    }
+    return {};
+  };
+  EXPECT_EQ(next_sample(), (std::map<int, bool>{{0, true}, {1, true}})) << "first samples are keyframes";
+  EXPECT_EQ(next_sample(), (std::map<int, bool>{{0, false}, {1, false}}));
+  ASSERT_TRUE(net::SendFrame(c->link(), {{"type", "resync"}, {"ranks", {1}}}).ok());
+  bool restated = false;
+  for (int i = 0; i < 20 && !restated; ++i) {
+    auto s = next_sample();
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_FALSE(s[0]) << "rank 0 was not asked for";
+    restated = s[1];
+  }
+  EXPECT_TRUE(restated) << "rank 1 restated in full after the resync";
+  ASSERT_TRUE(net::SendFrame(c->link(), {{"type", "stop"}, {"signal", 9}}).ok());
+  for (int i = 0; i < 200; ++i) {
+    auto m = net::RecvFrame(c->link(), c->decoder(), std::chrono::seconds(5));
+    if (!m.ok() || m->value("type", "") == "done") break;
+  }
+  std::filesystem::remove_all(logs);
 }
 
 }  // namespace

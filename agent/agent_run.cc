@@ -89,7 +89,9 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
   // Each rank's sample carries only what changed since the one before (diagnosis/sample_delta.h),
   // when the coordinator reads deltas; an older one gets whole states.
   const bool send_deltas = request.value("sample_deltas", false);
-  std::vector<diagnosis::SampleDeltaWriter> deltas(ranks.size());
+  // Records as arrays when the coordinator reads them (checked by ValidateRequest).
+  const bool compact_records = request.value("compact_records", false);
+  std::vector<diagnosis::SampleDeltaWriter> deltas(ranks.size(), diagnosis::SampleDeltaWriter(compact_records));
   while (true) {
     auto msg = net::RecvFrame(link, decoder, std::chrono::milliseconds(sample_ms));
     if (!msg.ok() && msg.status().code() != StatusCode::kTimeout && !coordinator_gone) {
@@ -105,6 +107,11 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
         int sig = msg->value("signal", SIGTERM);
         for (auto& m : ranks) m.Signal(sig);
         if (sig != SIGKILL && !stop_deadline) stop_deadline = runtime::TraceNowNs() + 3'000'000'000LL;
+      } else if (type == "resync") {
+        // The coordinator refused a delta of these ranks: their next entries are keyframes.
+        for (int want : msg->value("ranks", std::vector<int>{}))
+          for (size_t k = 0; k < ranks.size(); ++k)
+            if (ranks[k].state().rank == want) deltas[k].Reset();
       } else if (type == "stacks") {
         json out = json::array();
         bool first = true;

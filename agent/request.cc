@@ -198,6 +198,7 @@ Status ValidateRequest(const json& request) {
         .Bool("trace_python")
         .Bool("share_group")
         .Bool("sample_deltas")
+        .Bool("compact_records")
         .Objects("ranks", 65536, true, [](Fields& r) {
           r.Int("rank", 0, (1 << 20) - 1, true).Int("local_rank", 0, 65535).StringMap("env", 100000);
         });
@@ -217,6 +218,8 @@ Status ValidateRunStreamMessage(const json& message) {
   } else if (type == "stacks") {
     f.Int("id", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())
         .IntList("ranks", 1 << 20, 0, (1 << 20) - 1);
+  } else if (type == "resync") {
+    f.IntList("ranks", 1 << 20, 0, (1 << 20) - 1);
   } else {
     return Unimplemented("unknown run stream message '" + type + "'");
   }

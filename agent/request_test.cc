@@ -126,6 +126,8 @@ TEST(RequestTest, RunStreamMessages) {
   EXPECT_FALSE(ValidateRunStreamMessage({{"type", "stop"}, {"signal", 0}}).ok());
   EXPECT_FALSE(ValidateRunStreamMessage({{"type", "stop"}, {"signal", "TERM"}}).ok());
   EXPECT_FALSE(ValidateRunStreamMessage({{"type", "stacks"}, {"ranks", {-1}}}).ok());
+  EXPECT_TRUE(ValidateRunStreamMessage({{"type", "resync"}, {"ranks", {2}}}).ok());
+  EXPECT_FALSE(ValidateRunStreamMessage({{"type", "resync"}, {"ranks", "all"}}).ok());
   EXPECT_EQ(ValidateRunStreamMessage({{"type", "run"}}).code(), StatusCode::kUnimplemented);
 }
 

@@ -87,8 +87,9 @@ int main(int argc, char** argv) {
     writers.push_back(std::move(*w));
     for (uint64_t s = 0; s < 1400; ++s) Step(*writers.back(), s);  // a full ring
   }
-  std::vector<diagnosis::SampleDeltaWriter> enc(ranks);
+  std::vector<diagnosis::SampleDeltaWriter> enc(ranks, diagnosis::SampleDeltaWriter(/*compact_records=*/true));
   std::vector<diagnosis::SampleDeltaReader> dec(ranks);
+  std::vector<diagnosis::RankState> held(ranks);
   Costs full, delta;
   uint64_t step = 1400;
   std::vector<json> big_entries;  // one tick of delta entries, kept to replay for the big job
@@ -98,33 +99,40 @@ int main(int argc, char** argv) {
       for (int r = 0; r < ranks; ++r) Step(*writers[r], step);
     }
     const int64_t now = static_cast<int64_t>(t + 1) * 200'000'000;
+    // Each phase timed over all ranks at once, as the agent and the coordinator run them (one
+    // clock read per rank would add its own microsecond to what is measured).
+    std::vector<std::string> logs(ranks), wholes(ranks), parts(ranks);
+    std::vector<json> entries(ranks);
+    bool ok = true;
+    double a = CpuUs();
+    for (int r = 0; r < ranks; ++r) monitors[r].Tick(now, &logs[r]);
+    double b = CpuUs();
+    if (whole_too)
+      for (int r = 0; r < ranks; ++r) wholes[r] = diagnosis::ToJson(monitors[r].state()).dump();
+    double c = CpuUs();
+    if (whole_too)
+      for (int r = 0; r < ranks; ++r) ok &= diagnosis::RankStateFromJson(json::parse(wholes[r])).ok();
+    double d = CpuUs();
+    for (int r = 0; r < ranks; ++r) parts[r] = enc[r].Encode(monitors[r].state()).dump();
+    double e = CpuUs();
     for (int r = 0; r < ranks; ++r) {
-      std::string log;
-      double a = CpuUs();
-      monitors[r].Tick(now, &log);
-      double b = CpuUs();
-      std::string whole;
-      if (whole_too) whole = diagnosis::ToJson(monitors[r].state()).dump();
-      double c = CpuUs();
-      auto parsed = whole_too ? diagnosis::RankStateFromJson(json::parse(whole))
-                              : Result<diagnosis::RankState>(diagnosis::RankState{});
-      double d = CpuUs();
-      std::string part = enc[r].Encode(monitors[r].state()).dump();
-      double e = CpuUs();
-      json entry = json::parse(part);
-      Status applied = dec[r].Apply(entry);
-      auto state = dec[r].State();
-      double f = CpuUs();
-      if (!parsed.ok() || !applied.ok() || !state.ok()) {
-        std::fprintf(stderr, "rank %d: decode failed\n", r);
-        return 1;
-      }
-      if (t > 0) {  // the first tick is each rank's keyframe
-        full.tick += b - a, delta.tick += b - a;
-        full.encode += c - b, full.decode += d - c, full.bytes += whole.size();
-        delta.encode += e - d, delta.decode += f - e, delta.bytes += part.size();
-        if (t % step_every == 0) big_entries.push_back(std::move(entry));
-      }
+      entries[r] = json::parse(parts[r]);
+      ok &= dec[r].Apply(entries[r]).ok();
+      ok &= dec[r].StateInto(&held[r]).ok();  // as the coordinator does
+    }
+    double f = CpuUs();
+    if (!ok) {
+      std::fprintf(stderr, "tick %d: decode failed\n", t);
+      return 1;
+    }
+    if (t > 0) {  // the first tick is each rank's keyframe
+      full.tick += b - a, delta.tick += b - a;
+      full.encode += c - b, full.decode += d - c;
+      delta.encode += e - d, delta.decode += f - e;
+      for (int r = 0; r < ranks; ++r) full.bytes += wholes[r].size(), delta.bytes += parts[r].size();
+      if (t % step_every == 0)
+        for (auto& entry : entries)
+          if (!entry.value("full", false)) big_entries.push_back(std::move(entry));  // deltas, not keyframes
     }
   }
   const double n = static_cast<double>(ranks) * (ticks - 1);
@@ -141,8 +149,9 @@ int main(int argc, char** argv) {
   print("delta", delta);
   // The coordinator alone for a big job: every rank's reader primed, then one tick of deltas each.
   std::vector<diagnosis::SampleDeltaReader> readers(big);
+  std::vector<diagnosis::RankState> big_held(big);
   {
-    diagnosis::SampleDeltaWriter w;
+    diagnosis::SampleDeltaWriter w(/*compact_records=*/true);
     json key = json::parse(w.Encode(monitors[0].state()).dump());
     for (auto& rd : readers) (void)rd.Apply(key);
   }
@@ -161,7 +170,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < big; ++r) {
       json e = json::parse(texts[r]);
       (void)readers[r].Apply(e);
-      (void)readers[r].State();
+      (void)readers[r].StateInto(&big_held[r]);
     }
   double per_tick = (CpuUs() - a) / big_ticks;
   std::printf("coordinator, %d ranks: %.1f ms CPU per sample tick => %.1f %% of one core at 5 Hz (%.4f %% per rank)\n",

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "common/net.h"
 #include "common/status.h"
 
 namespace dsd::collectors {
@@ -24,8 +26,28 @@ struct ProcStat {
 };
 
 // Parses the content of /proc/<pid>/stat. comm is delimited by the first '(' and the *last* ')'.
-Result<ProcStat> ParseProcStat(const std::string& content);
+Result<ProcStat> ParseProcStat(std::string_view content);
 Result<ProcStat> ReadProcStat(pid_t pid);
+
+// ReadProcStat for a process read again and again (a rank, 5 times a second): its stat and wchan
+// files stay open and are re-read with pread, so a read costs no path lookups; the descriptors
+// belong to that process, so a reused pid is never read in its place. wchan is read only when the
+// process is not running, and for a process that sleeps on, again when its state changed or after
+// a second. Not thread-safe.
+class ProcStatReader {
+ public:
+  explicit ProcStatReader(pid_t pid);
+  // NotFound once the process is gone (or was never there).
+  Result<ProcStat> Read();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_;
+  net::Fd stat_, wchan_;
+  char last_state_ = '?';
+  std::string last_wchan_;
+  int64_t wchan_read_ns_ = 0;  // CLOCK_MONOTONIC_COARSE
+};
 
 const char* DescribeProcState(char state);  // "running", "sleeping", ...
 

@@ -38,6 +38,7 @@ Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<s
   DSD_ASSIGN_OR_RETURN(auto p, Subprocess::Start(argv, so));
   state_.pid = p.pid();
   state_.status = diagnosis::RankStatus::kRunning;
+  proc_stat_.emplace(p.pid());
   proc_ = std::move(p);
   return Status::Ok();
 }
@@ -59,22 +60,23 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
     }
   }
   // New log bytes: read from where we stopped (the file only grows).
-  int fd = ::open(log_path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
+  // Kept open: the file is ours (Start made it) and is never replaced, only appended to.
+  if (!log_fd_.valid()) log_fd_ = net::Fd(::open(log_path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (log_fd_.valid()) {
     char buf[65536];
     ssize_t n;
-    while ((n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(log_offset_))) > 0) {
+    while ((n = ::pread(log_fd_.get(), buf, sizeof buf, static_cast<off_t>(log_offset_))) > 0) {
       new_log->append(buf, static_cast<size_t>(n));
       log_offset_ += static_cast<size_t>(n);
       if (new_log->size() > (4u << 20)) break;  // the rest next tick
     }
-    ::close(fd);
     if (!new_log->empty()) state_.last_output_ns = now_ns;
   }
   if (auto t = trace_.Read(recent); t.ok()) ApplyTrace(*t, &state_, recent);
   state_.sample_ns = now_ns;
   if (state_.status != diagnosis::RankStatus::kRunning) return exited_now;
-  auto ps = ReadProcStat(state_.pid);
+  if (!proc_stat_ || proc_stat_->pid() != state_.pid) proc_stat_.emplace(state_.pid);
+  auto ps = proc_stat_->Read();
   if (!ps.ok()) return exited_now;
   double dt = last_sample_ns_ ? (now_ns - last_sample_ns_) / 1e9 : 0;
   // The whole process tree: a rank whose DataLoader workers or compiler children work is busy.

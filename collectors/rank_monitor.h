@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "collectors/proc_stat.h"
+#include "common/net.h"
 #include "common/subprocess.h"
 #include "diagnosis/state.h"
 #include "runtime/trace.h"
@@ -42,6 +44,8 @@ class RankMonitor {
   std::string write_error_;
   std::optional<Subprocess> proc_;
   runtime::TraceReader trace_;
+  std::optional<ProcStatReader> proc_stat_;  // the rank's /proc files, open while it runs
+  net::Fd log_fd_;                           // its log, open from the first tick that finds it
   size_t log_offset_ = 0;
   uint64_t last_cpu_ticks_ = 0, ref_ticks_ = 0;
   // The tree below the rank: its CPU ticks at the walk before last and at the last walk, when that

@@ -17,21 +17,30 @@
 
 namespace dsd::collectors {
 
+namespace {
+
+// Assigned field by field: over a record of an earlier sample, its strings keep their storage.
+void AssignOpRecord(const runtime::TraceRecord& r, diagnosis::OpRecord* o) {
+  o->op = runtime::OpName(r.op);
+  o->seq = r.seq;
+  o->comm = r.comm_id;
+  o->dtype = r.dtype == runtime::DType::kNone ? "" : runtime::DTypeName(r.dtype);
+  o->reduce = runtime::ReduceOpName(r.reduce);
+  o->count = r.count;
+  o->bytes = r.bytes;
+  o->peer = r.peer;
+  o->callsite = r.callsite;
+  o->state = runtime::RecordStateName(r.state);
+  o->async = r.async;
+  o->started_ns = r.started_ns ? r.started_ns : r.enqueued_ns;
+  o->ended_ns = r.ended_ns;
+}
+
+}  // namespace
+
 diagnosis::OpRecord ToOpRecord(const runtime::TraceRecord& r) {
   diagnosis::OpRecord o;
-  o.op = runtime::OpName(r.op);
-  o.seq = r.seq;
-  o.comm = r.comm_id;
-  o.dtype = r.dtype == runtime::DType::kNone ? "" : runtime::DTypeName(r.dtype);
-  o.reduce = runtime::ReduceOpName(r.reduce);
-  o.count = r.count;
-  o.bytes = r.bytes;
-  o.peer = r.peer;
-  o.callsite = r.callsite;
-  o.state = runtime::RecordStateName(r.state);
-  o.async = r.async;
-  o.started_ns = r.started_ns ? r.started_ns : r.enqueued_ns;
-  o.ended_ns = r.ended_ns;
+  AssignOpRecord(r, &o);
   return o;
 }
 
@@ -50,9 +59,9 @@ void ApplyTrace(const runtime::TraceSnapshot& t, diagnosis::RankState* rank, siz
   rank->last.reset();
   if (const auto* r = t.InFlight()) rank->in_flight = ToOpRecord(*r);
   if (const auto* r = t.Last()) rank->last = ToOpRecord(*r);
-  rank->recent.clear();
   size_t from = t.records.size() > recent ? t.records.size() - recent : 0;
-  for (size_t i = from; i < t.records.size(); ++i) rank->recent.push_back(ToOpRecord(t.records[i]));
+  rank->recent.resize(t.records.size() - from);
+  for (size_t i = from; i < t.records.size(); ++i) AssignOpRecord(t.records[i], &rank->recent[i - from]);
 }
 
 namespace {

@@ -102,7 +102,8 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::ve
                           {"sample_ms", sample_ms},
                           {"trace_python", trace_python},
                           {"share_group", share_group},
-                          {"sample_deltas", true}};  // we read deltas; whole states from older agents too
+                          {"sample_deltas", true},     // we read deltas; whole states from older agents too
+                          {"compact_records", true}};  // and records as arrays (objects from older agents)
     DSD_RETURN_IF_ERROR(net::SendFrame(a->client.link(), req));
     auto reply = net::RecvFrame(a->client.link(), a->client.decoder(), std::chrono::seconds(30));
     if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());
@@ -134,7 +135,23 @@ Duration AgentSource::SilenceLimit() const {
 }
 
 void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<net::Link*, nlohmann::json>> resyncs;  // sent after unlocking: a send may block
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TickLocked(ranks, logs);
+    for (auto& a : agents_) {
+      if (a->resync.empty()) continue;
+      // Refused deltas: the agent restates those ranks in full (agents before "resync" ignore it
+      // and send their periodic keyframe).
+      if (a->connected && !a->done)
+        resyncs.emplace_back(&a->client.link(), nlohmann::json{{"type", "resync"}, {"ranks", a->resync}});
+      a->resync.clear();
+    }
+  }
+  for (const auto& [link, request] : resyncs) (void)net::SendFrame(*link, request);
+}
+
+void AgentSource::TickLocked(std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
   MonoTime now = clock_->Now();
   // A gap far longer than a tick means we were stopped (SIGSTOP, a debugger) or starved: the
   // agents' silence during it is ours, not theirs, and what is queued is old news.
@@ -276,18 +293,23 @@ void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
       // Each entry holds what changed since the rank's previous one (diagnosis/sample_delta.h).
       auto& reader = deltas_[r];
       if (Status applied = reader.Apply(j); !applied.ok()) {
-        if (delta_refused_.insert(r).second)  // once until one applies again: never a line per tick
-          log::Get("run")->warn("agent {}: ignoring rank {}'s samples: {}", a.client.agent_name(), r,
-                                applied.message());
+        if (delta_refused_.insert(r).second) {  // once until one applies again: never a line per tick
+          log::Get("run")->warn("agent {}: ignoring rank {}'s samples until it restates them: {}",
+                                a.client.agent_name(), r, applied.message());
+          a.resync.push_back(r);
+        }
         continue;
       }
       delta_refused_.erase(r);
-      auto st = reader.State();
-      if (!st.ok() || st->rank != r) continue;
+      if (reader.rank() != r) continue;
+      // Assigned over the rank's previous state: its records' storage is reused, nothing is copied twice.
+      auto& held = latest_[r];
+      if (!reader.StateInto(&held).ok()) continue;
       // When the agent read this state (its clock): ages are measured to it, never to ours.
-      if (!st->sample_ns && now_ns != msg.end() && now_ns->is_number_integer()) st->sample_ns = now_ns->get<int64_t>();
-      if (j.contains("log") && j["log"].is_string()) pending_log_[st->rank] += j["log"].get<std::string>();
-      latest_[st->rank] = std::move(*st);
+      if (!held.sample_ns && now_ns != msg.end() && now_ns->is_number_integer())
+        held.sample_ns = now_ns->get<int64_t>();
+      if (const auto log = j.find("log"); log != j.end() && log->is_string())
+        pending_log_[r] += log->get_ref<const std::string&>();
     }
     if (const auto space = msg.find("log_dir"); space != msg.end()) {
       if (auto d = diagnosis::LogDirStatusFromJson(*space); d.ok()) {

@@ -114,11 +114,14 @@ class AgentSource final : public RankSource {
     bool stacks_answered = false;
     // Capturing stacks: the agent sends only heartbeats between ranks (py-spy takes a while per rank).
     bool stacks_pending = false;
+    // Its ranks whose deltas we refused: the next Tick asks the agent to restate them in full.
+    std::vector<int> resync;
   };
   void Read(Agent& a);
-  void Handle(Agent& a, const nlohmann::json& msg, bool live);  // mu_ held
-  bool Lost(const Agent& a, MonoTime now) const;                // mu_ held
-  Duration SilenceLimit() const;                                // lost_after_samples periods, at least 1 s
+  void TickLocked(std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs);  // mu_ held
+  void Handle(Agent& a, const nlohmann::json& msg, bool live);                                // mu_ held
+  bool Lost(const Agent& a, MonoTime now) const;                                              // mu_ held
+  Duration SilenceLimit() const;  // lost_after_samples periods, at least 1 s
 
   AgentSourceOptions options_;
   Clock* clock_;

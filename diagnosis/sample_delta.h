@@ -1,12 +1,14 @@
 // A rank's state as a stream of deltas (docs/agent-protocol.md, "run" samples): each tick an agent
 // sends, per rank, only the fields that changed since its previous sample and the trace records
 // that are new or changed, instead of the whole state with its 64 recent records (~15 KB per rank,
-// 5 times a second). The first sample of a rank, the first after a sample that could not be sent,
-// and every kKeyframeEvery-th are keyframes ("full": true) that replace what the reader holds: a
-// reader that refused an entry is repaired within kKeyframeEvery samples.
+// 5 times a second). The first sample of a rank, the first after a sample that could not be sent or
+// that the reader refused (Reset), and every kKeyframeEvery-th are keyframes ("full": true) that
+// replace what the reader holds.
 //
 // Entry: {"rank", "full"?, <changed fields of ToJson(RankState) except "recent">, "unset"?:[names],
 //         "recent_drop"?: n, "recent_keep"?: k, "recent_tail"?: [records]}
+// Records (recent_tail, in_flight, last) are objects, or 13-element arrays (ToCompactJson) when the
+// writer was made for a reader that asked for them; the reader takes both.
 // The reader drops the n oldest recent records, keeps the next k and appends the tail (records
 // whose content changed are resent in the tail with everything after them). An entry with a
 // "recent" array is a whole state (agents before deltas), read as a keyframe.
@@ -22,21 +24,25 @@
 
 namespace dsd::diagnosis {
 
-inline constexpr int kKeyframeEvery = 50;              // 10 s at the default 200 ms period
+// A reader that refuses a delta asks for a keyframe (the "resync" run message); the periodic one
+// is the fallback for a request that never arrives.
+inline constexpr int kKeyframeEvery = 300;             // 60 s at the default 200 ms period
 inline constexpr size_t kMaxHeldRecentRecords = 1024;  // a reader refuses a window larger than this
 
 class SampleDeltaWriter {
  public:
+  // With compact_records, records go as arrays (ToCompactJson): for a reader that asked for them.
+  explicit SampleDeltaWriter(bool compact_records = false) : compact_(compact_records) {}
   // The entry that brings a reader from the previously encoded state to `state`.
   nlohmann::json Encode(const RankState& state);
   // The next Encode writes a keyframe (call when an encoded entry was never delivered).
   void Reset() { primed_ = false; }
 
  private:
+  bool compact_;
   bool primed_ = false;
   int since_keyframe_ = 0;
-  nlohmann::json fields_;         // ToJson(previous state) without "recent"
-  std::vector<OpRecord> recent_;  // previous state's recent records
+  RankState previous_;  // the state the reader holds after the previous entry
 };
 
 class SampleDeltaReader {
@@ -48,12 +54,16 @@ class SampleDeltaReader {
   bool primed() const { return primed_; }
   // The state as of the last applied entry.
   Result<RankState> State() const;
+  // The same, assigned over *out (its window's storage reused: no allocation per record when the
+  // caller keeps one RankState per rank).
+  Status StateInto(RankState* out) const;
+  // The rank the held state is of (-1 before the first entry).
+  int rank() const { return primed_ ? parsed_.rank : -1; }
 
  private:
   Status Merge(const nlohmann::json& entry);
   bool primed_ = false;
-  nlohmann::json fields_ = nlohmann::json::object();  // the state's fields as JSON, to merge deltas into
-  RankState parsed_;                                  // the same, parsed (without recent)
+  RankState parsed_;  // the state's fields (its window is recent_)
   std::deque<OpRecord> recent_;
 };
 

@@ -90,26 +90,118 @@ TEST(SampleDeltaTest, DeltasRebuildEveryStateAndCarryOnlyWhatChanged) {
   Deliver(w, r, s);
 }
 
-TEST(SampleDeltaTest, RandomHistoriesStayInStep) {
+// Every field of the state changes now and then, records come, change and leave, the process
+// exits and starts again: the reader holds exactly the writer's state after every entry, with
+// records as objects and as arrays.
+class SampleDeltaHistoryTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SampleDeltaHistoryTest, RandomHistoriesStayInStep) {
   std::mt19937 rng(7);
-  SampleDeltaWriter w;
+  SampleDeltaWriter w(/*compact_records=*/GetParam());
   SampleDeltaReader r;
   RankState s = Running(0);
   int64_t t = 0;
   uint64_t seq = 0;
+  auto maybe = [&](int one_in) { return rng() % one_in == 0; };
   for (int tick = 0; tick < 500; ++tick) {
     int added = static_cast<int>(rng() % 4);
     for (int i = 0; i < added; ++i) s.recent.push_back(Record(t += 100, seq++, rng() % 3 ? "completed" : "started"));
     if (!s.recent.empty() && rng() % 2) s.recent[rng() % s.recent.size()].state = "failed";
+    if (!s.recent.empty() && maybe(5)) s.recent.back().async = !s.recent.back().async;
     while (s.recent.size() > 64) s.recent.erase(s.recent.begin());
     s.in_flight = rng() % 2 && !s.recent.empty() ? std::optional(s.recent.back()) : std::nullopt;
+    s.last = maybe(3) || s.recent.empty() ? std::nullopt : std::optional(s.recent.back());
     s.proc.valid = rng() % 5 != 0;
+    s.proc.state = "RSD"[rng() % 3];
+    s.proc.wchan = maybe(2) ? "futex_wait_queue" : "0";
     s.proc.cpu_fraction = (rng() % 100) / 100.0;
+    s.proc.flat_for_s = (rng() % 1000) / 10.0;
+    s.proc.tree_cpu_s += (rng() % 10) / 100.0;
     s.last_error = rng() % 7 ? "" : "timeout " + std::to_string(tick);
-    s.sample_ns = tick;
+    s.stack = maybe(9) ? "frame " + std::to_string(tick) : "";
+    if (maybe(20)) {  // it exits, or starts again
+      s.status = s.status == RankStatus::kExited ? RankStatus::kRunning : RankStatus::kExited;
+      s.exit_code = static_cast<int>(rng() % 3);
+      s.signal = maybe(2) ? 9 : 0;
+      s.exit_ns = t;
+      s.pid += 1;
+    }
+    if (maybe(4)) s.step += 1, s.phase = maybe(2) ? "forward" : "optimizer", s.phase_ns = t;
+    if (maybe(3)) s.heartbeat_ns = t;
+    s.watchdog_fired = maybe(10);
+    s.finished = maybe(15);
+    s.has_trace = !maybe(30);
+    s.node = maybe(40) ? "node-2" : "node-1";
+    s.local_rank = maybe(40) ? 1 : 0;
+    s.last_output_ns = maybe(3) ? t : s.last_output_ns;
+    s.unobserved = maybe(12);
+    s.sample_ns = maybe(25) ? 0 : tick;
     Deliver(w, r, s);
     if (HasFailure()) return;
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(RecordForms, SampleDeltaHistoryTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Arrays" : "Objects"; });
+
+// The writer compares fields on the structs with its own table: its keyframe must name exactly
+// the fields ToJson writes, with the same values (a field added to ToJson and not to the table
+// fails here).
+TEST(SampleDeltaTest, AKeyframeHoldsExactlyToJsonsFields) {
+  for (bool exited : {false, true}) {
+    RankState s = Running(5);
+    s.status = exited ? RankStatus::kExited : RankStatus::kRunning;
+    s.exit_code = 3, s.signal = 6, s.exit_ns = 99;
+    s.in_flight = Record(10, 1, "started");
+    s.last = Record(10, 1, "started");
+    s.step = 4, s.phase = "backward", s.phase_ns = 7, s.heartbeat_ns = 8;
+    s.watchdog_fired = true, s.finished = true, s.last_error = "boom", s.stack = "f\ng";
+    s.last_output_ns = 11, s.sample_ns = 12, s.unobserved = true;
+    s.proc.cpu_fraction = 0.5, s.proc.flat_for_s = 1.5, s.proc.tree_cpu_s = 2.5;
+    json key = SampleDeltaWriter().Encode(s);
+    key.erase("full");
+    key.erase("recent_tail");
+    EXPECT_EQ(key, ToJson(s, /*with_recent=*/false)) << (exited ? "exited" : "running");
+  }
+}
+
+TEST(SampleDeltaTest, ArrayRecordsAreSmallerAndTheirErrorsNameTheElement) {
+  RankState s = Running(1);
+  for (int i = 0; i < 64; ++i) s.recent.push_back(Record(1000 + i, i));
+  json objects = SampleDeltaWriter(false).Encode(s), arrays = SampleDeltaWriter(true).Encode(s);
+  EXPECT_LT(arrays.dump().size() * 2, objects.dump().size() + objects.dump().size() / 4)
+      << "arrays drop the keys: well under 2/3 of the bytes";
+  SampleDeltaReader r;
+  ASSERT_TRUE(r.Apply(arrays).ok());
+  EXPECT_EQ(ToJson(*r.State()), ToJson(s));
+  json bad = arrays;
+  bad["recent_tail"][3][1] = "five";  // seq as a string
+  Status st = SampleDeltaReader().Apply(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("element 'seq' has the wrong type"), std::string::npos) << st.ToString();
+  bad = arrays;
+  bad["recent_tail"][0].erase(12);
+  st = SampleDeltaReader().Apply(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("12 elements, not 13"), std::string::npos) << st.ToString();
+}
+
+// The coordinator keeps one state per rank and has the reader assign over it.
+TEST(SampleDeltaTest, StateIntoAssignsTheHeldStateOverAnother) {
+  SampleDeltaWriter w(true);
+  SampleDeltaReader r;
+  RankState out;
+  EXPECT_FALSE(r.StateInto(&out).ok());
+  EXPECT_EQ(r.rank(), -1);
+  RankState s = Running(6);
+  for (int i = 0; i < 10; ++i) s.recent.push_back(Record(100 + i, i));
+  ASSERT_TRUE(r.Apply(w.Encode(s)).ok());
+  out.recent = {Record(1, 1), Record(2, 2), Record(3, 3), Record(4, 4),   Record(5, 5),   Record(6, 6),
+                Record(7, 7), Record(8, 8), Record(9, 9), Record(10, 10), Record(11, 11), Record(12, 12)};
+  out.stack = "old";
+  ASSERT_TRUE(r.StateInto(&out).ok());
+  EXPECT_EQ(ToJson(out), ToJson(s));
+  EXPECT_EQ(r.rank(), 6);
 }
 
 TEST(SampleDeltaTest, ARefusedEntryStopsDeltasUntilTheNextKeyframe) {

@@ -171,8 +171,48 @@ nlohmann::json ToJson(const OpRecord& r) {
   return j;
 }
 
+nlohmann::json ToCompactJson(const OpRecord& r) {
+  return nlohmann::json::array({r.op, r.seq, r.comm, r.dtype, r.reduce, r.count, r.bytes, r.peer, r.callsite, r.state,
+                                r.started_ns, r.ended_ns, r.async ? 1 : 0});
+}
+
+namespace {
+
+// The positional form of ToCompactJson; every element typed, none missing.
+Result<OpRecord> OpRecordFromArray(const nlohmann::json& j) {
+  if (j.size() != 13) return InvalidArgument("op record: " + std::to_string(j.size()) + " elements, not 13");
+  OpRecord r;
+  int async = 0;
+  const char* names[] = {"op",   "seq",      "comm",  "dtype",      "reduce",   "count", "bytes",
+                         "peer", "callsite", "state", "started_ns", "ended_ns", "async"};
+  size_t at = 0;
+  try {
+    j[at].get_to(r.op), ++at;
+    j[at].get_to(r.seq), ++at;
+    j[at].get_to(r.comm), ++at;
+    j[at].get_to(r.dtype), ++at;
+    j[at].get_to(r.reduce), ++at;
+    j[at].get_to(r.count), ++at;
+    j[at].get_to(r.bytes), ++at;
+    j[at].get_to(r.peer), ++at;
+    j[at].get_to(r.callsite), ++at;
+    j[at].get_to(r.state), ++at;
+    j[at].get_to(r.started_ns), ++at;
+    j[at].get_to(r.ended_ns), ++at;
+    j[at].get_to(async), ++at;
+  } catch (const nlohmann::json::exception&) {
+    return InvalidArgument(std::string("op record: element '") + names[at] + "' has the wrong type");
+  }
+  r.async = async != 0;
+  if (r.op.empty()) return InvalidArgument("op record: field 'op' is empty");
+  return r;
+}
+
+}  // namespace
+
 Result<OpRecord> OpRecordFromJson(const nlohmann::json& j) {
-  if (!j.is_object()) return InvalidArgument("op record: not a JSON object");
+  if (j.is_array()) return OpRecordFromArray(j);
+  if (!j.is_object()) return InvalidArgument("op record: not a JSON object or array");
   OpRecord r;
   Fields f(j, "op record");
   f.Get("op", &r.op);
@@ -254,6 +294,14 @@ Result<LogEvent> LogEventFromJson(const nlohmann::json& j) {
   return e;
 }
 
+nlohmann::json ToJson(const ProcSample& p) {
+  return {{"state", std::string(1, p.state)},
+          {"wchan", p.wchan},
+          {"cpu_fraction", p.cpu_fraction},
+          {"flat_for_s", p.flat_for_s},
+          {"tree_cpu_s", p.tree_cpu_s}};
+}
+
 nlohmann::json ToJson(const RankState& r, bool with_recent) {
   nlohmann::json j = {{"rank", r.rank},
                       {"node", r.node},
@@ -263,6 +311,7 @@ nlohmann::json ToJson(const RankState& r, bool with_recent) {
                       {"has_trace", r.has_trace},
                       {"step", r.step},
                       {"phase", r.phase},
+                      {"phase_ns", r.phase_ns},
                       {"heartbeat_ns", r.heartbeat_ns},
                       {"watchdog_fired", r.watchdog_fired},
                       {"finished", r.finished}};
@@ -279,13 +328,7 @@ nlohmann::json ToJson(const RankState& r, bool with_recent) {
     j["recent"] = std::move(recent);
   }
   if (!r.last_error.empty()) j["last_error"] = r.last_error;
-  if (r.proc.valid) {
-    j["proc"] = {{"state", std::string(1, r.proc.state)},
-                 {"wchan", r.proc.wchan},
-                 {"cpu_fraction", r.proc.cpu_fraction},
-                 {"flat_for_s", r.proc.flat_for_s},
-                 {"tree_cpu_s", r.proc.tree_cpu_s}};
-  }
+  if (r.proc.valid) j["proc"] = ToJson(r.proc);
   if (!r.stack.empty()) j["stack"] = r.stack;
   if (r.last_output_ns) j["last_output_ns"] = r.last_output_ns;
   if (r.sample_ns) j["sample_ns"] = r.sample_ns;
@@ -293,10 +336,10 @@ nlohmann::json ToJson(const RankState& r, bool with_recent) {
   return j;
 }
 
-Result<RankState> RankStateFromJson(const nlohmann::json& j) {
+Status PatchRankState(const nlohmann::json& j, RankState* into) {
   if (!j.is_object()) return InvalidArgument("rank: not a JSON object");
-  RankState r;
-  std::string status = "not_started";
+  RankState& r = *into;
+  std::string status;
   Fields f(j, "rank");
   f.Get("rank", &r.rank);
   f.Get("node", &r.node);
@@ -306,6 +349,7 @@ Result<RankState> RankStateFromJson(const nlohmann::json& j) {
   f.Get("has_trace", &r.has_trace);
   f.Get("step", &r.step);
   f.Get("phase", &r.phase);
+  f.Get("phase_ns", &r.phase_ns);
   f.Get("heartbeat_ns", &r.heartbeat_ns);
   f.Get("watchdog_fired", &r.watchdog_fired);
   f.Get("finished", &r.finished);
@@ -322,35 +366,61 @@ Result<RankState> RankStateFromJson(const nlohmann::json& j) {
     r.status = RankStatus::kRunning;
   else if (status == "exited")
     r.status = RankStatus::kExited;
-  else if (status != "not_started")
+  else if (status == "not_started")
+    r.status = RankStatus::kNotStarted;
+  else if (const auto given = j.find("status"); given != j.end() && !given->is_null())
     return InvalidArgument("rank " + std::to_string(r.rank) + ": status '" + status +
                            "' is not running|exited|not_started");
-  if (j.contains("in_flight")) {
-    DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(j["in_flight"]));
-    r.in_flight = rec;
+  if (auto it = j.find("in_flight"); it != j.end()) {
+    DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(*it));
+    r.in_flight = std::move(rec);
   }
-  if (j.contains("last")) {
-    DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(j["last"]));
-    r.last = rec;
+  if (auto it = j.find("last"); it != j.end()) {
+    DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(*it));
+    r.last = std::move(rec);
   }
-  if (j.contains("recent")) {
-    if (!j["recent"].is_array()) return InvalidArgument("rank: field 'recent' must be an array");
-    for (const auto& e : j["recent"]) {
+  if (auto it = j.find("proc"); it != j.end() && it->is_object()) {
+    Fields p(*it, "rank " + std::to_string(r.rank) + " proc");
+    ProcSample proc;
+    proc.valid = true;
+    std::string st = "?";
+    p.Get("state", &st);
+    proc.state = st.empty() ? '?' : st[0];
+    p.Get("wchan", &proc.wchan);
+    p.Get("cpu_fraction", &proc.cpu_fraction);
+    p.Get("flat_for_s", &proc.flat_for_s);
+    p.Get("tree_cpu_s", &proc.tree_cpu_s);
+    DSD_RETURN_IF_ERROR(p.status());
+    r.proc = std::move(proc);
+  }
+  return Status::Ok();
+}
+
+void ClearRankStateField(std::string_view key, RankState* r) {
+  static const RankState kDefault;
+  if (key == "exit_code") r->exit_code = kDefault.exit_code;
+  if (key == "signal") r->signal = kDefault.signal;
+  if (key == "exit_ns") r->exit_ns = kDefault.exit_ns;
+  if (key == "in_flight") r->in_flight.reset();
+  if (key == "last") r->last.reset();
+  if (key == "last_error") r->last_error.clear();
+  if (key == "proc") r->proc = kDefault.proc;
+  if (key == "stack") r->stack.clear();
+  if (key == "last_output_ns") r->last_output_ns = 0;
+  if (key == "sample_ns") r->sample_ns = 0;
+  if (key == "unobserved") r->unobserved = false;
+  // The fields ToJson always writes have no absent form: a delta never unsets them.
+}
+
+Result<RankState> RankStateFromJson(const nlohmann::json& j) {
+  RankState r;
+  DSD_RETURN_IF_ERROR(PatchRankState(j, &r));
+  if (auto it = j.find("recent"); it != j.end()) {
+    if (!it->is_array()) return InvalidArgument("rank: field 'recent' must be an array");
+    for (const auto& e : *it) {
       DSD_ASSIGN_OR_RETURN(auto rec, OpRecordFromJson(e));
       r.recent.push_back(std::move(rec));
     }
-  }
-  if (j.contains("proc") && j["proc"].is_object()) {
-    Fields p(j["proc"], "rank " + std::to_string(r.rank) + " proc");
-    r.proc.valid = true;
-    std::string st = "?";
-    p.Get("state", &st);
-    r.proc.state = st.empty() ? '?' : st[0];
-    p.Get("wchan", &r.proc.wchan);
-    p.Get("cpu_fraction", &r.proc.cpu_fraction);
-    p.Get("flat_for_s", &r.proc.flat_for_s);
-    p.Get("tree_cpu_s", &r.proc.tree_cpu_s);
-    DSD_RETURN_IF_ERROR(p.status());
   }
   return r;
 }

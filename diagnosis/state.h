@@ -209,12 +209,22 @@ bool StackInDdpBackward(const std::string& stack, std::string* location);
 std::string FormatRanks(std::vector<int> ranks);
 
 nlohmann::json ToJson(const OpRecord& r);
+// The same record as a 13-element array, its fields by position (docs/agent-protocol.md): a sample
+// delta's records, about half the bytes and a third of the parsing of the object form.
+nlohmann::json ToCompactJson(const OpRecord& r);
+// Reads either form.
 Result<OpRecord> OpRecordFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const LogEvent& e);
 Result<LogEvent> LogEventFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const ProcSample& p);  // "proc" of a rank (valid is implied)
 // Without `recent` when with_recent is false (the fields a sample delta compares).
 nlohmann::json ToJson(const RankState& r, bool with_recent = true);
 Result<RankState> RankStateFromJson(const nlohmann::json& j);
+// Sets the fields of `into` that `j` holds (ToJson's names; "recent" is not read); the others stay.
+// On an error some fields may be set: patch a copy when the original must survive.
+Status PatchRankState(const nlohmann::json& j, RankState* into);
+// Resets one of the fields ToJson leaves out when absent ("in_flight", "proc", "exit_code", …).
+void ClearRankStateField(std::string_view key, RankState* r);
 nlohmann::json ToJson(const LogDirStatus& s);
 Result<LogDirStatus> LogDirStatusFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const RankClass& c);
