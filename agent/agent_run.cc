@@ -183,7 +183,8 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
     };
     for (auto& m : ranks)
       if (!m.write_error().empty()) log_dir_monitor.NoteWriteError(m.write_error());
-    json frame = {{"type", "sample"}, {"now_ns", now}, {"ranks", sample}};
+    json frame = {{"type", "sample"}, {"now_ns", now}};
+    frame["ranks"] = std::move(sample);  // an initializer list would copy every entry
     // The log dir's file system: a full disk is named, not guessed from silence.
     if (auto space = log_dir_monitor.Poll(now)) frame["log_dir"] = diagnosis::ToJson(*space);
     for (const auto& f : log_frames) send(f);

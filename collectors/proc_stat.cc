@@ -68,10 +68,11 @@ Result<ProcStat> ParseProcStat(std::string_view content) {
   return s;
 }
 
-Result<ProcStat> ReadProcStat(pid_t pid) {
+Result<ProcStat> ReadProcStat(pid_t pid, bool with_wchan) {
   std::string base = "/proc/" + std::to_string(pid);
   DSD_ASSIGN_OR_RETURN(std::string content, ReadFile(base + "/stat", 8192));
   DSD_ASSIGN_OR_RETURN(ProcStat s, ParseProcStat(content));
+  if (!with_wchan) return s;
   if (auto wchan = ReadFile(base + "/wchan", 256); wchan.ok()) s.wchan = std::string(Trim(*wchan));
   log::Get("collectors")->trace("pid {} state {} cpu {} wchan {}", pid, s.state, s.cpu_ticks(), s.wchan);
   return s;
@@ -140,7 +141,7 @@ uint64_t DescendantsCpuTicks(pid_t pid, size_t max_processes) {
     todo.pop_back();
     ++seen;
     if (p != pid) {
-      auto st = ReadProcStat(p);
+      auto st = ReadProcStat(p, /*with_wchan=*/false);
       if (!st.ok()) continue;
       total += st->cpu_ticks();
     }

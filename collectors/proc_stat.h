@@ -27,7 +27,7 @@ struct ProcStat {
 
 // Parses the content of /proc/<pid>/stat. comm is delimited by the first '(' and the *last* ')'.
 Result<ProcStat> ParseProcStat(std::string_view content);
-Result<ProcStat> ReadProcStat(pid_t pid);
+Result<ProcStat> ReadProcStat(pid_t pid, bool with_wchan = true);
 
 // ReadProcStat for a process read again and again (a rank, 5 times a second): its stat and wchan
 // files stay open and are re-read with pread, so a read costs no path lookups; the descriptors

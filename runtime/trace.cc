@@ -522,7 +522,18 @@ void TraceReader::Unmap() {
 }
 
 Result<TraceSnapshot> TraceReader::Read(size_t newest) {
-  // One stat per read: a file replaced (a restarted rank) or resized is mapped afresh.
+  // A file replaced (a restarted rank) or resized is mapped afresh. While the mapped file's
+  // heartbeat moves its writer lives and writes there: no stat needed (a replaced file's writer
+  // is gone, so its heartbeat stops and the next read looks at the path again).
+  if (base_) {
+    const auto& h = *static_cast<const TraceHeaderRaw*>(base_);
+    const int64_t heartbeat = A(const_cast<int64_t&>(h.heartbeat_ns)).load(std::memory_order_acquire);
+    if (heartbeat != previous_heartbeat_) {
+      previous_heartbeat_ = heartbeat;
+      PreviousRead previous{previous_stamp_, previous_older_, ended_from_, ended_to_, ended_writer_};
+      return SnapshotOf(base_, size_, path_, newest, &previous);
+    }
+  }
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {
     Unmap();
@@ -533,12 +544,15 @@ Result<TraceSnapshot> TraceReader::Read(size_t newest) {
     previous_stamp_ = 0;
     previous_older_ = UINT64_MAX;
     ended_from_ = ended_to_ = ended_writer_ = 0;
+    previous_heartbeat_ = 0;
     DSD_ASSIGN_OR_RETURN(MappedFile m, MapTrace(path_));
     base_ = m.base;
     size_ = m.size;
     dev_ = m.dev;
     ino_ = m.ino;
   }
+  const auto& h = *static_cast<const TraceHeaderRaw*>(base_);
+  previous_heartbeat_ = A(const_cast<int64_t&>(h.heartbeat_ns)).load(std::memory_order_acquire);
   PreviousRead previous{previous_stamp_, previous_older_, ended_from_, ended_to_, ended_writer_};
   return SnapshotOf(base_, size_, path_, newest, &previous);
 }

@@ -231,12 +231,14 @@ class TraceReader {
         previous_older_(o.previous_older_),
         ended_from_(o.ended_from_),
         ended_to_(o.ended_to_),
-        ended_writer_(o.ended_writer_) {}
+        ended_writer_(o.ended_writer_),
+        previous_heartbeat_(o.previous_heartbeat_) {}
   TraceReader& operator=(TraceReader&&) = delete;
 
   // As ReadTrace(path, newest), except that when no record changed since the previous Read the
   // snapshot's records are left empty and records_unchanged is set: a rank waiting in a call, or
-  // between steps, costs a header read.
+  // between steps, costs a header read. The path is looked at again (stat) only when the mapped
+  // file's heartbeat did not move since the previous read.
   Result<TraceSnapshot> Read(size_t newest = SIZE_MAX);
 
  private:
@@ -250,6 +252,7 @@ class TraceReader {
   // Records [ended_from_, ended_to_) of the writer ended_writer_ were seen ended: the search for an
   // older call in flight does not read them again.
   uint64_t ended_from_ = 0, ended_to_ = 0, ended_writer_ = 0;
+  int64_t previous_heartbeat_ = 0;  // the mapped header's heartbeat at the previous read
 };
 
 // CLOCK_REALTIME in nanoseconds: the trace's time base (comparable across processes and, with
