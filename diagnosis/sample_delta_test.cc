@@ -231,9 +231,14 @@ TEST(SampleDeltaTest, MalformedEntriesAreRefused) {
   SampleDeltaWriter w;
   RankState s = Running(1);
   s.recent = {Record(10, 0)};
-  for (json bad : {json{{"rank", 1}, {"recent_drop", -1}, {"recent_tail", json::array()}},
-                   json{{"rank", 1}, {"status", "sleeping"}}, json{{"rank", 1}, {"recent_tail", {{{"op", 5}}}}},
-                   json{{"rank", 1}, {"full", "yes"}}, json::array(), json{{"rank", 1}, {"unset", "proc"}}}) {
+  for (json bad :
+       {json{{"rank", 1}, {"recent_drop", -1}, {"recent_tail", json::array()}},
+        json{{"rank", 1}, {"status", "sleeping"}}, json{{"rank", 1}, {"recent_tail", {{{"op", 5}}}}},
+        json{{"rank", 1}, {"full", "yes"}}, json::array(), json{{"rank", 1}, {"unset", "proc"}},
+        // Numbers that do not fit their field: refused, never cast (a float out of range is UB).
+        json{{"rank", 1}, {"exit_code", 1e30}}, json{{"rank", 1}, {"step", -1}}, json{{"rank", 1}, {"pid", 1.5}},
+        json{{"rank", 1}, {"signal", int64_t{1} << 40}},
+        json{{"rank", 1}, {"in_flight", {"barrier", 1e300, 0, "", "", 0, 0, -1, "x", "started", 1, 0, 0}}}}) {
     SampleDeltaReader r;
     ASSERT_TRUE(r.Apply(SampleDeltaWriter().Encode(s)).ok());
     EXPECT_FALSE(r.Apply(bad).ok()) << bad.dump();

@@ -1,6 +1,8 @@
 #include "diagnosis/state.h"
 
 #include <algorithm>
+#include <limits>
+#include <type_traits>
 
 #include "common/strings.h"
 
@@ -131,18 +133,47 @@ std::string FormatRanks(std::vector<int> ranks) {
 
 namespace {
 
+// One value of type T, strictly: an integer field takes only an integer that fits (a float or an
+// out-of-range number would be converted by a cast, undefined for a float out of range); false
+// when it does not fit or has another type.
+template <typename T>
+bool GetStrict(const nlohmann::json& v, T* out) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      *out = static_cast<T>(u);
+      return true;
+    }
+    if (v.is_number_integer()) {
+      const auto i = v.get<int64_t>();
+      if (i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+          (i > 0 && static_cast<uint64_t>(i) > static_cast<uint64_t>(std::numeric_limits<T>::max())))
+        return false;
+      *out = static_cast<T>(i);
+      return true;
+    }
+    return false;
+  } else {
+    try {
+      *out = v.get<T>();
+      return true;
+    } catch (const nlohmann::json::exception&) {
+      return false;
+    }
+  }
+}
+
 // Reads optional fields with their types checked; the first error names the field.
 class Fields {
  public:
   Fields(const nlohmann::json& j, std::string what) : j_(j), what_(std::move(what)) {}
   template <typename T>
   void Get(const char* key, T* out) {
-    if (!status_.ok() || !j_.contains(key) || j_[key].is_null()) return;
-    try {
-      *out = j_[key].get<T>();
-    } catch (const nlohmann::json::exception&) {
-      status_ = InvalidArgument(what_ + ": field '" + key + "' has the wrong type");
-    }
+    if (!status_.ok()) return;
+    const auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return;
+    if (!GetStrict(*it, out)) status_ = InvalidArgument(what_ + ": field '" + key + "' has the wrong type");
   }
   const Status& status() const { return status_; }
 
@@ -186,23 +217,13 @@ Result<OpRecord> OpRecordFromArray(const nlohmann::json& j) {
   const char* names[] = {"op",   "seq",      "comm",  "dtype",      "reduce",   "count", "bytes",
                          "peer", "callsite", "state", "started_ns", "ended_ns", "async"};
   size_t at = 0;
-  try {
-    j[at].get_to(r.op), ++at;
-    j[at].get_to(r.seq), ++at;
-    j[at].get_to(r.comm), ++at;
-    j[at].get_to(r.dtype), ++at;
-    j[at].get_to(r.reduce), ++at;
-    j[at].get_to(r.count), ++at;
-    j[at].get_to(r.bytes), ++at;
-    j[at].get_to(r.peer), ++at;
-    j[at].get_to(r.callsite), ++at;
-    j[at].get_to(r.state), ++at;
-    j[at].get_to(r.started_ns), ++at;
-    j[at].get_to(r.ended_ns), ++at;
-    j[at].get_to(async), ++at;
-  } catch (const nlohmann::json::exception&) {
-    return InvalidArgument(std::string("op record: element '") + names[at] + "' has the wrong type");
-  }
+  const bool ok = GetStrict(j[at], &r.op) && ++at && GetStrict(j[at], &r.seq) && ++at && GetStrict(j[at], &r.comm) &&
+                  ++at && GetStrict(j[at], &r.dtype) && ++at && GetStrict(j[at], &r.reduce) && ++at &&
+                  GetStrict(j[at], &r.count) && ++at && GetStrict(j[at], &r.bytes) && ++at &&
+                  GetStrict(j[at], &r.peer) && ++at && GetStrict(j[at], &r.callsite) && ++at &&
+                  GetStrict(j[at], &r.state) && ++at && GetStrict(j[at], &r.started_ns) && ++at &&
+                  GetStrict(j[at], &r.ended_ns) && ++at && GetStrict(j[at], &async);
+  if (!ok) return InvalidArgument(std::string("op record: element '") + names[at] + "' has the wrong type");
   r.async = async != 0;
   if (r.op.empty()) return InvalidArgument("op record: field 'op' is empty");
   return r;
