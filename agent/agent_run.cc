@@ -16,6 +16,7 @@
 #include "collectors/stack.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "common/process.h"
 #include "diagnosis/sample_delta.h"
 #include "runtime/trace.h"
 
@@ -66,6 +67,11 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
     if (!tracer)
       log->warn("run: the Python collective tracer is not installed beside this binary; Python ranks run untraced");
   }
+  // Each rank holds its log and two /proc files open while it runs (collectors/rank_monitor.h): a
+  // node of hundreds of ranks needs more than the usual 1,024 descriptors.
+  if (const FdLimit limit = RaiseFdLimit(3 * ranks.size() + 1024); limit.soft < 3 * ranks.size() + 64)
+    log->warn("run: {} ranks want about {} open files; the limit is {} (ulimit -n)", ranks.size(),
+              3 * ranks.size() + 64, limit.soft);
   json started = json::array();
   size_t i = 0;
   for (const auto& r : request["ranks"]) {
@@ -91,7 +97,11 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
   const bool send_deltas = request.value("sample_deltas", false);
   // Records as arrays when the coordinator reads them (checked by ValidateRequest).
   const bool compact_records = request.value("compact_records", false);
-  std::vector<diagnosis::SampleDeltaWriter> deltas(ranks.size(), diagnosis::SampleDeltaWriter(compact_records));
+  // A coordinator that reads arrays also sends "resync" (they came together): keyframes can be
+  // rare. An older one repairs a refused rank only at a keyframe: every 50 samples for it.
+  std::vector<diagnosis::SampleDeltaWriter> deltas(
+      ranks.size(), diagnosis::SampleDeltaWriter(compact_records, compact_records ? diagnosis::kKeyframeEvery
+                                                                                  : diagnosis::kLegacyKeyframeEvery));
   while (true) {
     auto msg = net::RecvFrame(link, decoder, std::chrono::milliseconds(sample_ms));
     if (!msg.ok() && msg.status().code() != StatusCode::kTimeout && !coordinator_gone) {

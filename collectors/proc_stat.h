@@ -40,6 +40,7 @@ class ProcStatReader {
   // NotFound once the process is gone (or was never there).
   Result<ProcStat> Read();
   pid_t pid() const { return pid_; }
+  bool open() const { return stat_.valid(); }  // false when its stat file could not be opened
 
  private:
   pid_t pid_;

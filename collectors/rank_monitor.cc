@@ -52,6 +52,7 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
       state_.signal = e->signaled ? e->term_signal : 0;
       state_.exit_ns = now_ns;
       state_.proc.valid = false;
+      proc_stat_.reset();  // its two /proc descriptors: a node of many ranks needs them back
       int shell_code = e->signaled ? 128 + e->term_signal : e->exit_code;
       std::string exit_path = log_path_.substr(0, log_path_.size() - 4) + ".exit";
       if (Status st = WriteFileAtomic(exit_path, std::to_string(shell_code) + "\n"); !st.ok())
@@ -75,7 +76,8 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
   if (auto t = trace_.Read(recent); t.ok()) ApplyTrace(*t, &state_, recent);
   state_.sample_ns = now_ns;
   if (state_.status != diagnosis::RankStatus::kRunning) return exited_now;
-  if (!proc_stat_ || proc_stat_->pid() != state_.pid) proc_stat_.emplace(state_.pid);
+  // Opened again when the pid changed or the last open failed (out of descriptors, say).
+  if (!proc_stat_ || proc_stat_->pid() != state_.pid || !proc_stat_->open()) proc_stat_.emplace(state_.pid);
   auto ps = proc_stat_->Read();
   if (!ps.ok()) return exited_now;
   double dt = last_sample_ns_ ? (now_ns - last_sample_ns_) / 1e9 : 0;

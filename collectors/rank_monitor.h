@@ -44,6 +44,8 @@ class RankMonitor {
   std::string write_error_;
   std::optional<Subprocess> proc_;
   runtime::TraceReader trace_;
+  // The rank's /proc files and its log stay open while it runs (3 descriptors per rank: the agent
+  // and direct mode raise the open-file limit for them).
   std::optional<ProcStatReader> proc_stat_;  // the rank's /proc files, open while it runs
   net::Fd log_fd_;                           // its log, open from the first tick that finds it
   size_t log_offset_ = 0;

@@ -11,6 +11,7 @@
 #include "collectors/stack.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "common/process.h"
 
 namespace dsd::coordinator {
 
@@ -26,6 +27,8 @@ Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::v
                            const std::map<std::string, std::string>& env, const std::string& log_dir,
                            const std::string& cwd, bool trace_python) {
   python_ = argv[0].find("python") != std::string::npos;
+  // Each rank holds its log and two /proc files open while it runs (collectors/rank_monitor.h).
+  (void)RaiseFdLimit(3 * launches.size() + 1024);
   if (!launches.empty()) log_dir_monitor_.emplace(log_dir, launches.front().node);
   std::optional<collectors::PythonTracer> tracer;
   if (trace_python && !(tracer = collectors::FindPythonTracer()))

@@ -82,7 +82,7 @@ const FieldCodec kFields[] = {
 json SampleDeltaWriter::Encode(const RankState& state) {
   json entry = json::object();
   entry["rank"] = state.rank;
-  if (++since_keyframe_ >= kKeyframeEvery) primed_ = false;
+  if (++since_keyframe_ >= keyframe_every_) primed_ = false;
   if (!primed_) {
     since_keyframe_ = 0;
     entry["full"] = true;

@@ -27,12 +27,14 @@ namespace dsd::diagnosis {
 // A reader that refuses a delta asks for a keyframe (the "resync" run message); the periodic one
 // is the fallback for a request that never arrives.
 inline constexpr int kKeyframeEvery = 300;             // 60 s at the default 200 ms period
+inline constexpr int kLegacyKeyframeEvery = 50;        // for a coordinator that never sends resync
 inline constexpr size_t kMaxHeldRecentRecords = 1024;  // a reader refuses a window larger than this
 
 class SampleDeltaWriter {
  public:
   // With compact_records, records go as arrays (ToCompactJson): for a reader that asked for them.
-  explicit SampleDeltaWriter(bool compact_records = false) : compact_(compact_records) {}
+  explicit SampleDeltaWriter(bool compact_records = false, int keyframe_every = kKeyframeEvery)
+      : compact_(compact_records), keyframe_every_(keyframe_every) {}
   // The entry that brings a reader from the previously encoded state to `state`.
   nlohmann::json Encode(const RankState& state);
   // The next Encode writes a keyframe (call when an encoded entry was never delivered).
@@ -40,6 +42,7 @@ class SampleDeltaWriter {
 
  private:
   bool compact_;
+  int keyframe_every_;
   bool primed_ = false;
   int since_keyframe_ = 0;
   RankState previous_;  // the state the reader holds after the previous entry

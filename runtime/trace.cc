@@ -117,45 +117,9 @@ std::string DescribeRecord(const TraceRecord& r) {
   return s;
 }
 
-Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, const TraceIdentity& id,
-                                                         uint32_t capacity) {
-  if (capacity == 0) return InvalidArgument("trace capacity must be at least 1 record");
-  size_t bytes = MappedBytes(capacity);
-  void* base = nullptr;
-  if (path.empty()) {
-    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return ErrnoError("mmap anonymous trace", errno);
-  } else {
-    // Private like the rest of the log dir (the rank's umask is the user's): 0600, or 0640 when
-    // `run --share-group` set DSDOCTOR_TRACE_MODE=0640.
-    const char* mode_text = std::getenv("DSDOCTOR_TRACE_MODE");
-    const mode_t mode = mode_text && std::string_view(mode_text) == "0640" ? 0640 : 0600;
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0) return ErrnoError("trace file " + path, errno);
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      int e = errno;
-      ::close(fd);
-      return ErrnoError("trace file " + path + ": ftruncate", e);
-    }
-    // Reserve the blocks now: a sparse file on a full disk would SIGBUS the rank at its first write
-    // to a new page. A file system without fallocate gets the zeros written instead.
-    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-    if (rc == EOPNOTSUPP || rc == EINVAL) {
-      static const char zeros[4096] = {};
-      rc = 0;
-      for (size_t off = 0; off < bytes && rc == 0; off += sizeof zeros)
-        if (::pwrite(fd, zeros, std::min(sizeof zeros, bytes - off), static_cast<off_t>(off)) < 0) rc = errno;
-    }
-    if (rc != 0) {
-      ::close(fd);
-      ::unlink(path.c_str());
-      return ErrnoError("trace file " + path + ": reserving " + std::to_string(bytes) + " bytes", rc);
-    }
-    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int e = errno;
-    ::close(fd);
-    if (base == MAP_FAILED) return ErrnoError("trace file " + path + ": mmap", e);
-  }
+namespace {
+
+void WriteHeader(void* base, const TraceIdentity& id, uint32_t capacity) {
   auto* h = static_cast<TraceHeaderRaw*>(base);
   std::memcpy(h->magic, kTraceMagic, sizeof h->magic);
   h->version = kTraceVersion;
@@ -171,6 +135,65 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path
   h->phase_ns = h->created_ns;
   CopyText(h->hostname, id.hostname);
   CopyText(h->backend, id.backend);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path, const TraceIdentity& id,
+                                                         uint32_t capacity) {
+  if (capacity == 0) return InvalidArgument("trace capacity must be at least 1 record");
+  size_t bytes = MappedBytes(capacity);
+  void* base = nullptr;
+  if (!path.empty()) {
+    // Private like the rest of the log dir (the rank's umask is the user's): 0600, or 0640 when
+    // `run --share-group` set DSDOCTOR_TRACE_MODE=0640.
+    const char* mode_text = std::getenv("DSDOCTOR_TRACE_MODE");
+    const mode_t mode = mode_text && std::string_view(mode_text) == "0640" ? 0640 : 0600;
+    // Built aside and renamed over `path` once its header is written: a file already there (an
+    // earlier process of the same rank) is replaced, never truncated under a reader that maps it
+    // (touching a page past a truncated end is SIGBUS), and no reader ever sees a half-made file.
+    const std::string aside = path + ".new." + std::to_string(::getpid());
+    int fd = ::open(aside.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) return ErrnoError("trace file " + path, errno);
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(aside.c_str());
+      return ErrnoError("trace file " + path + ": ftruncate", e);
+    }
+    // Reserve the blocks now: a sparse file on a full disk would SIGBUS the rank at its first write
+    // to a new page. A file system without fallocate gets the zeros written instead.
+    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (rc == EOPNOTSUPP || rc == EINVAL) {
+      static const char zeros[4096] = {};
+      rc = 0;
+      for (size_t off = 0; off < bytes && rc == 0; off += sizeof zeros)
+        if (::pwrite(fd, zeros, std::min(sizeof zeros, bytes - off), static_cast<off_t>(off)) < 0) rc = errno;
+    }
+    if (rc != 0) {
+      ::close(fd);
+      ::unlink(aside.c_str());
+      return ErrnoError("trace file " + path + ": reserving " + std::to_string(bytes) + " bytes", rc);
+    }
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    ::close(fd);
+    if (base == MAP_FAILED) {
+      ::unlink(aside.c_str());
+      return ErrnoError("trace file " + path + ": mmap", e);
+    }
+    WriteHeader(base, id, capacity);
+    if (::rename(aside.c_str(), path.c_str()) != 0) {
+      e = errno;
+      ::munmap(base, bytes);
+      ::unlink(aside.c_str());
+      return ErrnoError("trace file " + path + ": rename into place", e);
+    }
+  } else {
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return ErrnoError("mmap anonymous trace", errno);
+    WriteHeader(base, id, capacity);
+  }
   log::Get("runtime")->debug("trace {} for rank {}/{}: {} records", path.empty() ? "(anonymous)" : path, id.rank,
                              id.world_size, capacity);
   return std::unique_ptr<TraceWriter>(new TraceWriter(path, base, bytes, capacity));
