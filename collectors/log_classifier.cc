@@ -2,6 +2,8 @@
 
 #include <re2/re2.h>
 
+#include <utility>
+
 #include "collectors/log_prefix.h"
 #include "common/strings.h"
 #include "diagnosis/finding.h"
@@ -223,6 +225,7 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
     std::string file, number, function;
     if (RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), kFrame, &file, &number, &function)) {
       if (frames_.size() < 256) frames_.push_back({file.substr(0, 1024), function.substr(0, 256), SafeInt(number)});
+      after_frame_ = true;
       return;
     }
     if (++traceback_lines_ > kMaxTracebackLines) {
@@ -230,9 +233,16 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
     } else {
       // Python prints the exception at column 0; source lines and carets are indented (by how much
       // depends on the launcher prefix that was stripped).
-      if (StartsWith(line, " ") || StartsWith(line, "\t") || Trim(line).empty() || Has(line, "^^^") ||
-          Has(line, "~~~") || Trim(line).find_first_not_of("^~ ") == std::string_view::npos)
+      if (Trim(line).empty()) return;  // blank: a source line's indent whose text was cut off (below)
+      const bool after_frame = std::exchange(after_frame_, false);
+      if (StartsWith(line, " ") || StartsWith(line, "\t") || Has(line, "^^^") || Has(line, "~~~") ||
+          Trim(line).find_first_not_of("^~ ") == std::string_view::npos)
         return;
+      // An unbuffered Python writes a source line's indent and its text apart; mpirun --tag-output
+      // tags what each read gets, so the text can arrive as a line of its own at column 0. After a
+      // frame, a line that is not "Type" or "Type: message" is that source text.
+      static const RE2 kExceptionLine(R"re(^[A-Za-z_][A-Za-z0-9_.]*(:|$))re", Quiet());
+      if (after_frame && !RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), kExceptionLine)) return;
       if (StartsWith(line, "During handling") || StartsWith(line, "The above exception")) {
         frames_.clear();
         return;
@@ -248,6 +258,7 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
     traceback_line_ = line_no_;
     traceback_offset_ = offset_;
     traceback_lines_ = 0;
+    after_frame_ = false;
     frames_.clear();
     return;
   }

@@ -30,6 +30,29 @@ TEST(LogClassifierTest, PythonTracebackNamesTheCollectiveAndTheProgramLine) {
   EXPECT_NE(ev[0].remedy.find("barrier()"), std::string::npos);
 }
 
+// An unbuffered Python writes a source line's indent and text apart, and mpirun --tag-output tags
+// each read: the text can land at column 0 on a line of its own (seen when the machine is loaded).
+// It is the source line, not the exception; a frame with no source line before the exception
+// still gives the exception.
+TEST(LogClassifierTest, ASourceLineCutFromItsIndentIsNotTheException) {
+  // As the classifier gets the lines, the launcher's "[1,2]<stderr>:" already taken off.
+  auto ev = Classify(
+      "Traceback (most recent call last):\n"
+      "  File \"/t/torch_oom_rank.py\", line 20, in <module>\n"
+      "    \n"
+      "buf = bytearray(10**15)  # more than any machine has: MemoryError at once\n"
+      "          ^^^^^^^^^^^^^^^^^^^\n"
+      "MemoryError\n");
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev[0].code, "OUT_OF_MEMORY") << ev[0].kind << ": " << ev[0].summary;
+  EXPECT_EQ(ev[0].location, "torch_oom_rank.py:20");
+  auto bare = Classify(
+      "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+      "ZeroDivisionError: division by zero\n");
+  ASSERT_EQ(bare.size(), 1u);
+  EXPECT_NE(bare[0].summary.find("ZeroDivisionError: division by zero"), std::string::npos) << bare[0].summary;
+}
+
 TEST(LogClassifierTest, TracebackCutOffByDeathIsStillReported) {
   auto ev = Classify("Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n");
   ASSERT_EQ(ev.size(), 1u);

@@ -56,7 +56,9 @@ TEST_F(CoordinatorE2eTest, PdshLauncherChecksAndRunsOverRealSsh) {
       "--connect-timeout-ms 500 --json $DIR/check.json; echo check=$?; "
       "$DSD run --hostfile $DIR/hostfile --exclude 127.0.0.4 --launcher pdsh --ssh-opts \"$SSH_OPTS\" "
       "--agent-port 47930 --master_port 29561 --quiet --log-dir $DIR/logs --json $DIR/run.json -- $EX/train_healthy "
-      "--steps 5; echo run=$?; sleep 0.5; "
+      "--steps 5; echo run=$?; "
+      // The agents leave when ssh closes their stdin: within seconds, later on a loaded machine.
+      "for i in $(seq 50); do pgrep -f '[a]gent --listen 127.0.0.[234]:47930' >/dev/null || break; sleep 0.1; done; "
       "pgrep -f '[a]gent --listen 127.0.0.[234]:47930' || echo no-agents-left; kill $S; wait $S");
   EXPECT_NE(r.out.find("check=1"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
