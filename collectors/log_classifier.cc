@@ -225,7 +225,7 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
     std::string file, number, function;
     if (RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), kFrame, &file, &number, &function)) {
       if (frames_.size() < 256) frames_.push_back({file.substr(0, 1024), function.substr(0, 256), SafeInt(number)});
-      after_frame_ = true;
+      held_exception_.clear();  // what was held was a frame's source text, cut from its indent
       return;
     }
     if (++traceback_lines_ > kMaxTracebackLines) {
@@ -233,24 +233,34 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
     } else {
       // Python prints the exception at column 0; source lines and carets are indented (by how much
       // depends on the launcher prefix that was stripped).
-      if (Trim(line).empty()) return;  // blank: a source line's indent whose text was cut off (below)
-      const bool after_frame = std::exchange(after_frame_, false);
-      if (StartsWith(line, " ") || StartsWith(line, "\t") || Has(line, "^^^") || Has(line, "~~~") ||
-          Trim(line).find_first_not_of("^~ ") == std::string_view::npos)
+      if (StartsWith(line, " ") || StartsWith(line, "\t") || Trim(line).empty() || Has(line, "^^^") ||
+          Has(line, "~~~") || Trim(line).find_first_not_of("^~ ") == std::string_view::npos)
         return;
-      // An unbuffered Python writes a source line's indent and its text apart; mpirun --tag-output
-      // tags what each read gets, so the text can arrive as a line of its own at column 0. After a
-      // frame, a line that is not "Type" or "Type: message" is that source text.
-      static const RE2 kExceptionLine(R"re(^[A-Za-z_][A-Za-z0-9_.]*(:|$))re", Quiet());
-      if (after_frame && !RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), kExceptionLine)) return;
       if (StartsWith(line, "During handling") || StartsWith(line, "The above exception")) {
         frames_.clear();
+        held_exception_.clear();
         return;
       }
-      EmitTraceback(out, line);
-      // The exception can open torchrun's failure table.
-      if (Has(line, "ChildFailedError")) in_table_ = true, table_rows_ = 0, table_rank_ = -1, table_host_.clear();
-      return;
+      // An unbuffered Python writes a source line's indent and its text apart, and mpirun
+      // --tag-output tags each read (another rank's output can land between them): the text can
+      // arrive at column 0 on a line of its own. A column-0 line that is not "Type" or
+      // "Type: message" is held: a frame or an exception after it shows it was source text; any
+      // other line shows it was the exception after all (an odd one), and is read on its own.
+      static const RE2 kExceptionLine(R"re(^[A-Za-z_][A-Za-z0-9_.]*(:|$))re", Quiet());
+      if (!RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), kExceptionLine)) {
+        if (held_exception_.empty()) {
+          held_exception_ = std::string(line.substr(0, kMaxSegment));
+          return;
+        }
+        EmitTraceback(out, std::exchange(held_exception_, std::string()));
+        // `line` is not part of the traceback: on to the ordinary checks below.
+      } else {
+        held_exception_.clear();
+        EmitTraceback(out, line);
+        // The exception can open torchrun's failure table.
+        if (Has(line, "ChildFailedError")) in_table_ = true, table_rows_ = 0, table_rank_ = -1, table_host_.clear();
+        return;
+      }
     }
   }
   if (Has(line, "Traceback (most recent call last):")) {
@@ -258,7 +268,7 @@ void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
     traceback_line_ = line_no_;
     traceback_offset_ = offset_;
     traceback_lines_ = 0;
-    after_frame_ = false;
+    held_exception_.clear();
     frames_.clear();
     return;
   }
@@ -375,7 +385,9 @@ std::vector<LogEvent> LogClassifier::Finish() {
     out.push_back(std::move(e));
     what_pending_.clear();
   }
-  if (in_traceback_) EmitTraceback(out, "(traceback cut off: the process died while printing it)");
+  if (in_traceback_)
+    EmitTraceback(out, held_exception_.empty() ? "(traceback cut off: the process died while printing it)"
+                                               : std::exchange(held_exception_, std::string()));
   in_table_ = false;
   return out;
 }

@@ -77,9 +77,9 @@ class LogClassifier {
   int traceback_line_ = 0;
   int64_t traceback_offset_ = -1;
   int traceback_lines_ = 0;
-  // The previous traceback line was a frame ("File …, line N, in f"), or blank after one: its
-  // source line may come next, cut from its indent when a launcher split the line (below).
-  bool after_frame_ = false;
+  // A column-0 line that may be the exception or a frame's source text cut from its indent: the
+  // next line tells (log_classifier.cc, Segment).
+  std::string held_exception_;
   std::vector<Frame> frames_;
   // torchrun ChildFailedError table: the rank a "rank :" row is about, and the node of "host :".
   bool in_table_ = false;

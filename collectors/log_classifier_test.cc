@@ -46,6 +46,25 @@ TEST(LogClassifierTest, ASourceLineCutFromItsIndentIsNotTheException) {
   ASSERT_FALSE(ev.empty());
   EXPECT_EQ(ev[0].code, "OUT_OF_MEMORY") << ev[0].kind << ": " << ev[0].summary;
   EXPECT_EQ(ev[0].location, "torch_oom_rank.py:20");
+  // Another rank's output landed between the indent and the text (the indent's line is theirs).
+  auto mixed = Classify(
+      "Traceback (most recent call last):\n"
+      "  File \"/t/torch_oom_rank.py\", line 20, in <module>\n"
+      "    [1,0]<stderr>:Traceback (most recent call last):\n"
+      "buf = bytearray(10**15)  # more than any machine has: MemoryError at once\n"
+      "MemoryError\n");
+  ASSERT_FALSE(mixed.empty());
+  EXPECT_EQ(mixed[0].code, "OUT_OF_MEMORY") << mixed[0].kind << ": " << mixed[0].summary;
+  // An exception line of no usual shape is still the exception: told by the line after it, or by
+  // the end of the log.
+  for (const std::string after : {"step 5 done\n", ""}) {
+    auto odd = Classify(
+        "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n"
+        "<odd exception text>\n" +
+        after);
+    ASSERT_FALSE(odd.empty()) << after;
+    EXPECT_NE(odd[0].summary.find("<odd exception text>"), std::string::npos) << odd[0].summary;
+  }
   auto bare = Classify(
       "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
       "ZeroDivisionError: division by zero\n");
