@@ -4,12 +4,12 @@
 // healthy jobs that are quiet, log on one rank only or spawn DataLoader workers finish untouched.
 // The program is tests/e2e/programs/torch_train.py (SCENARIO picks the failure).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "common/file.h"
 #include "common/process.h"
@@ -30,40 +30,54 @@ struct Run {
   double seconds = 0;
 };
 
-
-
 bool DeepSpeedAvailable() {
   if (::access(DS_PYTHON, X_OK) != 0) return false;
   auto r = RunCommand({DS_PYTHON, "-c", "import deepspeed"}, {});
   return r.ok() && r->exit_code == 0;
 }
 
-#define REQUIRE_DEEPSPEED()                                                                                         \
-  if (!DeepSpeedAvailable()) {                                                                                      \
+#define REQUIRE_DEEPSPEED()                                                                                          \
+  if (!DeepSpeedAvailable()) {                                                                                       \
     if (std::getenv("DSDOCTOR_REQUIRE_DEEPSPEED")) FAIL() << "DeepSpeed is required (scripts/setup.sh installs it)"; \
     GTEST_SKIP() << "DeepSpeed is not installed in " << DS_PYTHON;                                                   \
   }
 
 // `python` and `program` pick the interpreter and the script: Debian's python3 with torch_train.py,
 // or the DeepSpeed venv's with ds_train.py.
-Run RunPython(const std::string& python, const std::string& program, const std::string& scenario, std::vector<std::string> flags = {},
-              std::map<std::string, std::string> env = {});
+Run RunPython(const std::string& python, const std::string& program, const std::string& scenario,
+              std::vector<std::string> flags = {}, std::map<std::string, std::string> env = {});
 
-Run RunTorch(const std::string& scenario, std::vector<std::string> flags = {}, std::map<std::string, std::string> env = {}) {
+// dsdoctor ended the ranks on the hang it proved (run.json's stopped_by_dsdoctor): found while the
+// job hung, not after torch's own timeout (STEP_TIMEOUT, 120 s) ended them. Behaviour, not a wall
+// clock: a loaded machine makes the run slower, never the finding different.
+void ExpectStoppedOnTheHang(const Run& r) {
+  auto text = ReadFile(r.dir + "/run.json");
+  ASSERT_TRUE(text.ok()) << r.dir << ": " << text.status().ToString();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << *text;
+  const auto stopped = j.find("stopped_by_dsdoctor");
+  ASSERT_TRUE(stopped != j.end() && stopped->is_object()) << "dsdoctor did not stop the ranks: " << j.dump(2);
+  EXPECT_EQ(stopped->value("reason", ""), "hang") << stopped->dump();
+}
+
+Run RunTorch(const std::string& scenario, std::vector<std::string> flags = {},
+             std::map<std::string, std::string> env = {}) {
   return RunPython("/usr/bin/python3", TORCH_TRAIN, scenario, std::move(flags), std::move(env));
 }
 
-Run RunDeepSpeed(const std::string& scenario, std::vector<std::string> flags = {}, std::map<std::string, std::string> env = {}) {
+Run RunDeepSpeed(const std::string& scenario, std::vector<std::string> flags = {},
+                 std::map<std::string, std::string> env = {}) {
   env["DS_ACCELERATOR"] = "cpu";
   return RunPython(DS_PYTHON, DS_TRAIN, "ds-" + scenario, std::move(flags), std::move(env));
 }
 
-Run RunPython(const std::string& python, const std::string& program, const std::string& scenario, std::vector<std::string> flags,
-              std::map<std::string, std::string> env) {
+Run RunPython(const std::string& python, const std::string& program, const std::string& scenario,
+              std::vector<std::string> flags, std::map<std::string, std::string> env) {
   Run r;
   r.dir = fs::temp_directory_path() / ("dsd-torch-" + scenario + "-" + std::to_string(::getpid()));
   fs::remove_all(r.dir);
-  std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "2", "--slots", "1", "--log-dir", r.dir, "--json", r.dir + "/report.json"};
+  std::vector<std::string> argv = {DSDOCTOR_BIN, "run",       "--local", "2",      "--slots",
+                                   "1",          "--log-dir", r.dir,     "--json", r.dir + "/report.json"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"--", python, program});
   CommandOptions opts;
@@ -83,7 +97,6 @@ Run RunPython(const std::string& python, const std::string& program, const std::
   return r;
 }
 
-
 // "torch_train.py:N" for the program's line holding `code`: callsites are checked against the
 // program itself, not numbers copied from it.
 std::string Site(const std::string& code, const std::string& program = TORCH_TRAIN) {
@@ -96,18 +109,23 @@ std::string Site(const std::string& code, const std::string& program = TORCH_TRA
     if (nl == std::string::npos) nl = text->size();
     std::string l = text->substr(pos, nl - pos);
     bool whole = !code.empty() && code.back() == '$';  // "...$": the whole line
-    if (whole ? l == code.substr(0, code.size() - 1) : l.find(code) != std::string::npos) return base + ":" + std::to_string(line);
+    if (whole ? l == code.substr(0, code.size() - 1) : l.find(code) != std::string::npos)
+      return base + ":" + std::to_string(line);
   }
   return "?";
 }
 
 // The job failed (exit 1) and its report's first finding is `code` about `ranks`, proven by `proof`.
-::testing::AssertionResult FailedWithFirstFinding(const Run& r, const std::string& code, const std::vector<int>& ranks, const std::string& proof) {
+::testing::AssertionResult FailedWithFirstFinding(const Run& r, const std::string& code, const std::vector<int>& ranks,
+                                                  const std::string& proof) {
   if (r.exit_code != 1) return ::testing::AssertionFailure() << "exit code " << r.exit_code << "\n" << r.out;
-  if (!r.report.is_object() || r.report["findings"].empty()) return ::testing::AssertionFailure() << "no findings\n" << r.out;
+  if (!r.report.is_object() || r.report["findings"].empty())
+    return ::testing::AssertionFailure() << "no findings\n" << r.out;
   const auto& f = r.report["findings"][0];
   if (f["code"] != code || Ranks(f) != ranks || f.value("proof", "") != proof)
-    return ::testing::AssertionFailure() << "first finding is not " << code << " (" << proof << ") about the expected ranks:\n" << r.report.dump(2);
+    return ::testing::AssertionFailure() << "first finding is not " << code << " (" << proof
+                                         << ") about the expected ranks:\n"
+                                         << r.report.dump(2);
   return ::testing::AssertionSuccess();
 }
 
@@ -135,7 +153,8 @@ TEST(TorchE2eTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFinishesUnto
   // What the tracer recorded: the metrics all-reduce in main(), the final barrier. DDP's buckets
   // are not hooked by default (a Python comm hook makes torch 1.13 abort at exit).
   std::string calls;
-  for (const auto& rec : r.report["ranks"][1]["recent"]) calls += rec["op"].get<std::string>() + "@" + rec["callsite"].get<std::string>() + "\n";
+  for (const auto& rec : r.report["ranks"][1]["recent"])
+    calls += rec["op"].get<std::string>() + "@" + rec["callsite"].get<std::string>() + "\n";
   EXPECT_NE(calls.find("all_reduce@" + Site("dist.all_reduce(metrics)") + " (main)"), std::string::npos) << calls;
   EXPECT_NE(calls.find("barrier@" + Site("    dist.barrier()$") + " (main)"), std::string::npos) << calls;
   EXPECT_EQ(calls.find("ddp.bucket"), std::string::npos) << calls;
@@ -150,13 +169,16 @@ TEST(TorchE2eTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite
   ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "stacks"));
   const auto& f = r.report["findings"][0];
   std::string summary = f["summary"];
-  EXPECT_NE(summary.find("rank 0 in barrier() at " + Site("dist.barrier()  # every rank")), std::string::npos) << summary;
-  EXPECT_NE(summary.find("rank 1 in all_reduce (DDP gradients) at " + Site("loss.backward()")), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 0 in barrier() at " + Site("dist.barrier()  # every rank")), std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("rank 1 in all_reduce (DDP gradients) at " + Site("loss.backward()")), std::string::npos)
+      << summary;
   EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call it"), std::string::npos) << f["remedy"];
   // Rank 0's own record says where it is, with the program's function.
-  EXPECT_NE(r.report["ranks"][0]["in_flight"]["callsite"].get<std::string>().find(Site("dist.barrier()  # every rank") + " (save_checkpoint)"),
+  EXPECT_NE(r.report["ranks"][0]["in_flight"]["callsite"].get<std::string>().find(Site("dist.barrier()  # every rank") +
+                                                                                  " (save_checkpoint)"),
             std::string::npos);
-  EXPECT_LT(r.seconds, 60) << "found live, not at torch's 120 s timeout";
+  ExpectStoppedOnTheHang(r);
   // The stacks name the program's function, through the tracer's wrapper.
   auto stack = ReadFile(r.dir + "/rank-0.stack");
   ASSERT_TRUE(stack.ok());
@@ -184,7 +206,7 @@ TEST(TorchE2eTest, AllReduceOfADifferentSizeNamesBothSizes) {
   EXPECT_NE(summary.find("float32 x3"), std::string::npos) << summary;
   EXPECT_NE(summary.find("@" + Site("dist.all_reduce(metrics)") + " (main)"), std::string::npos) << summary;
   EXPECT_NE((*f)["remedy"].get<std::string>().find("element count"), std::string::npos);
-  EXPECT_LT(r.seconds, 60);
+  ExpectStoppedOnTheHang(r);
 }
 
 TEST(TorchE2eTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
@@ -193,10 +215,11 @@ TEST(TorchE2eTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
-  EXPECT_NE((*f)["summary"].get<std::string>().find("all_reduce (DDP gradients)"), std::string::npos) << (*f)["summary"];
+  EXPECT_NE((*f)["summary"].get<std::string>().find("all_reduce (DDP gradients)"), std::string::npos)
+      << (*f)["summary"];
   EXPECT_NE((*f)["remedy"].get<std::string>().find("join()"), std::string::npos) << (*f)["remedy"];
   EXPECT_NE((*f)["remedy"].get<std::string>().find("uneven inputs"), std::string::npos);
-  EXPECT_LT(r.seconds, 60);
+  ExpectStoppedOnTheHang(r);
 }
 
 TEST(TorchE2eTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheMismatchIsImmediate) {
@@ -206,7 +229,8 @@ TEST(TorchE2eTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheMismatchI
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
   EXPECT_EQ((*f)["proof"], "trace");
-  EXPECT_NE((*f)["summary"].get<std::string>().find("@" + Site("loss.backward()") + " (ddp.bucket)"), std::string::npos) << (*f)["summary"];
+  EXPECT_NE((*f)["summary"].get<std::string>().find("@" + Site("loss.backward()") + " (ddp.bucket)"), std::string::npos)
+      << (*f)["summary"];
   EXPECT_NE((*f)["remedy"].get<std::string>().find("join()"), std::string::npos) << (*f)["remedy"];
 }
 
@@ -218,7 +242,7 @@ TEST(TorchE2eTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
   EXPECT_NE(f["evidence"][0].get<std::string>().find("recv#1 from 1"), std::string::npos) << f.dump(2);
   EXPECT_NE(f["evidence"][0].get<std::string>().find("(pipeline_step)"), std::string::npos) << f.dump(2);
   EXPECT_EQ(FindingOf(r.report, "COLLECTIVE_MISMATCH"), nullptr);
-  EXPECT_LT(r.seconds, 60);
+  ExpectStoppedOnTheHang(r);
 }
 
 TEST(TorchE2eTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
@@ -229,7 +253,7 @@ TEST(TorchE2eTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
   EXPECT_NE(f["summary"].get<std::string>().find("world-size disagreement"), std::string::npos) << f["summary"];
   EXPECT_NE(f["summary"].get<std::string>().find("rank 1 expects 3"), std::string::npos) << f["summary"];
   EXPECT_EQ(FindingOf(r.report, "RANK_EXITED"), nullptr) << r.report.dump(2);
-  EXPECT_LT(r.seconds, 60);
+  ExpectStoppedOnTheHang(r);
 }
 
 TEST(TorchE2eTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStoppedOnSuspicion) {
@@ -240,7 +264,8 @@ TEST(TorchE2eTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStoppedOnSuspic
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("warning "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("the job is hung; stopping"), std::string::npos) << "a suspicion never stops a job: " << r.out;
-  EXPECT_NE(r.out.find("a rank failed"), std::string::npos) << "stopped only after a rank failed, like torchrun: " << r.out;
+  EXPECT_NE(r.out.find("a rank failed"), std::string::npos)
+      << "stopped only after a rank failed, like torchrun: " << r.out;
   const auto* f = FindingOf(r.report, "RANK_MISSING");
   ASSERT_NE(f, nullptr) << r.report.dump(2);
   EXPECT_EQ(Ranks(*f), std::vector<int>{0});
@@ -253,7 +278,8 @@ TEST(TorchE2eTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStoppedOnSuspic
 
 TEST(TorchE2eTest, NoTraceLeavesPythonRanksUntraced) {
   REQUIRE_TORCH();
-  auto r = RunTorch("size_mismatch", {"--no-trace", "--timeout", "5", "--on-hang", "wait"}, {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}});
+  auto r = RunTorch("size_mismatch", {"--no-trace", "--timeout", "5", "--on-hang", "wait"},
+                    {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}});
   ASSERT_TRUE(r.report.is_object()) << r.out;
   for (const auto& rank : r.report["ranks"]) EXPECT_FALSE(rank["has_trace"].get<bool>()) << rank.dump();
 }
@@ -262,7 +288,8 @@ TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
   REQUIRE_TORCH();
   std::string hashes[2];
   for (int traced = 0; traced < 2; ++traced) {
-    std::string dir = fs::temp_directory_path() / ("dsd-torch-bits-" + std::to_string(traced) + "-" + std::to_string(::getpid()));
+    std::string dir =
+        fs::temp_directory_path() / ("dsd-torch-bits-" + std::to_string(traced) + "-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "1", "--slots", "3", "--quiet", "--log-dir", dir};
     if (!traced) argv.push_back("--no-trace");
@@ -286,15 +313,19 @@ TEST(DeepSpeedE2eTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepSpeedsRem
   const auto& f = r.report["findings"][0];
   std::string summary = f["summary"];
   // DeepSpeed all-reduces gradients on its data-parallel group; rank 0 waits on the world.
-  EXPECT_NE(summary.find("@" + Site("engine.save_checkpoint(ckpt_dir)", DS_TRAIN) + " (engine.save_checkpoint)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("@" + Site("engine.save_checkpoint(ckpt_dir)", DS_TRAIN) + " (engine.save_checkpoint)"),
+            std::string::npos)
+      << summary;
   EXPECT_NE(summary.find("(engine.backward)"), std::string::npos) << summary;
-  EXPECT_NE(f["remedy"].get<std::string>().find("DeepSpeed's engine.save_checkpoint()"), std::string::npos) << f["remedy"];
+  EXPECT_NE(f["remedy"].get<std::string>().find("DeepSpeed's engine.save_checkpoint()"), std::string::npos)
+      << f["remedy"];
   EXPECT_EQ(FindingOf(r.report, "RANK_EXITED"), nullptr) << r.report.dump(2);
-  EXPECT_LT(r.seconds, 90);
+  ExpectStoppedOnTheHang(r);
   // The stack reaches the program's frame through DeepSpeed's layers.
   auto stack = ReadFile(r.dir + "/rank-0.stack");
   ASSERT_TRUE(stack.ok());
-  EXPECT_NE(r.report["ranks"][0]["stack"].get<std::string>().find("ds_train.py"), std::string::npos) << r.report["ranks"][0]["stack"];
+  EXPECT_NE(r.report["ranks"][0]["stack"].get<std::string>().find("ds_train.py"), std::string::npos)
+      << r.report["ranks"][0]["stack"];
 }
 
 TEST(DeepSpeedE2eTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesThePeersErrors) {
@@ -308,7 +339,8 @@ TEST(DeepSpeedE2eTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesThePeersEr
   const auto* err = FindingOf(r.report, "LOG_ERROR");
   ASSERT_NE(err, nullptr) << r.report.dump(2);
   EXPECT_EQ(Ranks(*err), std::vector<int>{1});
-  EXPECT_NE((*err)["summary"].get<std::string>().find("ValueError: corrupt sample in shard 1 (at " + Site("raise ValueError", DS_TRAIN)),
+  EXPECT_NE((*err)["summary"].get<std::string>().find("ValueError: corrupt sample in shard 1 (at " +
+                                                      Site("raise ValueError", DS_TRAIN)),
             std::string::npos)
       << (*err)["summary"];
   for (const auto& f : r.report["findings"]) {
