@@ -25,11 +25,7 @@ int64_t MonotonicNs() {
   return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
 }
 
-}  // namespace
-
-namespace {
-
-// One unsigned decimal field; false when it is not one.
+// One decimal field, all of it; false when it is not one.
 template <typename T>
 bool ParseNumber(std::string_view text, T* out) {
   if (text.empty()) return false;

@@ -30,17 +30,12 @@ struct FieldCodec {
 bool Always(const RankState&) { return true; }
 bool Exited(const RankState& s) { return s.status == RankStatus::kExited; }
 
-bool SameProc(const ProcSample& a, const ProcSample& b) {
-  return a.valid == b.valid && a.state == b.state && a.wchan == b.wchan && a.cpu_fraction == b.cpu_fraction &&
-         a.flat_for_s == b.flat_for_s && a.tree_cpu_s == b.tree_cpu_s;
-}
-
-#define DSD_FIELD(name, present)                                                                                   \
-  FieldCodec {                                                                                                     \
-#name, present,                                                                                                \
-        [](const RankState& a, const RankState& b) { return a.name == b.name; }, [](const RankState& s,            \
-                                                                                    bool) { return json(s.name); } \
-  }
+// clang-format off
+#define DSD_FIELD(name, present)                                                          \
+  FieldCodec{#name, present,                                                              \
+             [](const RankState& a, const RankState& b) { return a.name == b.name; },    \
+             [](const RankState& s, bool) { return json(s.name); }}
+// clang-format on
 
 const FieldCodec kFields[] = {
     DSD_FIELD(rank, Always),
@@ -67,7 +62,7 @@ const FieldCodec kFields[] = {
      [](const RankState& s, bool compact) { return RecordJson(*s.last, compact); }},
     DSD_FIELD(last_error, [](const RankState& s) { return !s.last_error.empty(); }),
     {"proc", [](const RankState& s) { return s.proc.valid; },
-     [](const RankState& a, const RankState& b) { return SameProc(a.proc, b.proc); },
+     [](const RankState& a, const RankState& b) { return a.proc == b.proc; },
      [](const RankState& s, bool) { return ToJson(s.proc); }},
     DSD_FIELD(stack, [](const RankState& s) { return !s.stack.empty(); }),
     DSD_FIELD(last_output_ns, [](const RankState& s) { return s.last_output_ns != 0; }),

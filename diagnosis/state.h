@@ -60,6 +60,7 @@ struct ProcSample {
   // CPU seconds used so far by the rank's whole process tree (DataLoader workers, compiler
   // children): flatness above is measured on it, and the coordinator compares it before stopping.
   double tree_cpu_s = 0;
+  bool operator==(const ProcSample&) const = default;
 };
 
 // One line (or block) of a rank's log that means something (collectors/log_classifier).
