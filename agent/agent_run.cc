@@ -15,6 +15,7 @@
 #include "collectors/rank_monitor.h"
 #include "collectors/stack.h"
 #include "common/file.h"
+#include "common/json_text.h"
 #include "common/log.h"
 #include "common/process.h"
 #include "diagnosis/sample_delta.h"
@@ -153,37 +154,56 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
       for (auto& m : ranks) m.Signal(SIGKILL);
       stop_deadline = 0;
     }
-    json sample = json::array();
+    // The sample frame is written as text (common/json_text.h): built as a JSON tree and dumped,
+    // it cost more than reading the ranks.
+    std::string sample = "{\"type\":\"sample\",\"now_ns\":";
+    jsontext::AppendInt(&sample, now);
+    sample.append(",\"ranks\":[");
     std::vector<json> log_frames;  // output too big for one sample goes ahead of it in chunks
     bool all_exited = true;
     for (size_t k = 0; k < ranks.size(); ++k) {
       auto& m = ranks[k];
       std::string fresh;
       m.Tick(now, &fresh);
-      json s = send_deltas ? deltas[k].Encode(m.state()) : diagnosis::ToJson(m.state());
-      if (!send_deltas) s["last_output_ns"] = m.state().last_output_ns;
+      if (k) sample.push_back(',');
+      if (send_deltas) {
+        deltas[k].EncodeTo(m.state(), &sample);
+      } else {
+        json s = diagnosis::ToJson(m.state());
+        s["last_output_ns"] = m.state().last_output_ns;
+        jsontext::AppendJson(&sample, s);
+      }
       if (!fresh.empty()) {
         std::string text = collectors::SanitizeForStream(fresh);  // ASCII: any cut is a character boundary
         if (text.size() <= kInlineLogBytes) {
-          s["log"] = std::move(text);
+          sample.pop_back();  // the entry's closing brace: "log" is one more of its fields
+          sample.append(",\"log\":");
+          jsontext::AppendString(&sample, text);
+          sample.push_back('}');
         } else {
           for (size_t at = 0; at < text.size(); at += kLogChunkBytes)
             log_frames.push_back({{"type", "log"}, {"rank", m.state().rank}, {"log", text.substr(at, kLogChunkBytes)}});
         }
       }
-      sample.push_back(std::move(s));
       all_exited &= m.state().status == diagnosis::RankStatus::kExited;
     }
+    sample.push_back(']');
+    for (auto& m : ranks)
+      if (!m.write_error().empty()) log_dir_monitor.NoteWriteError(m.write_error());
+    // The log dir's file system: a full disk is named, not guessed from silence.
+    if (auto space = log_dir_monitor.Poll(now)) {
+      sample.append(",\"log_dir\":");
+      jsontext::AppendJson(&sample, diagnosis::ToJson(*space));
+    }
+    sample.push_back('}');
     // Only a broken connection means the coordinator is gone; a frame we could not encode costs
     // that frame, never the job.
-    auto send = [&](const json& frame) {
-      if (coordinator_gone) return;
-      Status st = net::SendFrame(link, frame);
+    auto sent = [&](Status st, const char* type) {
       if (st.ok()) return;
       if (st.code() == StatusCode::kInvalidArgument) {
-        log->warn("run: a {} frame was dropped: {}", frame.value("type", ""), st.message());
+        log->warn("run: a {} frame was dropped: {}", type, st.message());
         // The coordinator never saw these deltas: the next sample restates every rank in full.
-        if (frame.value("type", "") == "sample")
+        if (std::string_view(type) == "sample")
           for (auto& d : deltas) d.Reset();
         return;
       }
@@ -191,14 +211,9 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
       for (auto& m : ranks) m.Signal(SIGTERM);
       stop_deadline = now + 3'000'000'000LL;
     };
-    for (auto& m : ranks)
-      if (!m.write_error().empty()) log_dir_monitor.NoteWriteError(m.write_error());
-    json frame = {{"type", "sample"}, {"now_ns", now}};
-    frame["ranks"] = std::move(sample);  // an initializer list would copy every entry
-    // The log dir's file system: a full disk is named, not guessed from silence.
-    if (auto space = log_dir_monitor.Poll(now)) frame["log_dir"] = diagnosis::ToJson(*space);
-    for (const auto& f : log_frames) send(f);
-    send(frame);
+    for (const auto& f : log_frames)
+      if (!coordinator_gone) sent(net::SendFrame(link, f), "log");
+    if (!coordinator_gone) sent(net::SendFrameText(link, sample), "sample");
     if (all_exited) break;
   }
   if (!coordinator_gone) (void)net::SendFrame(link, {{"type", "done"}});

@@ -1,7 +1,7 @@
 // What `dsdoctor run` spends per rank per sample (every 200 ms), agent and coordinator, with the
 // whole state in every sample (before deltas) and with deltas (diagnosis/sample_delta.h):
 //   agent        RankMonitor::Tick on a real process and a real trace ring (4,096 records), then
-//                encoding the rank's entry as JSON text
+//                encoding the rank's entry as JSON text (SampleDeltaWriter::EncodeTo, as the agent)
 //   coordinator  parsing the entry and turning it into a RankState
 // Each simulated training step adds 3 completed collectives to every rank's trace; a step comes
 // every STEP_EVERY samples (2: 2.5 steps/s). Then the coordinator side alone for a 4,096-rank job,
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     if (whole_too)
       for (int r = 0; r < ranks; ++r) ok &= diagnosis::RankStateFromJson(json::parse(wholes[r])).ok();
     double d = CpuUs();
-    for (int r = 0; r < ranks; ++r) parts[r] = enc[r].Encode(monitors[r].state()).dump();
+    for (int r = 0; r < ranks; ++r) enc[r].EncodeTo(monitors[r].state(), &parts[r]);
     double e = CpuUs();
     for (int r = 0; r < ranks; ++r) {
       entries[r] = json::parse(parts[r]);
@@ -152,7 +152,9 @@ int main(int argc, char** argv) {
   std::vector<diagnosis::RankState> big_held(big);
   {
     diagnosis::SampleDeltaWriter w(/*compact_records=*/true);
-    json key = json::parse(w.Encode(monitors[0].state()).dump());
+    std::string text;
+    w.EncodeTo(monitors[0].state(), &text);
+    json key = json::parse(text);
     for (auto& rd : readers) (void)rd.Apply(key);
   }
   std::vector<std::string> texts;

@@ -440,6 +440,11 @@ Status SendFrame(Link& link, const nlohmann::json& message) {
   return link.Send(frame);
 }
 
+Status SendFrameText(Link& link, std::string_view payload) {
+  DSD_ASSIGN_OR_RETURN(std::string frame, wire::EncodeFrameText(payload));
+  return link.Send(frame);
+}
+
 Result<nlohmann::json> RecvFrame(Link& link, wire::FrameDecoder& decoder, Duration timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string bytes;

@@ -167,8 +167,19 @@ void AgentSource::TickLocked(std::vector<diagnosis::RankState>& ranks, std::vect
       if (!Lost(*a, last_tick_)) a->last_frame = std::max(a->last_frame, now);  // lost before the gap: still lost
   }
   last_tick_ = now;
-  for (auto& [r, st] : latest_)
-    if (r >= 0 && r < static_cast<int>(ranks.size())) Adopt(ranks[r], st);
+  // Each rank's newest state, read out of its delta reader once per tick (not once per sample).
+  for (const auto& [r, reader] : deltas_) {
+    if (r < 0 || r >= static_cast<int>(ranks.size()) || reader.rank() != r) continue;
+    auto& into = ranks[r];
+    std::string stack = std::move(into.stack);
+    const bool unobserved = into.unobserved;  // the coordinator's judgement, not the sample's
+    (void)reader.StateInto(&into);            // assigned over the previous state: storage reused
+    into.unobserved = unobserved;
+    if (into.stack.empty()) into.stack = std::move(stack);
+    // When the agent read this state (its clock): ages are measured to it, never to ours.
+    if (!into.sample_ns)
+      if (auto at = sampled_at_.find(r); at != sampled_at_.end()) into.sample_ns = at->second;
+  }
   for (auto& [r, text] : pending_log_)
     if (r >= 0 && r < static_cast<int>(logs.size())) logs[r] += text;
   pending_log_.clear();
@@ -305,12 +316,11 @@ void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
       }
       delta_refused_.erase(r);
       if (reader.rank() != r) continue;
-      // Assigned over the rank's previous state: its records' storage is reused, nothing is copied twice.
-      auto& held = latest_[r];
-      if (!reader.StateInto(&held).ok()) continue;
-      // When the agent read this state (its clock): ages are measured to it, never to ours.
-      if (!held.sample_ns && now_ns != msg.end() && now_ns->is_number_integer())
-        held.sample_ns = now_ns->get<int64_t>();
+      // The state itself is read out at the next Tick (TickLocked).
+      if (now_ns != msg.end() && now_ns->is_number_integer())
+        sampled_at_[r] = now_ns->get<int64_t>();
+      else
+        sampled_at_.erase(r);
       if (const auto log = j.find("log"); log != j.end() && log->is_string())
         pending_log_[r] += log->get_ref<const std::string&>();
     }

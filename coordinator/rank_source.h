@@ -128,9 +128,10 @@ class AgentSource final : public RankSource {
   std::vector<std::unique_ptr<Agent>> agents_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<int, diagnosis::RankState> latest_;
-  std::map<int, diagnosis::SampleDeltaReader> deltas_;  // by rank: the agents' samples are deltas
-  std::set<int> delta_refused_;                         // ranks whose last entry did not apply
+  // By rank: the agents' samples are deltas; each reader holds the rank's newest state.
+  std::map<int, diagnosis::SampleDeltaReader> deltas_;
+  std::map<int, int64_t> sampled_at_;  // by rank: now_ns of the frame its newest entry came in
+  std::set<int> delta_refused_;        // ranks whose last entry did not apply
   std::map<int, std::string> pending_log_;
   std::map<int, std::string> stacks_;
   MonoTime last_tick_{};   // the coordinator's previous Tick

@@ -1,7 +1,10 @@
 #include "diagnosis/sample_delta.h"
 
 #include <algorithm>
+#include <concepts>
 #include <utility>
+
+#include "common/json_text.h"
 
 namespace dsd::diagnosis {
 
@@ -15,7 +18,63 @@ bool SameRecord(const OpRecord& a, const OpRecord& b) {
   return a.started_ns == b.started_ns && a.seq == b.seq && a.comm == b.comm && a.op == b.op;
 }
 
-json RecordJson(const OpRecord& r, bool compact) { return compact ? ToCompactJson(r) : ToJson(r); }
+void AppendRecord(std::string* out, const OpRecord& r, bool compact) {
+  using namespace jsontext;
+  if (!compact) return AppendJson(out, ToJson(r));  // objects: only for a coordinator from before arrays
+  // ToCompactJson's array, written directly: records are most of a delta's bytes.
+  out->push_back('[');
+  AppendString(out, r.op);
+  out->push_back(',');
+  AppendUInt(out, r.seq);
+  out->push_back(',');
+  AppendUInt(out, r.comm);
+  out->push_back(',');
+  AppendString(out, r.dtype);
+  out->push_back(',');
+  AppendString(out, r.reduce);
+  out->push_back(',');
+  AppendUInt(out, r.count);
+  out->push_back(',');
+  AppendUInt(out, r.bytes);
+  out->push_back(',');
+  AppendInt(out, r.peer);
+  out->push_back(',');
+  AppendString(out, r.callsite);
+  out->push_back(',');
+  AppendString(out, r.state);
+  out->push_back(',');
+  AppendInt(out, r.started_ns);
+  out->push_back(',');
+  AppendInt(out, r.ended_ns);
+  out->append(r.async ? ",1]" : ",0]");
+}
+
+void AppendProc(std::string* out, const ProcSample& p) {
+  using namespace jsontext;
+  // ToJson(ProcSample)'s fields, in its (alphabetical) order.
+  out->append("{\"cpu_fraction\":");
+  AppendDouble(out, p.cpu_fraction);
+  out->append(",\"flat_for_s\":");
+  AppendDouble(out, p.flat_for_s);
+  out->append(",\"state\":");
+  AppendString(out, std::string_view(&p.state, 1));
+  out->append(",\"tree_cpu_s\":");
+  AppendDouble(out, p.tree_cpu_s);
+  out->append(",\"wchan\":");
+  AppendString(out, p.wchan);
+  out->push_back('}');
+}
+
+// A field's value as ToJson(RankState) writes it.
+void AppendValue(std::string* out, const std::string& v) { jsontext::AppendString(out, v); }
+void AppendValue(std::string* out, bool v) { jsontext::AppendBool(out, v); }
+template <std::integral T>
+void AppendValue(std::string* out, T v) {
+  if constexpr (std::is_signed_v<T>)
+    jsontext::AppendInt(out, v);
+  else
+    jsontext::AppendUInt(out, v);
+}
 
 // The fields of ToJson(RankState) but "recent", compared on the structs: the writer never builds
 // the whole state as JSON to find the two or three fields that changed. `present` is ToJson's rule
@@ -24,17 +83,19 @@ struct FieldCodec {
   const char* key;
   bool (*present)(const RankState&);
   bool (*same)(const RankState&, const RankState&);
-  json (*value)(const RankState&, bool compact);
+  void (*write)(const RankState&, bool compact, std::string* out);
+  void (*assign)(RankState& to, const RankState& from);  // the writer's copy of what it sent
 };
 
 bool Always(const RankState&) { return true; }
 bool Exited(const RankState& s) { return s.status == RankStatus::kExited; }
 
 // clang-format off
-#define DSD_FIELD(name, present)                                                          \
-  FieldCodec{#name, present,                                                              \
-             [](const RankState& a, const RankState& b) { return a.name == b.name; },    \
-             [](const RankState& s, bool) { return json(s.name); }}
+#define DSD_FIELD(name, present)                                                             \
+  FieldCodec{#name, present,                                                                 \
+             [](const RankState& a, const RankState& b) { return a.name == b.name; },       \
+             [](const RankState& s, bool, std::string* out) { AppendValue(out, s.name); },     \
+             [](RankState& to, const RankState& from) { to.name = from.name; }}
 // clang-format on
 
 const FieldCodec kFields[] = {
@@ -43,7 +104,8 @@ const FieldCodec kFields[] = {
     DSD_FIELD(local_rank, Always),
     DSD_FIELD(pid, Always),
     {"status", Always, [](const RankState& a, const RankState& b) { return a.status == b.status; },
-     [](const RankState& s, bool) { return json(RankStatusName(s.status)); }},
+     [](const RankState& s, bool, std::string* out) { jsontext::AppendString(out, RankStatusName(s.status)); },
+     [](RankState& to, const RankState& from) { to.status = from.status; }},
     DSD_FIELD(has_trace, Always),
     DSD_FIELD(step, Always),
     DSD_FIELD(phase, Always),
@@ -56,14 +118,17 @@ const FieldCodec kFields[] = {
     DSD_FIELD(exit_ns, Exited),
     {"in_flight", [](const RankState& s) { return s.in_flight.has_value(); },
      [](const RankState& a, const RankState& b) { return a.in_flight == b.in_flight; },
-     [](const RankState& s, bool compact) { return RecordJson(*s.in_flight, compact); }},
+     [](const RankState& s, bool compact, std::string* out) { AppendRecord(out, *s.in_flight, compact); },
+     [](RankState& to, const RankState& from) { to.in_flight = from.in_flight; }},
     {"last", [](const RankState& s) { return s.last.has_value(); },
      [](const RankState& a, const RankState& b) { return a.last == b.last; },
-     [](const RankState& s, bool compact) { return RecordJson(*s.last, compact); }},
+     [](const RankState& s, bool compact, std::string* out) { AppendRecord(out, *s.last, compact); },
+     [](RankState& to, const RankState& from) { to.last = from.last; }},
     DSD_FIELD(last_error, [](const RankState& s) { return !s.last_error.empty(); }),
     {"proc", [](const RankState& s) { return s.proc.valid; },
      [](const RankState& a, const RankState& b) { return a.proc == b.proc; },
-     [](const RankState& s, bool) { return ToJson(s.proc); }},
+     [](const RankState& s, bool, std::string* out) { AppendProc(out, s.proc); },
+     [](RankState& to, const RankState& from) { to.proc = from.proc; }},
     DSD_FIELD(stack, [](const RankState& s) { return !s.stack.empty(); }),
     DSD_FIELD(last_output_ns, [](const RankState& s) { return s.last_output_ns != 0; }),
     DSD_FIELD(sample_ns, [](const RankState& s) { return s.sample_ns != 0; }),
@@ -72,33 +137,67 @@ const FieldCodec kFields[] = {
 
 #undef DSD_FIELD
 
+void AppendTail(std::string* out, const std::vector<OpRecord>& recent, size_t from, bool compact) {
+  out->push_back('[');
+  for (size_t i = from; i < recent.size(); ++i) {
+    if (i != from) out->push_back(',');
+    AppendRecord(out, recent[i], compact);
+  }
+  out->push_back(']');
+}
+
 }  // namespace
 
 json SampleDeltaWriter::Encode(const RankState& state) {
-  json entry = json::object();
-  entry["rank"] = state.rank;
+  std::string text;
+  EncodeTo(state, &text);
+  return json::parse(text);
+}
+
+void SampleDeltaWriter::EncodeTo(const RankState& state, std::string* out) {
+  using namespace jsontext;
+  out->append("{\"rank\":");
+  AppendInt(out, state.rank);
+  bool first = false;  // "rank" is written
   if (++since_keyframe_ >= keyframe_every_) primed_ = false;
   if (!primed_) {
     since_keyframe_ = 0;
-    entry["full"] = true;
-    for (const auto& f : kFields)
-      if (f.present(state) && std::string_view(f.key) != "rank") entry[f.key] = f.value(state, compact_);
-    json tail = json::array();
-    for (const auto& r : state.recent) tail.push_back(RecordJson(r, compact_));
-    entry["recent_tail"] = std::move(tail);
+    out->append(",\"full\":true");
+    for (const auto& f : kFields) {
+      f.assign(previous_, state);
+      if (!f.present(state) || std::string_view(f.key) == "rank") continue;
+      AppendKey(out, f.key, &first);
+      f.write(state, compact_, out);
+    }
+    AppendKey(out, "recent_tail", &first);
+    AppendTail(out, state.recent, 0, compact_);
+    sent_window_.assign(state.recent.begin(), state.recent.end());
   } else {
-    json unset = json::array();
+    bool any_unset = false;
+    std::string unset;
     for (const auto& f : kFields) {
       const bool now = f.present(state), before = f.present(previous_);
-      if (now && (!before || !f.same(previous_, state)))
-        entry[f.key] = f.value(state, compact_);
-      else if (!now && before)
-        unset.push_back(f.key);
+      if (now && (!before || !f.same(previous_, state))) {
+        AppendKey(out, f.key, &first);
+        f.write(state, compact_, out);
+      } else if (!now && before) {
+        unset.push_back(any_unset ? ',' : '[');
+        any_unset = true;
+        AppendString(&unset, f.key);
+      }
     }
-    if (!unset.empty()) entry["unset"] = std::move(unset);
+    // Only what changed is copied, after the loop above: whether a field was present before
+    // (exit_code) may depend on another one (status).
+    for (const auto& f : kFields)
+      if (!f.same(previous_, state)) f.assign(previous_, state);
+    if (any_unset) {
+      AppendKey(out, "unset", &first);
+      out->append(unset);
+      out->push_back(']');
+    }
     // The new window is the old one with its oldest records gone, possibly some changed at the
     // end, and new ones after: find where the old window's records start in it.
-    const std::vector<OpRecord>& held = previous_.recent;
+    const std::deque<OpRecord>& held = sent_window_;
     size_t drop = held.size();
     if (!state.recent.empty()) {
       for (size_t i = 0; i < held.size(); ++i) {
@@ -111,16 +210,20 @@ json SampleDeltaWriter::Encode(const RankState& state) {
     size_t keep = 0;
     while (drop + keep < held.size() && keep < state.recent.size() && held[drop + keep] == state.recent[keep]) ++keep;
     if (drop || keep != held.size() || keep != state.recent.size()) {
-      json tail = json::array();
-      for (size_t i = keep; i < state.recent.size(); ++i) tail.push_back(RecordJson(state.recent[i], compact_));
-      entry["recent_drop"] = drop;
-      entry["recent_keep"] = keep;
-      entry["recent_tail"] = std::move(tail);
+      AppendKey(out, "recent_drop", &first);
+      AppendUInt(out, drop);
+      AppendKey(out, "recent_keep", &first);
+      AppendUInt(out, keep);
+      AppendKey(out, "recent_tail", &first);
+      AppendTail(out, state.recent, keep, compact_);
+      // The reader's edit, on our copy: only the tail's few records are copied.
+      sent_window_.erase(sent_window_.begin(), sent_window_.begin() + static_cast<long>(drop));
+      sent_window_.resize(keep);
+      sent_window_.insert(sent_window_.end(), state.recent.begin() + static_cast<long>(keep), state.recent.end());
     }
   }
-  previous_ = state;  // copy-assigned: the window's records reuse their storage
+  out->push_back('}');
   primed_ = true;
-  return entry;
 }
 
 Status SampleDeltaReader::Apply(const json& entry) {
@@ -140,7 +243,7 @@ Status SampleDeltaReader::Merge(const json& entry) {
     recent_.assign(st.recent.begin(), st.recent.end());
     st.recent.clear();
     parsed_ = std::move(st);
-    primed_ = true;
+    primed_ = has_state_ = true;
     return Status::Ok();
   }
   const auto full_field = entry.find("full");
@@ -192,12 +295,12 @@ Status SampleDeltaReader::Merge(const json& entry) {
   }
   for (auto& r : tail) recent_.push_back(std::move(r));
   parsed_ = std::move(parsed);
-  primed_ = true;
+  primed_ = has_state_ = true;
   return Status::Ok();
 }
 
 Result<RankState> SampleDeltaReader::State() const {
-  if (!primed_) return InvalidArgument("sample: no state yet");
+  if (!has_state_) return InvalidArgument("sample: no state yet");
   RankState st = parsed_;
   st.recent.assign(recent_.begin(), recent_.end());
   return st;
@@ -208,7 +311,7 @@ Result<RankState> SampleDeltaReader::State() const {
 namespace dsd::diagnosis {
 
 Status SampleDeltaReader::StateInto(RankState* out) const {
-  if (!primed_) return InvalidArgument("sample: no state yet");
+  if (!has_state_) return InvalidArgument("sample: no state yet");
   std::vector<OpRecord> window = std::move(out->recent);
   *out = parsed_;                                 // parsed_ holds no window: the fields alone
   window.assign(recent_.begin(), recent_.end());  // over the old records: their storage is reused

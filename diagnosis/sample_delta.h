@@ -17,6 +17,7 @@
 
 #include <deque>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -35,7 +36,10 @@ class SampleDeltaWriter {
   // With compact_records, records go as arrays (ToCompactJson): for a reader that asked for them.
   explicit SampleDeltaWriter(bool compact_records = false, int keyframe_every = kKeyframeEvery)
       : compact_(compact_records), keyframe_every_(keyframe_every) {}
-  // The entry that brings a reader from the previously encoded state to `state`.
+  // Appends the entry that brings a reader from the previously encoded state to `state`, as JSON
+  // text (written directly: no JSON tree is built, docs/performance.md "Run sampling").
+  void EncodeTo(const RankState& state, std::string* out);
+  // The same entry as a JSON value (tests, tools).
   nlohmann::json Encode(const RankState& state);
   // The next Encode writes a keyframe (call when an encoded entry was never delivered).
   void Reset() { primed_ = false; }
@@ -45,7 +49,10 @@ class SampleDeltaWriter {
   int keyframe_every_;
   bool primed_ = false;
   int since_keyframe_ = 0;
-  RankState previous_;  // the state the reader holds after the previous entry
+  // The state the reader holds after the previous entry: its fields (recent left empty) and its
+  // window.
+  RankState previous_;
+  std::deque<OpRecord> sent_window_;
 };
 
 class SampleDeltaReader {
@@ -55,18 +62,19 @@ class SampleDeltaReader {
   // (the writer's base and ours may differ from here on).
   Status Apply(const nlohmann::json& entry);
   bool primed() const { return primed_; }
-  // The state as of the last applied entry.
+  // The state as of the last applied entry (still held while later deltas are refused).
   Result<RankState> State() const;
   // The same, assigned over *out (its window's storage reused: no allocation per record when the
   // caller keeps one RankState per rank).
   Status StateInto(RankState* out) const;
-  // The rank the held state is of (-1 before the first entry).
-  int rank() const { return primed_ ? parsed_.rank : -1; }
+  // The rank the held state is of (-1 before the first entry applied).
+  int rank() const { return has_state_ ? parsed_.rank : -1; }
 
  private:
   Status Merge(const nlohmann::json& entry);
-  bool primed_ = false;
-  RankState parsed_;  // the state's fields (its window is recent_)
+  bool primed_ = false;     // deltas are accepted
+  bool has_state_ = false;  // an entry applied: parsed_ and recent_ are a state
+  RankState parsed_;        // the state's fields (its window is recent_)
   std::deque<OpRecord> recent_;
 };
 

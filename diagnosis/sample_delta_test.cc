@@ -165,6 +165,41 @@ TEST(SampleDeltaTest, AKeyframeHoldsExactlyToJsonsFields) {
   }
 }
 
+// Entries are written as text (common/json_text.h), not dumped from a tree: whatever a rank's
+// strings hold (quotes, control characters, non-ASCII, bytes that are not UTF-8) must arrive as
+// JSON would carry them, and doubles exactly.
+TEST(SampleDeltaTest, TextEntriesCarryAnyStringAndExactDoubles) {
+  for (bool compact : {false, true}) {
+    SampleDeltaWriter w(compact);
+    SampleDeltaReader r;
+    RankState s = Running(2);
+    s.node = "n\u00f6de \"1\"";
+    s.phase = "a\tb\\c";
+    s.stack = "f (x.py:1)\n< g (y.py:2)\x01";
+    s.proc.wchan = "do_epoll_wait";
+    s.proc.cpu_fraction = 1.0 / 3, s.proc.flat_for_s = 1e-9, s.proc.tree_cpu_s = 123456.789;
+    OpRecord odd = Record(10, 1, "started");
+    odd.callsite = "say \"hi\" \u20ac";
+    s.recent.push_back(odd);
+    s.in_flight = odd;
+    Deliver(w, r, s);
+    s.recent.push_back(Record(20, 2));
+    s.recent.back().callsite = "back\\slash\x7f";
+    s.last_error = "line one\nline two";
+    Deliver(w, r, s);
+    // Bytes that are not UTF-8 become U+FFFD, as in every other frame (wire::EncodeFrame).
+    s.recent.back().callsite = "cut \xe2\x82";
+    s.stack = "\xff";
+    ASSERT_TRUE(r.Apply(json::parse(w.Encode(s).dump())).ok());
+    auto got = r.State();
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->recent.back().callsite, "cut \xef\xbf\xbd");
+    EXPECT_EQ(got->stack, "\xef\xbf\xbd");
+    EXPECT_EQ(got->proc.cpu_fraction, 1.0 / 3);
+    EXPECT_EQ(got->node, s.node);
+  }
+}
+
 TEST(SampleDeltaTest, ArrayRecordsAreSmallerAndTheirErrorsNameTheElement) {
   RankState s = Running(1);
   for (int i = 0; i < 64; ++i) s.recent.push_back(Record(1000 + i, i));
@@ -219,6 +254,10 @@ TEST(SampleDeltaTest, ARefusedEntryStopsDeltasUntilTheNextKeyframe) {
   s.step = 4;
   EXPECT_FALSE(r.Apply(w.Encode(s)).ok());
   EXPECT_FALSE(r.primed());
+  // Meanwhile the last state that applied is what the reader holds.
+  ASSERT_TRUE(r.State().ok());
+  EXPECT_EQ(r.State()->step, 0u);
+  EXPECT_EQ(r.rank(), 1);
   // ...until the writer's periodic keyframe restates the rank.
   json entry = json::object();
   for (int i = 0; i < kKeyframeEvery && !entry.value("full", false); ++i) entry = w.Encode(s);
