@@ -252,6 +252,23 @@ PrefixDialect DialectLearner::Dialect() const {
   return d;
 }
 
+size_t FindMpiTag(std::string_view s, size_t from, LinePrefix* out, size_t* len) {
+  for (size_t at = s.find('[', from); at != std::string_view::npos; at = s.find('[', at + 1)) {
+    int rank = -1;
+    std::string host;
+    const size_t n = MpiTag(s.substr(at), &rank, &host);
+    if (!n) continue;
+    out->rank = rank;
+    if (!host.empty()) out->host = host;
+    out->mpi_tag = std::string(Trim(s.substr(at, n)));
+    size_t lt = out->mpi_tag.rfind('<'), gt = out->mpi_tag.rfind('>');
+    out->channel = lt != std::string::npos && gt > lt ? out->mpi_tag.substr(lt + 1, gt - lt - 1) : "";
+    *len = n;
+    return at;
+  }
+  return std::string_view::npos;
+}
+
 std::string_view StripPrefixes(std::string_view line, const PrefixDialect& dialect, LinePrefix* out) {
   std::string_view s = line;
   for (int round = 0; round < 8 && !s.empty(); ++round) {

@@ -55,6 +55,12 @@ class DialectLearner {
 // left as they were) and returns the message that follows.
 std::string_view StripPrefixes(std::string_view line, const PrefixDialect& dialect, LinePrefix* out);
 
+// The next mpirun tag in `s` at or after `from`: mpirun tags each write, not each line, so a rank's
+// write without a newline ends where another's tag begins ("[1,0]<stdout>:step 1[1,2]<stderr>:Traceback").
+// Returns its position (npos when none), sets *len to its length and the tag's fields in *out
+// (rank, host when it names one, mpi_tag, channel); other fields of *out are left as they were.
+size_t FindMpiTag(std::string_view s, size_t from, LinePrefix* out, size_t* len);
+
 // The text after a tqdm progress bar glued in front of it ("45%|####  | 45/100 [00:10<00:12]Traceback…"),
 // or "" when the segment is only a progress bar; other text is returned as it is.
 std::string_view StripProgressBar(std::string_view segment);

@@ -31,6 +31,9 @@ constexpr int kDialectLines = 2000;
 // A stream whose traceback stays open this many lines of its file without a line of its own is
 // closed (its process died while printing), so the rest of the file is not read line by line.
 constexpr int64_t kStaleLines = 20000;
+// An mpirun line left unfinished (a write without a newline) this many lines ago is taken as it
+// is: a progress bar redrawn with '\r' may never end its line.
+constexpr int64_t kStalePartialLines = 64;
 
 struct StreamKey {
   int file = 0;
@@ -49,6 +52,10 @@ struct Stream {
   std::vector<LogEvent> events;
   std::map<std::string, size_t> per_kind;  // kind → events seen (kept or not)
   int64_t last_line = 0;
+  // mpirun: the stream's write that did not end its line; the rest comes under a later tag.
+  std::string partial;
+  int64_t partial_line = 0, partial_offset = 0;  // where that line began
+  LinePrefix partial_prefix;
 };
 
 // Replaces bytes that are not valid UTF-8 (and control characters but tab) with '?', so text
@@ -216,26 +223,57 @@ struct LogScanner::Impl {
   void LineOnce(std::string_view line, int64_t number, int64_t line_offset) {
     LinePrefix p;
     std::string_view message = StripPrefixes(line, dialect, &p);
-    std::string untagged;
-    if (!p.mpi_tag.empty() && message.find(p.mpi_tag) != std::string_view::npos) {
-      // The same tag again inside the line (mpirun tags each write): drop its repeats.
-      for (size_t i = 0; i < message.size();) {
-        if (message.compare(i, p.mpi_tag.size(), p.mpi_tag) == 0)
-          i += p.mpi_tag.size();
-        else
-          untagged += message[i++];
+    if (!p.mpi_tag.empty()) return TaggedLine(p, message, number, line_offset);
+    Feed(StreamFor(p), message, p, number, line_offset);
+  }
+
+  // A line of mpirun --tag-output: each write of a rank comes behind its tag, so one line of the
+  // file can hold the end of one rank's line, a whole line of another and the start of a third
+  // ("[1,0]<stdout>:step 1[1,2]<stderr>:Traceback (most recent call last):"). Each piece goes to
+  // its rank's stream; only the last one ends its line here, the others are continued under their
+  // tag on a later line.
+  void TaggedLine(LinePrefix p, std::string_view rest, int64_t number, int64_t line_offset) {
+    while (true) {
+      LinePrefix next = p;
+      size_t len = 0;
+      const size_t at = FindMpiTag(rest, 0, &next, &len);
+      const size_t id = StreamFor(p);
+      Stream& s = *streams[id];
+      if (s.partial.empty()) s.partial_line = number, s.partial_offset = line_offset, s.partial_prefix = p;
+      s.partial.append(
+          rest.substr(0, std::min(at, options.max_line_bytes - std::min(options.max_line_bytes, s.partial.size()))));
+      if (at == std::string_view::npos) {
+        std::string text = std::move(s.partial);
+        s.partial.clear();
+        Feed(id, text, s.partial_prefix, s.partial_line, s.partial_offset);
+        return;
       }
-      message = untagged;
+      s.last_line = number;
+      pending.insert(id);  // line by line until its line ends
+      p = std::move(next);
+      rest.remove_prefix(at + len);
     }
-    size_t id = StreamFor(p);
+  }
+
+  // One whole line of a stream, without its prefixes.
+  void Feed(size_t id, std::string_view message, const LinePrefix& p, int64_t number, int64_t line_offset) {
     Stream& s = *streams[id];
-    s.last_line = number;
+    s.last_line = std::max(s.last_line, number);
     Keep(s, s.classifier->FeedAt(message, static_cast<int>(std::min<int64_t>(number, INT32_MAX)), line_offset), p,
          line_offset);
-    if (s.classifier->pending())
+    if (s.classifier->pending() || !s.partial.empty())
       pending.insert(id);
     else
       pending.erase(id);
+  }
+
+  // A line left unfinished is classified as it is.
+  void FlushPartial(size_t id) {
+    Stream& s = *streams[id];
+    if (s.partial.empty()) return;
+    std::string text = std::move(s.partial);
+    s.partial.clear();
+    Feed(id, text, s.partial_prefix, s.partial_line, s.partial_offset);
   }
 
   // Closes what is open in a stream (a traceback cut off) and keeps what that completes.
@@ -245,6 +283,8 @@ struct LogScanner::Impl {
   }
 
   void CloseStale(int64_t now_line) {
+    for (size_t id : std::vector<size_t>(pending.begin(), pending.end()))
+      if (now_line - streams[id]->partial_line > kStalePartialLines) FlushPartial(id);
     for (auto it = pending.begin(); it != pending.end();) {
       Stream& s = *streams[*it];
       if (now_line - s.last_line > kStaleLines) {
@@ -282,7 +322,7 @@ struct LogScanner::Impl {
         int64_t n = number_of(pos);
         ++result.candidate_lines;
         Line(block.substr(pos, end - pos), n, offset + static_cast<int64_t>(pos));
-        if ((n & 1023) == 0) CloseStale(n);
+        if ((n & 63) == 0) CloseStale(n);
         pos = end + 1;
       }
       if (pos >= block.size()) break;
@@ -339,7 +379,10 @@ struct LogScanner::Impl {
   // Streams are created file by file, so this file's are the ones from first_stream on (and the
   // shared overflow stream, which is per file too).
   void EndFile() {
-    for (size_t id = first_stream; id < streams.size(); ++id) FinishStream(*streams[id]);
+    for (size_t id = first_stream; id < streams.size(); ++id) {
+      FlushPartial(id);
+      FinishStream(*streams[id]);
+    }
     pending.clear();
   }
 };

@@ -102,6 +102,64 @@ TEST(LogScanTest, MpirunTagsInsideALineAreDropped) {
   EXPECT_EQ(tb->text, "MemoryError");
 }
 
+TEST(LogScanTest, MpirunWritesOfDifferentRanksOnOneLineGoToTheirOwnRanks) {
+  // A real mpirun log (the e2e test's, one run in three under load): rank 0 printed without a
+  // newline first, so rank 2's traceback header lands on the same line, and rank 0's newline
+  // comes two lines later behind its own tag.
+  auto r = Scan(
+      "[1,1]<stdout>:rank 1 step 1 done\n"
+      "[1,0]<stdout>:rank 0 step 1 done[1,2]<stderr>:Traceback (most recent call last):\n"
+      "[1,2]<stderr>:  File \"/w/torch_oom_rank.py\", line 20, in <module>\n"
+      "[1,0]<stdout>:\n"
+      "[1,2]<stderr>:    buf = bytearray(10**15)\n"
+      "[1,2]<stderr>:          [1,2]<stderr>:^^^^[1,2]<stderr>:^^^\n"
+      "[1,2]<stderr>:MemoryError[1,2]<stderr>:\n"
+      "[1,0]<stderr>:Traceback (most recent call last):\n"
+      "[1,0]<stderr>:  File \"/w/torch_oom_rank.py\", line 21, in <module>\n"
+      "[1,0]<stderr>:    [1,0]<stderr>:dist.all_reduce(t)[1,0]<stderr>:\n"
+      "[1,0]<stderr>:  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1541, "
+      "in all_reduce\n"
+      "[1,0]<stderr>:    work.wait()\n"
+      "[1,0]<stderr>:RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+      "[127.0.0.1]:22412\n");
+  const LogEvent* oom = nullptr;
+  for (const auto& e : r.events) {
+    EXPECT_EQ(e.text.find("<stderr>"), std::string::npos) << e.text;
+    EXPECT_EQ(e.text.find("step 1 done"), std::string::npos) << e.text;
+    if (e.code == "OUT_OF_MEMORY") oom = &e;
+  }
+  ASSERT_TRUE(oom);
+  EXPECT_EQ(oom->rank, 2);
+  EXPECT_EQ(oom->line, 2);  // the line its traceback began on
+  EXPECT_EQ(oom->location, "torch_oom_rank.py:20");
+  EXPECT_EQ(oom->text, "MemoryError");
+  bool rank0 = false;
+  for (const auto& e : r.events)
+    if (e.kind == "python_traceback" && e.rank == 0) {
+      rank0 = true;
+      EXPECT_EQ(e.collective, "all_reduce");
+      EXPECT_EQ(e.location, "torch_oom_rank.py:21");
+    }
+  EXPECT_TRUE(rank0);
+}
+
+TEST(LogScanTest, AnMpirunLineNeverEndedIsTakenAsItIs) {
+  // A progress bar redrawn with '\r' never ends its line: rank 0's next traceback, many lines on,
+  // is not glued to it.
+  std::string log = "[1,0]<stderr>: 45%|####5     | 45/100\r 46%|####6     | 46/100[1,1]<stdout>:loss 0.5\n";
+  for (int i = 0; i < 200; ++i) log += "[1,1]<stdout>:loss 0." + std::to_string(i) + "\n";
+  log +=
+      "[1,0]<stderr>:Traceback (most recent call last):\n"
+      "[1,0]<stderr>:  File \"t.py\", line 3, in <module>\n"
+      "[1,0]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered\n";
+  auto r = Scan(log);
+  const LogEvent* tb = Find(r, "python_traceback");
+  ASSERT_TRUE(tb);
+  EXPECT_EQ(tb->rank, 0);
+  EXPECT_EQ(tb->code, "CUDA_ERROR");
+  EXPECT_EQ(tb->line, 202);
+}
+
 TEST(LogScanTest, UnattributedLinesAreKeptAsJobLevelEvidence) {
   auto r = Scan("loading data\nKilled\n");
   const LogEvent* k = Find(r, "shell_killed");
