@@ -51,8 +51,9 @@ Partners PartnersOf(int rank, int size) {
 // once. A synchronous send is a blocking write: two peers writing more than their socket buffers
 // hold, neither reading, would wait on each other. Exchanges therefore go in pieces of
 // kExchangePieceBytes, each side at most one piece ahead of what it has read.
-// A message is read only when its receiver waits for it, so a peer running ahead cannot overwrite
-// the scratch buffer. Every rank must build its instances in the same order (slots come from the
+// Each piece received into scratch is summed at once, while it is in cache and the peer sends the
+// next one. A message is read only when its receiver waits for it, so a peer running ahead cannot
+// overwrite the scratch buffer. Every rank must build its instances in the same order (slots come from the
 // context).
 class SyncAllReduce {
  public:
@@ -92,19 +93,15 @@ class SyncAllReduce {
       Receive(*fold_.recv_data, 0, count_);
       return;
     }
-    if (fold_.send_data) {
-      Receive(*fold_.recv_scratch, 0, count_);
-      Add(0, count_);
-    }
+    if (fold_.send_data) Receive(*fold_.recv_scratch, 0, count_, /*sum=*/true);
     // Recursive doubling swaps whole buffers; halving sends the half it gives away and sums the
     // half it keeps.
-    for (auto& s : steps_) {
-      Exchange(*s.peer.send_data, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi);
-      Add(s.keep_lo, s.keep_hi);
-    }
+    for (auto& s : steps_)
+      Exchange(*s.peer.send_data, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi, /*sum=*/true);
     if (halving_) {
       for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
-        Exchange(*it->peer.send_data_gather, it->keep_lo, it->keep_hi, *it->peer.recv_data, it->give_lo, it->give_hi);
+        Exchange(*it->peer.send_data_gather, it->keep_lo, it->keep_hi, *it->peer.recv_data, it->give_lo, it->give_hi,
+                 /*sum=*/false);
       }
     }
     if (fold_.send_data) Send(*fold_.send_data_gather, 0, count_);
@@ -141,20 +138,34 @@ class SyncAllReduce {
     send.waitSend();  // returns at once: a synchronous send has been written when send() returns
   }
 
+  // Piece i of elements [lo, hi) has arrived: with `sum`, it landed in scratch and is added to data
+  // now, while it is still in cache and the peer already sends the next piece.
+  void Received(size_t lo, size_t hi, size_t i, bool sum) {
+    if (!sum) return;
+    const size_t first = lo + i * kPieceFloats;
+    Add(first, std::min(hi, first + kPieceFloats));
+  }
+
   // Sends elements [slo, shi) and receives [rlo, rhi), interleaved piece by piece.
-  static void Exchange(gloo::transport::Buffer& send, size_t slo, size_t shi, gloo::transport::Buffer& recv, size_t rlo,
-                       size_t rhi) {
+  void Exchange(gloo::transport::Buffer& send, size_t slo, size_t shi, gloo::transport::Buffer& recv, size_t rlo,
+                size_t rhi, bool sum) {
     const size_t sends = Pieces(slo, shi), recvs = Pieces(rlo, rhi);
     for (size_t i = 0; i < std::max(sends, recvs); ++i) {
       if (i < sends) SendPiece(send, slo, shi, i);
-      if (i < recvs) recv.waitRecv();
+      if (i < recvs) {
+        recv.waitRecv();
+        Received(rlo, rhi, i, sum);
+      }
     }
   }
   static void Send(gloo::transport::Buffer& send, size_t lo, size_t hi) {
     for (size_t i = 0; i < Pieces(lo, hi); ++i) SendPiece(send, lo, hi, i);
   }
-  static void Receive(gloo::transport::Buffer& recv, size_t lo, size_t hi) {
-    for (size_t i = 0; i < Pieces(lo, hi); ++i) recv.waitRecv();
+  void Receive(gloo::transport::Buffer& recv, size_t lo, size_t hi, bool sum = false) {
+    for (size_t i = 0; i < Pieces(lo, hi); ++i) {
+      recv.waitRecv();
+      Received(lo, hi, i, sum);
+    }
   }
   void Add(size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) data_[i] += scratch_[i];
