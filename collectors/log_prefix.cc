@@ -99,8 +99,9 @@ size_t MpiTag(std::string_view s, int* rank, std::string* host) {
   int64_t job, r;
   if (!Expect(s, &i, '[')) return 0;
   bool prrte = false;
-  if (size_t at = s.find('@', i);
-      at != std::string_view::npos && at < 128 && s.substr(i, at - i).find_first_of("],") == std::string_view::npos)
+  // Both searches are bounded: FindMpiTag tries every '[' of a line.
+  if (size_t at = s.substr(0, 128).find('@', i);
+      at != std::string_view::npos && s.substr(i, at - i).find_first_of("],") == std::string_view::npos)
     i = at + 1, prrte = true;  // the PRRTE namespace
   if (!Digits(s, &i, 9, &job) || !Expect(s, &i, ',')) return 0;
   if (s.substr(i, 8) == "mpirank:") i += 8;
@@ -112,7 +113,7 @@ size_t MpiTag(std::string_view s, int* rank, std::string* host) {
     *host = std::string(s.substr(start, i - start));
   }
   if (!Expect(s, &i, ']') || !Expect(s, &i, '<')) return 0;
-  size_t close = s.find(">:", i);
+  const size_t close = s.substr(0, i + 10).find(">:", i);
   if (close == std::string_view::npos || close - i > 8) return 0;
   *rank = static_cast<int>(r);
   i = close + 2;
@@ -256,13 +257,15 @@ size_t FindMpiTag(std::string_view s, size_t from, LinePrefix* out, size_t* len)
   for (size_t at = s.find('[', from); at != std::string_view::npos; at = s.find('[', at + 1)) {
     int rank = -1;
     std::string host;
-    const size_t n = MpiTag(s.substr(at), &rank, &host);
+    size_t n = MpiTag(s.substr(at), &rank, &host);
     if (!n) continue;
     out->rank = rank;
     if (!host.empty()) out->host = host;
     out->mpi_tag = std::string(Trim(s.substr(at, n)));
     size_t lt = out->mpi_tag.rfind('<'), gt = out->mpi_tag.rfind('>');
     out->channel = lt != std::string::npos && gt > lt ? out->mpi_tag.substr(lt + 1, gt - lt - 1) : "";
+    // --timestamp-output puts a ctime before every tag: it is part of the tag, not of the text before.
+    if (at >= 24 && CTimeBeforeTag(s.substr(at - 24)) == 24) at -= 24, n += 24;
     *len = n;
     return at;
   }

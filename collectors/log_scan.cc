@@ -34,6 +34,7 @@ constexpr int64_t kStaleLines = 20000;
 // An mpirun line left unfinished (a write without a newline) this many lines ago is taken as it
 // is: a progress bar redrawn with '\r' may never end its line.
 constexpr int64_t kStalePartialLines = 64;
+constexpr size_t kMaxPartials = 1024;
 
 struct StreamKey {
   int file = 0;
@@ -52,10 +53,13 @@ struct Stream {
   std::vector<LogEvent> events;
   std::map<std::string, size_t> per_kind;  // kind → events seen (kept or not)
   int64_t last_line = 0;
-  // mpirun: the stream's write that did not end its line; the rest comes under a later tag.
-  std::string partial;
-  int64_t partial_line = 0, partial_offset = 0;  // where that line began
-  LinePrefix partial_prefix;
+};
+
+// mpirun: a rank's write that did not end its line; the rest comes behind the same tag later.
+struct Partial {
+  std::string text;
+  int64_t line = 0, offset = 0;  // where the line began
+  LinePrefix prefix;             // the prefixes the line began with (they say which stream it is)
 };
 
 // Replaces bytes that are not valid UTF-8 (and control characters but tab) with '?', so text
@@ -156,9 +160,10 @@ struct LogScanner::Impl {
   int file = -1;
   size_t first_stream = 0;  // streams[first_stream..] belong to this file
   PrefixDialect dialect;
-  int64_t line_no = 0;       // lines of the file before the current block
-  int64_t offset = 0;        // byte offset of the current block in the file
-  std::set<size_t> pending;  // streams with an open traceback or table
+  int64_t line_no = 0;                      // lines of the file before the current block
+  int64_t offset = 0;                       // byte offset of the current block in the file
+  std::set<size_t> pending;                 // streams with an open traceback or table
+  std::map<std::string, Partial> partials;  // by mpirun tag: this file's lines not yet ended
 
   // The index of the stream a line with these prefixes belongs to (created on first use).
   size_t StreamFor(const LinePrefix& p) {
@@ -223,35 +228,52 @@ struct LogScanner::Impl {
   void LineOnce(std::string_view line, int64_t number, int64_t line_offset) {
     LinePrefix p;
     std::string_view message = StripPrefixes(line, dialect, &p);
-    if (!p.mpi_tag.empty()) return TaggedLine(p, message, number, line_offset);
+    if (!p.mpi_tag.empty()) return TaggedLine(line, p, message, number, line_offset);
     Feed(StreamFor(p), message, p, number, line_offset);
   }
 
   // A line of mpirun --tag-output: each write of a rank comes behind its tag, so one line of the
   // file can hold the end of one rank's line, a whole line of another and the start of a third
   // ("[1,0]<stdout>:step 1[1,2]<stderr>:Traceback (most recent call last):"). Each piece goes to
-  // its rank's stream; only the last one ends its line here, the others are continued under their
-  // tag on a later line.
-  void TaggedLine(LinePrefix p, std::string_view rest, int64_t number, int64_t line_offset) {
+  // its tag's line; only the last one ends its line here, the others are continued behind the same
+  // tag on a later line (partials, by tag). `p` and `message` are the line as StripPrefixes read it.
+  void TaggedLine(std::string_view line, const LinePrefix& p, std::string_view message, int64_t number,
+                  int64_t line_offset) {
+    LinePrefix scratch;
+    size_t len = 0;
+    const size_t at0 = FindMpiTag(line, 0, &scratch, &len);
+    if (at0 == std::string_view::npos) return Feed(StreamFor(p), message, p, number, line_offset);
+    // What precedes the first tag (a timestamp, a pod) holds for every piece of the line; what
+    // follows a tag belongs to that piece alone.
+    LinePrefix base;
+    StripPrefixes(line.substr(0, at0), dialect, &base);
+    LinePrefix tag = base;
+    FindMpiTag(line, at0, &tag, &len);
+    std::string_view rest = line.substr(at0 + len);
     while (true) {
-      LinePrefix next = p;
-      size_t len = 0;
-      const size_t at = FindMpiTag(rest, 0, &next, &len);
-      const size_t id = StreamFor(p);
-      Stream& s = *streams[id];
-      if (s.partial.empty()) s.partial_line = number, s.partial_offset = line_offset, s.partial_prefix = p;
-      s.partial.append(
-          rest.substr(0, std::min(at, options.max_line_bytes - std::min(options.max_line_bytes, s.partial.size()))));
+      LinePrefix next = base;
+      size_t next_len = 0;
+      const size_t at = FindMpiTag(rest, 0, &next, &next_len);
+      std::string_view piece = rest.substr(0, at);
+      auto it = partials.find(tag.mpi_tag);
+      if (it == partials.end()) {
+        // Bizarre input (a different tag in every piece) holds no more than this many lines open.
+        if (partials.size() >= kMaxPartials) FlushPartials(0);
+        // A new line of that rank: its own prefixes (an NCCL host:pid, say) say which stream.
+        Partial fresh{"", number, line_offset, tag};
+        piece = StripPrefixes(piece, dialect, &fresh.prefix);
+        it = partials.emplace(tag.mpi_tag, std::move(fresh)).first;
+      }
+      Partial& part = it->second;
+      part.text.append(piece.substr(0, options.max_line_bytes - std::min(options.max_line_bytes, part.text.size())));
       if (at == std::string_view::npos) {
-        std::string text = std::move(s.partial);
-        s.partial.clear();
-        Feed(id, text, s.partial_prefix, s.partial_line, s.partial_offset);
+        Partial done = std::move(part);
+        partials.erase(it);
+        Feed(StreamFor(done.prefix), done.text, done.prefix, done.line, done.offset);
         return;
       }
-      s.last_line = number;
-      pending.insert(id);  // line by line until its line ends
-      p = std::move(next);
-      rest.remove_prefix(at + len);
+      tag = std::move(next);
+      rest.remove_prefix(at + next_len);
     }
   }
 
@@ -261,20 +283,27 @@ struct LogScanner::Impl {
     s.last_line = std::max(s.last_line, number);
     Keep(s, s.classifier->FeedAt(message, static_cast<int>(std::min<int64_t>(number, INT32_MAX)), line_offset), p,
          line_offset);
-    if (s.classifier->pending() || !s.partial.empty())
+    if (s.classifier->pending())
       pending.insert(id);
     else
       pending.erase(id);
   }
 
-  // A line left unfinished is classified as it is.
-  void FlushPartial(size_t id) {
-    Stream& s = *streams[id];
-    if (s.partial.empty()) return;
-    std::string text = std::move(s.partial);
-    s.partial.clear();
-    Feed(id, text, s.partial_prefix, s.partial_line, s.partial_offset);
+  // Lines left unfinished since before `line` (all of them: 0) are classified as they are.
+  void FlushPartials(int64_t before_line) {
+    for (auto it = partials.begin(); it != partials.end();) {
+      if (before_line && it->second.line >= before_line) {
+        ++it;
+        continue;
+      }
+      Partial done = std::move(it->second);
+      it = partials.erase(it);
+      Feed(StreamFor(done.prefix), done.text, done.prefix, done.line, done.offset);
+    }
   }
+
+  // Multi-line constructs or unfinished mpirun lines are open: read line by line.
+  bool LineByLine() const { return !pending.empty() || !partials.empty(); }
 
   // Closes what is open in a stream (a traceback cut off) and keeps what that completes.
   void FinishStream(Stream& s) {
@@ -283,8 +312,7 @@ struct LogScanner::Impl {
   }
 
   void CloseStale(int64_t now_line) {
-    for (size_t id : std::vector<size_t>(pending.begin(), pending.end()))
-      if (now_line - streams[id]->partial_line > kStalePartialLines) FlushPartial(id);
+    if (!partials.empty()) FlushPartials(std::max<int64_t>(1, now_line - kStalePartialLines));
     for (auto it = pending.begin(); it != pending.end();) {
       Stream& s = *streams[*it];
       if (now_line - s.last_line > kStaleLines) {
@@ -316,7 +344,7 @@ struct LogScanner::Impl {
     };
     while (pos < block.size()) {
       // Line by line while a multi-line construct is open.
-      while (!pending.empty() && pos < block.size()) {
+      while (LineByLine() && pos < block.size()) {
         const void* nl = std::memchr(block.data() + pos, '\n', block.size() - pos);
         size_t end = nl ? static_cast<const char*>(nl) - block.data() : block.size();
         int64_t n = number_of(pos);
@@ -331,7 +359,7 @@ struct LogScanner::Impl {
         b += pos, e += pos;
         ++result.candidate_lines;
         Line(block.substr(b, e - b), number_of(b), offset + static_cast<int64_t>(b));
-        if (!pending.empty()) {
+        if (LineByLine()) {
           resume = e + 1;
           return false;
         }
@@ -353,6 +381,7 @@ struct LogScanner::Impl {
     line_no = 0;
     offset = 0;
     pending.clear();
+    partials.clear();
     dialect = PrefixDialect{};
   }
 
@@ -379,10 +408,8 @@ struct LogScanner::Impl {
   // Streams are created file by file, so this file's are the ones from first_stream on (and the
   // shared overflow stream, which is per file too).
   void EndFile() {
-    for (size_t id = first_stream; id < streams.size(); ++id) {
-      FlushPartial(id);
-      FinishStream(*streams[id]);
-    }
+    FlushPartials(0);
+    for (size_t id = first_stream; id < streams.size(); ++id) FinishStream(*streams[id]);
     pending.clear();
   }
 };

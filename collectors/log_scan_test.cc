@@ -144,9 +144,11 @@ TEST(LogScanTest, MpirunWritesOfDifferentRanksOnOneLineGoToTheirOwnRanks) {
 }
 
 TEST(LogScanTest, AnMpirunLineNeverEndedIsTakenAsItIs) {
-  // A progress bar redrawn with '\r' never ends its line: rank 0's next traceback, many lines on,
-  // is not glued to it.
-  std::string log = "[1,0]<stderr>: 45%|####5     | 45/100\r 46%|####6     | 46/100[1,1]<stdout>:loss 0.5\n";
+  // A progress bar redrawn with '\r' never ends its line: rank 0's traceback, many lines on, is not
+  // glued to it. (The first line is one the scanner looks at: it holds an NCCL warning.)
+  std::string log =
+      "[1,0]<stderr>: 45%|####5     | 45/100\r 46%|####6     | 46/100[1,1]<stderr>:h1:7:8 [0] NCCL WARN "
+      "socketProgress: Connection closed by remote peer\n";
   for (int i = 0; i < 200; ++i) log += "[1,1]<stdout>:loss 0." + std::to_string(i) + "\n";
   log +=
       "[1,0]<stderr>:Traceback (most recent call last):\n"
@@ -158,6 +160,39 @@ TEST(LogScanTest, AnMpirunLineNeverEndedIsTakenAsItIs) {
   EXPECT_EQ(tb->rank, 0);
   EXPECT_EQ(tb->code, "CUDA_ERROR");
   EXPECT_EQ(tb->line, 202);
+  const LogEvent* closed = Find(r, "nccl_socket_closed");
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->rank, 1);
+  EXPECT_EQ(closed->line, 1);
+}
+
+TEST(LogScanTest, AnMpirunPieceKeepsItsOwnPrefixesAndALineOpenAtTheEndIsRead) {
+  // Rank 1's NCCL warning follows rank 0's unfinished line and never ends its own before the log
+  // does: it is still read, with the host and pid of its own NCCL prefix (not rank 0's).
+  auto r = Scan(
+      "[1,0]<stdout>:n0:11:12 [0] NCCL INFO Bootstrap : Using eth0[1,1]<stderr>:n1:21:22 [1] NCCL WARN "
+      "socketProgress: Connection closed by remote peer[1,0]<stdout>:\n");
+  const LogEvent* closed = Find(r, "nccl_socket_closed");
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->rank, 1);
+  EXPECT_EQ(closed->host, "n1");
+  EXPECT_EQ(closed->pid, 21);
+  EXPECT_EQ(closed->line, 1);
+}
+
+TEST(LogScanTest, MpirunTimestampsBeforeTagsInsideALineAreNotText) {
+  // --timestamp-output puts a ctime before every tag, inside a line too.
+  auto r = Scan(
+      "Fri Dec  4 23:55:01 2026[1,0]<stdout>:step 1 doneFri Dec  4 23:55:01 2026[1,2]<stderr>:Traceback (most "
+      "recent call last):\n"
+      "Fri Dec  4 23:55:01 2026[1,2]<stderr>:  File \"t.py\", line 20, in <module>\n"
+      "Fri Dec  4 23:55:01 2026[1,2]<stderr>:MemoryErrorFri Dec  4 23:55:01 2026[1,2]<stderr>:\n");
+  const LogEvent* tb = Find(r, "python_traceback");
+  ASSERT_TRUE(tb);
+  EXPECT_EQ(tb->rank, 2);
+  EXPECT_EQ(tb->code, "OUT_OF_MEMORY");
+  EXPECT_EQ(tb->text, "MemoryError");
+  EXPECT_EQ(tb->line, 1);
 }
 
 TEST(LogScanTest, UnattributedLinesAreKeptAsJobLevelEvidence) {

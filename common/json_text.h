@@ -1,7 +1,8 @@
 // Appends JSON text for single values to a string without building a nlohmann::json tree: for the
 // frames sent many times a second (a run's samples, one entry per rank), where building the tree
-// and dumping it cost more than the data. The text is what nlohmann's dump would write for the same
-// value (strings with invalid UTF-8 get U+FFFD, as EncodeFrame does), so readers see no difference.
+// and dumping it cost more than the data. The text reads back as the values nlohmann's dump would
+// give (strings are written as it writes them, invalid UTF-8 as U+FFFD as EncodeFrame does; a double
+// may be spelled differently, 1e-04 for 0.0001, but is the same number), so readers see no difference.
 // Pure functions; the caller owns the string.
 #pragma once
 

@@ -176,6 +176,7 @@ void SampleDeltaWriter::EncodeTo(const RankState& state, std::string* out) {
     bool any_unset = false;
     std::string unset;
     for (const auto& f : kFields) {
+      if (std::string_view(f.key) == "rank") continue;  // written first
       const bool now = f.present(state), before = f.present(previous_);
       if (now && (!before || !f.same(previous_, state))) {
         AppendKey(out, f.key, &first);

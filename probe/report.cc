@@ -1,6 +1,7 @@
 #include "probe/report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "common/log.h"
@@ -37,6 +38,11 @@ CheckRow HostRow(const SystemInfo& s) {
               FormatBytes(static_cast<double>(s.memory_total)) + " memory (" +
               FormatBytes(static_cast<double>(s.memory_available)) + " available)";
   if (!s.cpu_model.empty()) r.details.push_back("cpu: " + s.cpu_model);
+  if (s.cpu_quota > 0) {
+    char quota[32];
+    std::snprintf(quota, sizeof quota, "%.2g", s.cpu_quota);
+    r.details.push_back(std::string("cgroup CPU quota: ") + quota + " CPUs (the CPU count above is capped by it)");
+  }
   return r;
 }
 
@@ -45,7 +51,8 @@ CheckRow InterfacesRow(const SystemInfo& s) {
   int usable = 0;
   for (const auto& n : s.interfaces) {
     r.details.push_back(DescribeInterface(n));
-    bool has_inet = std::any_of(n.addresses.begin(), n.addresses.end(), [](const auto& a) { return a.family == "inet"; });
+    bool has_inet =
+        std::any_of(n.addresses.begin(), n.addresses.end(), [](const auto& a) { return a.family == "inet"; });
     if (!n.loopback && n.up && has_inet) ++usable;
   }
   r.summary = std::to_string(s.interfaces.size()) + " interfaces, " + std::to_string(usable) +
@@ -65,12 +72,14 @@ CheckRow ShmRow(const SystemInfo& s) {
     r.remedy = "mount a tmpfs on /dev/shm; NCCL and PyTorch DataLoader workers need shared memory";
     return r;
   }
-  r.summary = FormatBytes(static_cast<double>(s.shm_size)) + " (" + FormatBytes(static_cast<double>(s.shm_free)) + " free)";
+  r.summary =
+      FormatBytes(static_cast<double>(s.shm_size)) + " (" + FormatBytes(static_cast<double>(s.shm_free)) + " free)";
   if (s.shm_size < kMinShmBytes) {
     r.status = CheckStatus::kWarn;
     r.summary += ", below " + FormatBytes(static_cast<double>(kMinShmBytes));
-    r.remedy = "NCCL's shared-memory transport and DataLoader workers can fail with 'No space left on device' or "
-               "bus errors; in a container start it with --shm-size=8g (or --ipc=host)";
+    r.remedy =
+        "NCCL's shared-memory transport and DataLoader workers can fail with 'No space left on device' or "
+        "bus errors; in a container start it with --shm-size=8g (or --ipc=host)";
   }
   return r;
 }
@@ -83,8 +92,9 @@ CheckRow MemlockRow(const SystemInfo& s) {
     if (!s.infiniband_devices.empty()) {
       r.status = CheckStatus::kWarn;
       r.summary += "; InfiniBand devices present: " + Join(s.infiniband_devices, ",");
-      r.remedy = "RDMA memory registration needs `ulimit -l unlimited` (limits.conf memlock, or docker "
-                 "--ulimit memlock=-1); otherwise NCCL's IB transport fails or falls back to sockets";
+      r.remedy =
+          "RDMA memory registration needs `ulimit -l unlimited` (limits.conf memlock, or docker "
+          "--ulimit memlock=-1); otherwise NCCL's IB transport fails or falls back to sockets";
     } else {
       r.status = CheckStatus::kInfo;
       r.summary += " (matters only for InfiniBand/RDMA, none found)";
@@ -99,8 +109,9 @@ CheckRow NcclRow(const NcclInfo& n) {
     r.status = CheckStatus::kWarn;
     r.summary = "not found";
     r.details.push_back(n.error);
-    r.remedy = "install NCCL (libnccl2, or the nvidia-nccl wheel PyTorch uses) and put its directory on "
-               "LD_LIBRARY_PATH, or set DSDOCTOR_NCCL_LIBRARY to the library";
+    r.remedy =
+        "install NCCL (libnccl2, or the nvidia-nccl wheel PyTorch uses) and put its directory on "
+        "LD_LIBRARY_PATH, or set DSDOCTOR_NCCL_LIBRARY to the library";
     return r;
   }
   if (!n.error.empty()) {
@@ -134,16 +145,18 @@ CheckRow BootstrapRow(const NodeInventory& inv) {
   if (!b.ok) {
     r.status = CheckStatus::kFail;
     r.summary = "ncclGetUniqueId failed" + under + ": " + b.result_text;
-    bool no_iface = std::any_of(b.warnings.begin(), b.warnings.end(),
-                                [](const std::string& w) { return w.find("no socket interface") != std::string::npos; });
+    bool no_iface = std::any_of(b.warnings.begin(), b.warnings.end(), [](const std::string& w) {
+      return w.find("no socket interface") != std::string::npos;
+    });
     if (no_iface && !ifname.empty()) {
       std::vector<std::string> names;
       for (const auto& n : inv.system.interfaces) {
         if (n.up && !n.loopback) names.push_back(n.name);
       }
-      r.remedy = "NCCL_SOCKET_IFNAME=" + ifname + " matches no interface here; set it to one that exists on every "
-                 "node (up here: " + (names.empty() ? "none" : Join(names, ", ")) +
-                 "), a prefix such as 'eth', or '^docker,lo' to exclude";
+      r.remedy = "NCCL_SOCKET_IFNAME=" + ifname +
+                 " matches no interface here; set it to one that exists on every "
+                 "node (up here: " +
+                 (names.empty() ? "none" : Join(names, ", ")) + "), a prefix such as 'eth', or '^docker,lo' to exclude";
     } else {
       r.remedy = "see NCCL's WARN lines above; NCCL_DEBUG=INFO shows the full bootstrap log";
     }
@@ -152,12 +165,14 @@ CheckRow BootstrapRow(const NodeInventory& inv) {
   r.summary = "uses " + b.interface + " " + b.address + under;
   if (b.interface == "lo") {
     r.status = CheckStatus::kWarn;
-    r.remedy = "NCCL would bootstrap over loopback: peers on other nodes cannot reach it; set NCCL_SOCKET_IFNAME "
-               "to the cluster interface";
+    r.remedy =
+        "NCCL would bootstrap over loopback: peers on other nodes cannot reach it; set NCCL_SOCKET_IFNAME "
+        "to the cluster interface";
   } else if (IsContainerOrVirtualBridge(b.interface)) {
     r.status = CheckStatus::kWarn;
-    r.remedy = "a container/virtual bridge is usually not routable between nodes; set NCCL_SOCKET_IFNAME to the "
-               "cluster interface (or '^docker,lo,veth')";
+    r.remedy =
+        "a container/virtual bridge is usually not routable between nodes; set NCCL_SOCKET_IFNAME to the "
+        "cluster interface (or '^docker,lo,veth')";
   }
   return r;
 }
@@ -175,7 +190,8 @@ CheckRow CudaRow(const CudaInfo& c) {
     if (!c.device_error_text.empty()) r.summary += " (cudart: " + c.device_error_text + ")";
     return r;
   }
-  r.summary += ", driver supports " + FormatCudaVersion(c.driver_version) + ", " + std::to_string(c.device_count) + " GPUs";
+  r.summary +=
+      ", driver supports " + FormatCudaVersion(c.driver_version) + ", " + std::to_string(c.device_count) + " GPUs";
   r.status = CheckStatus::kOk;
   if (c.driver_version < c.runtime_version) {
     r.status = CheckStatus::kWarn;
@@ -252,18 +268,22 @@ std::vector<CheckRow> DsEnvRows(const std::vector<DsEnvFile>& files) {
 
 const char* CheckStatusName(CheckStatus s) {
   switch (s) {
-    case CheckStatus::kOk: return "ok";
-    case CheckStatus::kInfo: return "info";
-    case CheckStatus::kWarn: return "warn";
-    case CheckStatus::kFail: return "fail";
+    case CheckStatus::kOk:
+      return "ok";
+    case CheckStatus::kInfo:
+      return "info";
+    case CheckStatus::kWarn:
+      return "warn";
+    case CheckStatus::kFail:
+      return "fail";
   }
   return "?";
 }
 
 std::vector<CheckRow> EvaluateNode(const NodeInventory& inv) {
-  std::vector<CheckRow> rows = {HostRow(inv.system),  InterfacesRow(inv.system), ShmRow(inv.system),
-                                MemlockRow(inv.system), NcclRow(inv.nccl),       BootstrapRow(inv),
-                                CudaRow(inv.cuda),     GpuRow(inv.nvml),         EnvRow(inv.env)};
+  std::vector<CheckRow> rows = {HostRow(inv.system),    InterfacesRow(inv.system), ShmRow(inv.system),
+                                MemlockRow(inv.system), NcclRow(inv.nccl),         BootstrapRow(inv),
+                                CudaRow(inv.cuda),      GpuRow(inv.nvml),          EnvRow(inv.env)};
   for (auto& r : DsEnvRows(inv.deepspeed_env)) rows.push_back(std::move(r));
   log::Get("probe")->debug("evaluated {} report rows", rows.size());
   return rows;
@@ -303,8 +323,11 @@ CheckCounts CountChecks(const std::vector<CheckRow>& rows) {
 nlohmann::json ChecksJson(const std::vector<CheckRow>& rows) {
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& r : rows) {
-    checks.push_back({{"name", r.name}, {"status", CheckStatusName(r.status)}, {"summary", r.summary},
-                      {"details", r.details}, {"remedy", r.remedy}});
+    checks.push_back({{"name", r.name},
+                      {"status", CheckStatusName(r.status)},
+                      {"summary", r.summary},
+                      {"details", r.details},
+                      {"remedy", r.remedy}});
   }
   return checks;
 }

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -80,6 +82,75 @@ std::vector<NetInterface> ReadInterfaces() {
   return out;
 }
 
+namespace {
+
+// A quota file's value: v2 "max 100000" / "250000 100000"; v1 quota then period ("-1" unlimited).
+double QuotaOf(const std::optional<std::string>& max, const std::optional<std::string>& quota,
+               const std::optional<std::string>& period) {
+  auto number = [](std::string_view s, double* out) {
+    s = Trim(s);
+    if (s.empty()) return false;
+    char* end = nullptr;
+    const std::string text(s);
+    *out = std::strtod(text.c_str(), &end);
+    return end && *end == '\0';
+  };
+  double q = 0, p = 0;
+  if (max) {
+    const auto parts = SplitWhitespace(*max);
+    if (parts.size() == 2 && number(parts[0], &q) && number(parts[1], &p) && q > 0 && p > 0) return q / p;
+    return 0;
+  }
+  if (quota && period && number(*quota, &q) && number(*period, &p) && q > 0 && p > 0) return q / p;
+  return 0;
+}
+
+}  // namespace
+
+double CgroupCpuQuota(std::string_view self_cgroup, std::string_view mountinfo,
+                      const std::function<std::optional<std::string>(const std::string&)>& read) {
+  // This process's cgroup path in each hierarchy: "0::/path" (v2), "4:cpu,cpuacct:/path" (v1).
+  std::string v2_path, v1_path;
+  for (const auto& line : Split(self_cgroup, '\n')) {
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (line.substr(0, a) == "0" && controllers.empty()) v2_path = path;
+    for (const auto& c : Split(controllers, ','))
+      if (c == "cpu") v1_path = path;
+  }
+  double lowest = 0;
+  for (const auto& line : Split(mountinfo, '\n')) {
+    // "36 25 0:31 <root> <mount point> <options> [optional…] - <fs type> <source> <super options>"
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    const auto before = SplitWhitespace(line.substr(0, dash)), after = SplitWhitespace(line.substr(dash + 3));
+    if (before.size() < 5 || after.empty()) continue;
+    const std::string& root = before[3];
+    const std::string& mount = before[4];
+    bool v2 = after[0] == "cgroup2", v1 = false;
+    if (after[0] == "cgroup" && after.size() >= 3)
+      for (const auto& o : Split(after[2], ','))
+        if (o == "cpu") v1 = true;
+    const std::string& path = v2 ? v2_path : v1_path;
+    if ((!v2 && !v1) || path.empty()) continue;
+    // The part of our cgroup below the mount's root; a path outside it (a container that sees the
+    // host's path) is taken as the mount itself.
+    std::string rel = root == "/" ? path : StartsWith(path, root) ? path.substr(root.size()) : "/";
+    if (rel.empty() || rel[0] != '/') rel = "/" + rel;
+    while (true) {
+      const std::string dir = mount + (rel == "/" ? "" : rel);
+      const double q = v2 ? QuotaOf(read(dir + "/cpu.max"), std::nullopt, std::nullopt)
+                          : QuotaOf(std::nullopt, read(dir + "/cpu.cfs_quota_us"), read(dir + "/cpu.cfs_period_us"));
+      if (q > 0 && (lowest == 0 || q < lowest)) lowest = q;
+      if (rel == "/") break;
+      const size_t slash = rel.rfind('/');
+      rel = slash == 0 ? "/" : rel.substr(0, slash);
+    }
+  }
+  return lowest;
+}
+
 SystemInfo ReadSystemInfo() {
   SystemInfo info;
   char host[256] = {};
@@ -94,6 +165,18 @@ SystemInfo ReadSystemInfo() {
   CPU_ZERO(&allowed);
   info.cpus = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed)
                                                                     : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  // A CPU quota (a container's CPU limit) allows fewer: spinning on more cores than it pays for
+  // gets the whole cgroup throttled.
+  auto read = [](const std::string& path) -> std::optional<std::string> {
+    auto r = ReadFile(path, 4096);
+    if (!r.ok()) return std::nullopt;
+    return *r;
+  };
+  if (auto cg = read("/proc/self/cgroup")) {
+    info.cpu_quota = CgroupCpuQuota(*cg, ReadFile("/proc/self/mountinfo", 1 << 20).value_or(""), read);
+    if (info.cpu_quota > 0)
+      info.cpus = std::max(1, std::min(info.cpus, static_cast<int>(std::floor(info.cpu_quota + 1e-9))));
+  }
   if (auto cpuinfo = ReadFile("/proc/cpuinfo"); cpuinfo.ok()) {
     for (const auto& line : Split(*cpuinfo, '\n')) {
       if (StartsWith(line, "model name")) {
@@ -148,6 +231,7 @@ nlohmann::json ToJson(const SystemInfo& info) {
           {"kernel", info.kernel},
           {"machine", info.machine},
           {"cpus", info.cpus},
+          {"cpu_quota", info.cpu_quota},
           {"cpu_model", info.cpu_model},
           {"memory_total_bytes", info.memory_total},
           {"memory_available_bytes", info.memory_available},

@@ -3,10 +3,12 @@
 // structs are plain values so reports can be built and tested from fakes.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dsd::probe {
@@ -30,7 +32,11 @@ struct SystemInfo {
   std::string hostname;
   std::string kernel;   // "Linux 6.1.0-18-amd64"
   std::string machine;  // "x86_64"
-  int cpus = 0;  // that this process may run on (its affinity mask: taskset, a cpuset)
+  // CPUs this process can keep busy: those its affinity mask allows (taskset, a cpuset), fewer when
+  // a cgroup CPU quota allows less (Kubernetes CPU limits, Slurm, docker --cpus): the whole CPUs of
+  // the quota, at least 1.
+  int cpus = 0;
+  double cpu_quota = 0;  // the cgroup quota in CPUs (2.5: 250 ms per 100 ms); 0 when there is none
   std::string cpu_model;
   uint64_t memory_total = 0, memory_available = 0;
   std::vector<NetInterface> interfaces;
@@ -43,6 +49,13 @@ struct SystemInfo {
 };
 
 SystemInfo ReadSystemInfo();
+
+// The CPU quota of this process's cgroups, in CPUs: cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` /
+// `cpu.cfs_period_us`, the lowest on the path from its cgroup up to the hierarchy's mount; 0 when no
+// level sets one. From the texts of /proc/self/cgroup and /proc/self/mountinfo; `read` returns a
+// file's contents, or nullopt when it cannot be read.
+double CgroupCpuQuota(std::string_view self_cgroup, std::string_view mountinfo,
+                      const std::function<std::optional<std::string>(const std::string&)>& read);
 std::vector<NetInterface> ReadInterfaces();
 
 nlohmann::json ToJson(const SystemInfo& info);

@@ -3,9 +3,12 @@
 // nothing touches the host's network. The namespace disappears with the script; agents started
 // by a script are ended by pid.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -398,6 +401,48 @@ TEST_F(CheckE2eTest, MpirunAgentsProbeWithMpiAllreduce) {
   ASSERT_EQ(doc["bandwidth"]["allreduce"].size(), 2u) << doc["bandwidth"].dump();
   for (const auto& row : doc["bandwidth"]["allreduce"]) EXPECT_EQ(row["wrong"], 0);
   EXPECT_NE(r.out.find("all-reduce, mpi, 3 ranks"), std::string::npos);
+}
+
+// A container's CPU limit (a cgroup quota) of 1.5 CPUs on a node with two ranks: spinning on two
+// cores would get the cgroup throttled, so the all-reduce probe must sleep in read(2). A real cgroup
+// (v1 cpu, or v2 where the cpu controller is on), made for this test and removed after it.
+TEST_F(CheckE2eTest, ACgroupCpuQuotaBelowTheRanksTurnsBusyPollingOff) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs 2 CPUs, so that without the quota the ranks would busy-poll";
+  const std::string name = "dsd-e2e-quota-" + std::to_string(::getpid());
+  // A cgroup file is written in place (a rename would not set anything).
+  auto write = [](const std::string& path, const std::string& text) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) return false;
+    const bool ok = std::fputs(text.c_str(), f) >= 0;
+    return std::fclose(f) == 0 && ok;
+  };
+  std::string cgroup;
+  if (std::filesystem::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")) {
+    cgroup = "/sys/fs/cgroup/cpu/" + name;
+    if (::mkdir(cgroup.c_str(), 0755) != 0 || !write(cgroup + "/cpu.cfs_quota_us", "150000")) cgroup.clear();
+  } else if (ReadFile("/sys/fs/cgroup/cgroup.subtree_control").value_or("").find("cpu") != std::string::npos) {
+    cgroup = "/sys/fs/cgroup/" + name;
+    if (::mkdir(cgroup.c_str(), 0755) != 0 || !write(cgroup + "/cpu.max", "150000 100000")) cgroup.clear();
+  }
+  struct Remove {
+    std::string dir;
+    ~Remove() {
+      if (!dir.empty()) ::rmdir(dir.c_str());  // empty by then: its processes have exited
+    }
+  } remove{cgroup};
+  if (cgroup.empty()) GTEST_SKIP() << "cannot make a cgroup with a CPU quota here";
+  auto r = InNamespace("echo $$ > " + cgroup +
+                       "/cgroup.procs && $DSD check --local 2 --sizes 4K --p2p-seconds 0.1 --json $DIR/out.json");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  json doc = ReadJson("out.json");
+  EXPECT_EQ(doc["bandwidth"]["mode"], "synchronous pairs, blocking reads") << doc["bandwidth"].dump();
+  for (const auto& node : doc["nodes"]) {
+    EXPECT_EQ(node["report"]["inventory"]["system"]["cpus"], 1) << node["name"];
+    EXPECT_EQ(node["report"]["inventory"]["system"]["cpu_quota"], 1.5) << node["name"];
+  }
 }
 
 TEST_F(CheckE2eTest, MpirunFailureIsAgentUnreachableWithMpirunsMessage) {
