@@ -1134,10 +1134,18 @@ std::string SharedGpu(const std::vector<NodeProbe>& nodes, const std::vector<siz
   for (size_t k = 0; k < idx.size() && k < gpus.size(); ++k) {
     const NodeProbe& node = nodes[idx[k]];
     const json& list = Arr(Field(Inv(node), "nvml"), "gpus");
+    // CUDA's own view of device d (its CUDA_VISIBLE_DEVICES applied) comes first; NVML's list is
+    // every GPU in NVML's order, right only where nothing hides or reorders devices.
+    const json& bus_ids = Arr(Field(Inv(node), "cuda"), "pci_bus_ids");
     const std::string host = ReportedHostname(node);
     for (int d = 0; d < gpus[k]; ++d) {
-      const std::string uuid = static_cast<size_t>(d) < list.size() ? Str(list[d], "uuid") : "";
-      const std::string gpu = !uuid.empty() ? uuid : host.empty() ? "" : host + " GPU " + std::to_string(d);
+      const size_t i = static_cast<size_t>(d);
+      const std::string bus = i < bus_ids.size() && bus_ids[i].is_string() ? bus_ids[i].get<std::string>() : "";
+      const std::string uuid = i < list.size() ? Str(list[i], "uuid") : "";
+      const std::string gpu = !bus.empty() && !host.empty() ? host + " PCI " + bus
+                              : !uuid.empty()               ? uuid
+                              : host.empty()                ? ""
+                                                            : host + " GPU " + std::to_string(d);
       if (gpu.empty()) continue;  // nothing to tell it by
       auto [it, fresh] = owner.emplace(gpu, node.name);
       if (!fresh) return it->second + " and " + node.name + " both have GPU " + gpu;

@@ -386,6 +386,23 @@ TEST(SharedGpuTest, TwoRanksOnOneGpuAreNamed) {
   EXPECT_EQ(SharedGpu(overlap, {0, 1, 2}, {1, 1, 0}), "");
 }
 
+TEST(SharedGpuTest, CudaVisibleDevicesPerAgentAreTold) {
+  // Two agents on one 2-GPU host, CUDA_VISIBLE_DEVICES=0 and =1: each has a device 0, and NVML lists
+  // both GPUs for both. CUDA's PCI bus ids say they differ; the same id on both is a shared GPU.
+  auto node = [](const std::string& name, const std::string& bus) {
+    NodeProbe n = GpuNode(name, "box", {"GPU-a", "GPU-b"});
+    n.report["inventory"]["cuda"] = {{"device_count", 1}, {"pci_bus_ids", {bus}}};
+    return n;
+  };
+  EXPECT_EQ(SharedGpu({node("node-0", "0000:3b:00.0"), node("node-1", "0000:5e:00.0")}, {0, 1}, {1, 1}), "");
+  EXPECT_EQ(SharedGpu({node("node-0", "0000:3b:00.0"), node("node-1", "0000:3b:00.0")}, {0, 1}, {1, 1}),
+            "node-0 and node-1 both have GPU box PCI 0000:3b:00.0");
+  // The same bus id on two hosts is two GPUs.
+  NodeProbe other = node("node-1", "0000:3b:00.0");
+  other.report["inventory"]["system"]["hostname"] = "box2";
+  EXPECT_EQ(SharedGpu({node("node-0", "0000:3b:00.0"), other}, {0, 1}, {1, 1}), "");
+}
+
 TEST(SharedGpuTest, AReportOfTheWrongShapeReadsAsUnknownNotAnException) {
   NodeProbe odd = GpuNode("node-1", "box", {"GPU-1"});
   odd.report["inventory"]["nvml"]["gpus"][0]["uuid"] = 5;         // not a string

@@ -1,5 +1,8 @@
 #include "probe/gpu.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "common/log.h"
 
 namespace dsd::probe {
@@ -61,6 +64,20 @@ CudaInfo InspectCuda(const LibrarySearch& search) {
   if (info.device_error != 0) {
     info.device_count = 0;
     info.device_error_text = (*errstr)(info.device_error);
+  }
+  // Which GPU each visible device is: two agents on one host with different CUDA_VISIBLE_DEVICES
+  // both have a device 0, and NVML's list (every GPU, its own order) cannot say which.
+  if (auto bus_id = lib->Symbol<int (*)(char*, int, int)>("cudaDeviceGetPCIBusId"); bus_id.ok()) {
+    for (int d = 0; d < info.device_count; ++d) {
+      char id[64] = {};
+      if ((*bus_id)(id, sizeof id - 1, d) != 0) {
+        info.pci_bus_ids.clear();  // all or none: a partial list would shift the devices
+        break;
+      }
+      std::string text(id);
+      std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+      info.pci_bus_ids.push_back(std::move(text));
+    }
   }
   log->debug("CUDA runtime {} driver {} devices {} ({})", FormatCudaVersion(info.runtime_version),
              FormatCudaVersion(info.driver_version), info.device_count, info.device_error_text);
@@ -132,6 +149,7 @@ nlohmann::json ToJson(const CudaInfo& info) {
           {"driver_version", FormatCudaVersion(info.driver_version)},
           {"driver_library_found", info.driver_library_found},
           {"device_count", info.device_count},
+          {"pci_bus_ids", info.pci_bus_ids},
           {"device_error", info.device_error_text},
           {"error", info.error}};
 }
@@ -139,11 +157,17 @@ nlohmann::json ToJson(const CudaInfo& info) {
 nlohmann::json ToJson(const NvmlInfo& info) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : info.gpus) {
-    gpus.push_back({{"index", g.index}, {"name", g.name}, {"uuid", g.uuid}, {"pci_bus_id", g.pci_bus_id},
+    gpus.push_back({{"index", g.index},
+                    {"name", g.name},
+                    {"uuid", g.uuid},
+                    {"pci_bus_id", g.pci_bus_id},
                     {"memory_total_bytes", g.memory_total}});
   }
-  return {{"found", info.found}, {"path", info.path}, {"driver_version", info.driver_version},
-          {"cuda_driver_version", FormatCudaVersion(info.cuda_driver_version)}, {"gpus", gpus},
+  return {{"found", info.found},
+          {"path", info.path},
+          {"driver_version", info.driver_version},
+          {"cuda_driver_version", FormatCudaVersion(info.cuda_driver_version)},
+          {"gpus", gpus},
           {"error", info.error}};
 }
 

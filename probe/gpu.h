@@ -3,7 +3,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -14,13 +13,16 @@ namespace dsd::probe {
 struct CudaInfo {
   bool runtime_found = false;
   std::string runtime_path;
-  int runtime_version = 0;  // 13000 = 13.0
-  int driver_version = 0;   // 0 = no driver (as cudaDriverGetVersion says)
+  int runtime_version = 0;            // 13000 = 13.0
+  int driver_version = 0;             // 0 = no driver (as cudaDriverGetVersion says)
   bool driver_library_found = false;  // libcuda.so.1
   int device_count = 0;
-  int device_error = 0;     // cudaGetDeviceCount's cudaError_t
+  // The PCI bus id of each device CUDA shows this process ("0000:3b:00.0", lowercase), in CUDA's
+  // order, with CUDA_VISIBLE_DEVICES applied: device d of a rank is the GPU at pci_bus_ids[d].
+  std::vector<std::string> pci_bus_ids;
+  int device_error = 0;  // cudaGetDeviceCount's cudaError_t
   std::string device_error_text;
-  std::string error;        // why the runtime could not be used
+  std::string error;  // why the runtime could not be used
   bool no_driver() const { return driver_version == 0; }
 };
 
