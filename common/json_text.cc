@@ -6,17 +6,48 @@
 namespace dsd::jsontext {
 
 void AppendString(std::string* out, std::string_view s) {
-  // Printable ASCII without quote or backslash (names, callsites, states) is written as it is;
-  // anything else is escaped by nlohmann's serializer, the one EncodeFrame uses.
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u >= 0x7f || c == '"' || c == '\\') {
-      AppendJson(out, nlohmann::json(s));
-      return;
+  // ASCII (names, callsites, a rank's output after SanitizeForStream) is escaped here, as nlohmann
+  // escapes it; text with other bytes goes through nlohmann's serializer, the one EncodeFrame uses,
+  // which also replaces invalid UTF-8.
+  for (const char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return AppendJson(out, nlohmann::json(s));
+  out->push_back('"');
+  size_t plain = 0;  // start of the run of characters written as they are
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    if (u >= 0x20 && u != '"' && u != '\\') continue;
+    out->append(s.data() + plain, i - plain);
+    plain = i + 1;
+    switch (u) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      default: {
+        static constexpr char kHex[] = "0123456789abcdef";
+        const char esc[] = {'\\', 'u', '0', '0', kHex[u >> 4], kHex[u & 15]};
+        out->append(esc, sizeof esc);
+      }
     }
   }
-  out->push_back('"');
-  out->append(s);
+  out->append(s.data() + plain, s.size() - plain);
   out->push_back('"');
 }
 

@@ -23,6 +23,15 @@ TEST(JsonTextTest, StringsAreWrittenAsNlohmannWritesThem) {
     ExpectLikeDump(s, [](std::string* o, const std::string& v) { AppendString(o, v); });
 }
 
+TEST(JsonTextTest, EveryAsciiCharacterIsEscapedAsNlohmannEscapesIt) {
+  std::string all;
+  for (int c = 0; c < 0x80; ++c) all += static_cast<char>(c);
+  ExpectLikeDump(all, [](std::string* o, const std::string& v) { AppendString(o, v); });
+  // A rank's output: lines, tabs, carriage returns and quotes among plain text.
+  ExpectLikeDump(std::string("step 1\tloss \"0.5\"\r\nC:\\path\n\x1b[0m"),
+                 [](std::string* o, const std::string& v) { AppendString(o, v); });
+}
+
 TEST(JsonTextTest, InvalidUtf8BecomesTheReplacementCharacter) {
   std::string out;
   AppendString(&out, "cut \xe2\x82");
@@ -30,8 +39,8 @@ TEST(JsonTextTest, InvalidUtf8BecomesTheReplacementCharacter) {
 }
 
 TEST(JsonTextTest, IntegersAtTheirLimits) {
-  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{42}, std::numeric_limits<int64_t>::min(),
-                    std::numeric_limits<int64_t>::max()})
+  for (int64_t v :
+       {int64_t{0}, int64_t{-1}, int64_t{42}, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()})
     ExpectLikeDump(v, [](std::string* o, int64_t x) { AppendInt(o, x); });
   for (uint64_t v : {uint64_t{0}, uint64_t{7}, std::numeric_limits<uint64_t>::max()})
     ExpectLikeDump(v, [](std::string* o, uint64_t x) { AppendUInt(o, x); });
