@@ -257,12 +257,13 @@ struct LogScanner::Impl {
       std::string_view piece = rest.substr(0, at);
       auto it = partials.find(tag.mpi_tag);
       if (it == partials.end()) {
+        // A new line of that rank: its own prefixes (an NCCL host:pid, say) say which stream.
+        LinePrefix own = tag;
+        piece = StripPrefixes(piece, dialect, &own);
+        if (at == std::string_view::npos) return Feed(StreamFor(own), piece, own, number, line_offset);  // whole
         // Bizarre input (a different tag in every piece) holds no more than this many lines open.
         if (partials.size() >= kMaxPartials) FlushPartials(0);
-        // A new line of that rank: its own prefixes (an NCCL host:pid, say) say which stream.
-        Partial fresh{"", number, line_offset, tag};
-        piece = StripPrefixes(piece, dialect, &fresh.prefix);
-        it = partials.emplace(tag.mpi_tag, std::move(fresh)).first;
+        it = partials.emplace(tag.mpi_tag, Partial{"", number, line_offset, std::move(own)}).first;
       }
       Partial& part = it->second;
       part.text.append(piece.substr(0, options.max_line_bytes - std::min(options.max_line_bytes, part.text.size())));
