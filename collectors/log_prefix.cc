@@ -122,6 +122,16 @@ size_t MpiTag(std::string_view s, int* rank, std::string* host) {
   return prrte && i < s.size() && s[i] == ' ' ? i + 1 : i;
 }
 
+// The fields an mpirun tag names: its rank, its host when it has one, the tag as written (its
+// repeats identify the rank's writes) and its stream ("stdout", "stderr").
+void TakeMpiTag(std::string_view tag, int rank, const std::string& host, LinePrefix* out) {
+  out->rank = rank;
+  if (!host.empty()) out->host = host;
+  out->mpi_tag = std::string(Trim(tag));
+  const size_t lt = out->mpi_tag.rfind('<'), gt = out->mpi_tag.rfind('>');
+  if (lt != std::string::npos && gt > lt) out->channel = out->mpi_tag.substr(lt + 1, gt - lt - 1);
+}
+
 // [rank3]: → rank;  [default0]: / [trainer3|0]: → local rank
 size_t TorchrunTag(std::string_view s, int* rank, int* local_rank) {
   size_t i = 0;
@@ -259,11 +269,7 @@ size_t FindMpiTag(std::string_view s, size_t from, LinePrefix* out, size_t* len)
     std::string host;
     size_t n = MpiTag(s.substr(at), &rank, &host);
     if (!n) continue;
-    out->rank = rank;
-    if (!host.empty()) out->host = host;
-    out->mpi_tag = std::string(Trim(s.substr(at, n)));
-    size_t lt = out->mpi_tag.rfind('<'), gt = out->mpi_tag.rfind('>');
-    out->channel = lt != std::string::npos && gt > lt ? out->mpi_tag.substr(lt + 1, gt - lt - 1) : "";
+    TakeMpiTag(s.substr(at, n), rank, host, out);
     // --timestamp-output puts a ctime before every tag: it is part of the tag, not of the text before.
     if (at >= 24 && CTimeBeforeTag(s.substr(at - 24)) == 24) at -= 24, n += 24;
     *len = n;
@@ -283,19 +289,10 @@ std::string_view StripPrefixes(std::string_view line, const PrefixDialect& diale
       out->time_ns = ns;
     } else if ((n = KubernetesTag(s, &host))) {
       out->host = host;
-    } else if (size_t ct = CTimeBeforeTag(s); ct && (n = MpiTag(s.substr(ct), &rank, &host))) {
-      out->mpi_tag = std::string(Trim(s.substr(ct, n)));
+    } else if (size_t ct = CTimeBeforeTag(s); (n = MpiTag(s.substr(ct), &rank, &host))) {
+      // --timestamp-output's ctime (ct > 0) is part of the tag, not of the text.
+      TakeMpiTag(s.substr(ct, n), rank, host, out);
       n += ct;
-      out->rank = rank;
-      if (!host.empty()) out->host = host;
-      size_t lt = out->mpi_tag.rfind('<'), gt = out->mpi_tag.rfind('>');
-      if (lt != std::string::npos && gt > lt) out->channel = out->mpi_tag.substr(lt + 1, gt - lt - 1);
-    } else if ((n = MpiTag(s, &rank, &host))) {
-      out->rank = rank;
-      if (!host.empty()) out->host = host;
-      out->mpi_tag = std::string(Trim(s.substr(0, n)));
-      size_t lt = out->mpi_tag.rfind('<'), gt = out->mpi_tag.rfind('>');
-      if (lt != std::string::npos && gt > lt) out->channel = out->mpi_tag.substr(lt + 1, gt - lt - 1);
     } else if ((n = RayTag(s, &pid, &host))) {
       out->pid = pid;
       if (!host.empty()) out->host = host;

@@ -268,9 +268,7 @@ struct LogScanner::Impl {
       Partial& part = it->second;
       part.text.append(piece.substr(0, options.max_line_bytes - std::min(options.max_line_bytes, part.text.size())));
       if (at == std::string_view::npos) {
-        Partial done = std::move(part);
-        partials.erase(it);
-        Feed(StreamFor(done.prefix), done.text, done.prefix, done.line, done.offset);
+        FeedPartial(it);
         return;
       }
       tag = std::move(next);
@@ -290,17 +288,18 @@ struct LogScanner::Impl {
       pending.erase(id);
   }
 
+  // A held line, ended or given up on: classified where it began, and no longer held.
+  std::map<std::string, Partial>::iterator FeedPartial(std::map<std::string, Partial>::iterator it) {
+    Partial done = std::move(it->second);
+    it = partials.erase(it);
+    Feed(StreamFor(done.prefix), done.text, done.prefix, done.line, done.offset);
+    return it;
+  }
+
   // Lines left unfinished since before `line` (all of them: 0) are classified as they are.
   void FlushPartials(int64_t before_line) {
-    for (auto it = partials.begin(); it != partials.end();) {
-      if (before_line && it->second.line >= before_line) {
-        ++it;
-        continue;
-      }
-      Partial done = std::move(it->second);
-      it = partials.erase(it);
-      Feed(StreamFor(done.prefix), done.text, done.prefix, done.line, done.offset);
-    }
+    for (auto it = partials.begin(); it != partials.end();)
+      it = before_line && it->second.line >= before_line ? std::next(it) : FeedPartial(it);
   }
 
   // Multi-line constructs or unfinished mpirun lines are open: read line by line.

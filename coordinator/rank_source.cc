@@ -15,12 +15,23 @@
 
 namespace dsd::coordinator {
 
-void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from) {
+namespace {
+
+// A sample's state replaces the rank's (`assign` writes it over `into`), but what the coordinator
+// decided stays: its judgement that the agent was lost, and a stack it captured when the sample has none.
+template <typename Assign>
+void AdoptWith(diagnosis::RankState& into, Assign assign) {
   std::string stack = std::move(into.stack);
-  const bool unobserved = into.unobserved;  // the coordinator's judgement, not the sample's
-  into = from;
+  const bool unobserved = into.unobserved;
+  assign(into);
   into.unobserved = unobserved;
   if (into.stack.empty()) into.stack = std::move(stack);
+}
+
+}  // namespace
+
+void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from) {
+  AdoptWith(into, [&](diagnosis::RankState& s) { s = from; });
 }
 
 Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv,
@@ -171,11 +182,8 @@ void AgentSource::TickLocked(std::vector<diagnosis::RankState>& ranks, std::vect
   for (const auto& [r, reader] : deltas_) {
     if (r < 0 || r >= static_cast<int>(ranks.size()) || reader.rank() != r) continue;
     auto& into = ranks[r];
-    std::string stack = std::move(into.stack);
-    const bool unobserved = into.unobserved;  // the coordinator's judgement, not the sample's
-    (void)reader.StateInto(&into);            // assigned over the previous state: storage reused
-    into.unobserved = unobserved;
-    if (into.stack.empty()) into.stack = std::move(stack);
+    // Assigned over the previous state: its records' storage is reused.
+    AdoptWith(into, [&](diagnosis::RankState& s) { (void)reader.StateInto(&s); });
     // When the agent read this state (its clock): ages are measured to it, never to ours.
     if (!into.sample_ns)
       if (auto at = sampled_at_.find(r); at != sampled_at_.end()) into.sample_ns = at->second;

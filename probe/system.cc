@@ -84,31 +84,22 @@ std::vector<NetInterface> ReadInterfaces() {
 
 namespace {
 
-// A quota file's value: v2 "max 100000" / "250000 100000"; v1 quota then period ("-1" unlimited).
-double QuotaOf(const std::optional<std::string>& max, const std::optional<std::string>& quota,
-               const std::optional<std::string>& period) {
+// quota / period in CPUs when both are positive numbers; 0 for "max" (v2) or "-1" (v1): no limit.
+double QuotaRatio(std::string_view quota, std::string_view period) {
   auto number = [](std::string_view s, double* out) {
-    s = Trim(s);
-    if (s.empty()) return false;
+    const std::string text(Trim(s));
     char* end = nullptr;
-    const std::string text(s);
     *out = std::strtod(text.c_str(), &end);
-    return end && *end == '\0';
+    return !text.empty() && end && *end == '\0';
   };
   double q = 0, p = 0;
-  if (max) {
-    const auto parts = SplitWhitespace(*max);
-    if (parts.size() == 2 && number(parts[0], &q) && number(parts[1], &p) && q > 0 && p > 0) return q / p;
-    return 0;
-  }
-  if (quota && period && number(*quota, &q) && number(*period, &p) && q > 0 && p > 0) return q / p;
-  return 0;
+  return number(quota, &q) && number(period, &p) && q > 0 && p > 0 ? q / p : 0;
 }
 
 }  // namespace
 
 double CgroupCpuQuota(std::string_view self_cgroup, std::string_view mountinfo,
-                      const std::function<std::optional<std::string>(const std::string&)>& read) {
+                      const std::function<Result<std::string>(const std::string&)>& read) {
   // This process's cgroup path in each hierarchy: "0::/path" (v2), "4:cpu,cpuacct:/path" (v1).
   std::string v2_path, v1_path;
   for (const auto& line : Split(self_cgroup, '\n')) {
@@ -140,8 +131,15 @@ double CgroupCpuQuota(std::string_view self_cgroup, std::string_view mountinfo,
     if (rel.empty() || rel[0] != '/') rel = "/" + rel;
     while (true) {
       const std::string dir = mount + (rel == "/" ? "" : rel);
-      const double q = v2 ? QuotaOf(read(dir + "/cpu.max"), std::nullopt, std::nullopt)
-                          : QuotaOf(std::nullopt, read(dir + "/cpu.cfs_quota_us"), read(dir + "/cpu.cfs_period_us"));
+      double q = 0;
+      if (v2) {
+        // "250000 100000", or "max 100000"
+        if (auto max = read(dir + "/cpu.max"); max.ok())
+          if (const auto parts = SplitWhitespace(*max); parts.size() == 2) q = QuotaRatio(parts[0], parts[1]);
+      } else if (auto quota = read(dir + "/cpu.cfs_quota_us"), period = read(dir + "/cpu.cfs_period_us");
+                 quota.ok() && period.ok()) {
+        q = QuotaRatio(*quota, *period);
+      }
       if (q > 0 && (lowest == 0 || q < lowest)) lowest = q;
       if (rel == "/") break;
       const size_t slash = rel.rfind('/');
@@ -167,12 +165,8 @@ SystemInfo ReadSystemInfo() {
                                                                     : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   // A CPU quota (a container's CPU limit) allows fewer: spinning on more cores than it pays for
   // gets the whole cgroup throttled.
-  auto read = [](const std::string& path) -> std::optional<std::string> {
-    auto r = ReadFile(path, 4096);
-    if (!r.ok()) return std::nullopt;
-    return *r;
-  };
-  if (auto cg = read("/proc/self/cgroup")) {
+  auto read = [](const std::string& path) { return ReadFile(path, 4096); };
+  if (auto cg = read("/proc/self/cgroup"); cg.ok()) {
     info.cpu_quota = CgroupCpuQuota(*cg, ReadFile("/proc/self/mountinfo", 1 << 20).value_or(""), read);
     if (info.cpu_quota > 0)
       info.cpus = std::max(1, std::min(info.cpus, static_cast<int>(std::floor(info.cpu_quota + 1e-9))));

@@ -6,10 +6,11 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/status.h"
 
 namespace dsd::probe {
 
@@ -53,9 +54,9 @@ SystemInfo ReadSystemInfo();
 // The CPU quota of this process's cgroups, in CPUs: cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` /
 // `cpu.cfs_period_us`, the lowest on the path from its cgroup up to the hierarchy's mount; 0 when no
 // level sets one. From the texts of /proc/self/cgroup and /proc/self/mountinfo; `read` returns a
-// file's contents, or nullopt when it cannot be read.
+// file's contents (ReadFile).
 double CgroupCpuQuota(std::string_view self_cgroup, std::string_view mountinfo,
-                      const std::function<std::optional<std::string>(const std::string&)>& read);
+                      const std::function<Result<std::string>(const std::string&)>& read);
 std::vector<NetInterface> ReadInterfaces();
 
 nlohmann::json ToJson(const SystemInfo& info);

@@ -101,9 +101,9 @@ class CgroupQuotaTest : public ::testing::TestWithParam<QuotaCase> {};
 
 TEST_P(CgroupQuotaTest, ReadsTheLowestQuotaOnTheCgroupsPath) {
   const QuotaCase& c = GetParam();
-  auto read = [&](const std::string& path) -> std::optional<std::string> {
+  auto read = [&](const std::string& path) -> Result<std::string> {
     auto it = c.files.find(path);
-    if (it == c.files.end()) return std::nullopt;
+    if (it == c.files.end()) return NotFound(path);
     return it->second;
   };
   EXPECT_DOUBLE_EQ(CgroupCpuQuota(c.self_cgroup, c.mountinfo, read), c.want) << c.name;
