@@ -127,7 +127,8 @@ double CgroupCpuQuota(std::string_view self_cgroup, std::string_view mountinfo,
     if ((!v2 && !v1) || path.empty()) continue;
     // The part of our cgroup below the mount's root; a path outside it (a container that sees the
     // host's path) is taken as the mount itself.
-    std::string rel = root == "/" ? path : StartsWith(path, root) ? path.substr(root.size()) : "/";
+    const bool below = path == root || StartsWith(path, root + "/");  // "/docker/abcdef" is not below "/docker/abc"
+    std::string rel = root == "/" ? path : below ? path.substr(root.size()) : "/";
     if (rel.empty() || rel[0] != '/') rel = "/" + rel;
     while (true) {
       const std::string dir = mount + (rel == "/" ? "" : rel);
