@@ -17,7 +17,6 @@
 #include "common/file.h"
 #include "common/json_text.h"
 #include "common/log.h"
-#include "common/process.h"
 #include "diagnosis/sample_delta.h"
 #include "runtime/trace.h"
 
@@ -68,11 +67,8 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& r
     if (!tracer)
       log->warn("run: the Python collective tracer is not installed beside this binary; Python ranks run untraced");
   }
-  // Each rank holds its log and two /proc files open while it runs (collectors/rank_monitor.h): a
-  // node of hundreds of ranks needs more than the usual 1,024 descriptors.
-  if (const FdLimit limit = RaiseFdLimit(3 * ranks.size() + 1024); limit.soft < 3 * ranks.size() + 64)
-    log->warn("run: {} ranks want about {} open files; the limit is {} (ulimit -n)", ranks.size(),
-              3 * ranks.size() + 64, limit.soft);
+  // A node of hundreds of ranks needs more than the usual 1,024 descriptors.
+  if (std::string low = collectors::RaiseOpenFileLimitFor(ranks.size()); !low.empty()) log->warn("run: {}", low);
   json started = json::array();
   size_t i = 0;
   for (const auto& r : request["ranks"]) {

@@ -11,6 +11,7 @@
 #include "collectors/proc_stat.h"
 #include "collectors/run_dir.h"
 #include "common/file.h"
+#include "common/process.h"
 #include "runtime/trace.h"
 
 namespace dsd::collectors {
@@ -131,6 +132,15 @@ std::string SanitizeForStream(std::string_view bytes) {
     if (!(u == '\n' || u == '\t' || (u >= 0x20 && u < 0x7f))) c = '?';
   }
   return out;
+}
+
+std::string RaiseOpenFileLimitFor(size_t ranks) {
+  constexpr uint64_t kPerRank = 3;  // the log, /proc/<pid>/stat and /proc/<pid>/wchan
+  const uint64_t wanted = kPerRank * ranks + 64;
+  const FdLimit limit = RaiseFdLimit(wanted + 960);  // room for everything else the process opens
+  if (limit.soft >= wanted) return "";
+  return std::to_string(ranks) + " ranks want about " + std::to_string(wanted) + " open files; the limit is " +
+         std::to_string(limit.soft) + " (ulimit -n)";
 }
 
 }  // namespace dsd::collectors

@@ -61,4 +61,9 @@ class RankMonitor {
 // Only the streamed copy is changed; the log file keeps the bytes.
 std::string SanitizeForStream(std::string_view bytes);
 
+// Raises this process's open-file limit for watching `ranks` ranks at once (each RankMonitor holds
+// its rank's log and two /proc files open). Returns a warning to log when the limit stays too low
+// for them, "" otherwise.
+std::string RaiseOpenFileLimitFor(size_t ranks);
+
 }  // namespace dsd::collectors

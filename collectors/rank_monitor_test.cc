@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,6 +30,23 @@ std::string TickFor(RankMonitor& m, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return out;
+}
+
+// Each watched rank holds three descriptors: the limit is raised for them, and a limit the hard
+// cap keeps too low is named (the real process's limits).
+TEST(RankMonitorTest, TheOpenFileLimitIsRaisedForTheRanksOrNamed) {
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  EXPECT_EQ(RaiseOpenFileLimitFor(8), "");
+  rlimit now{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &now), 0);
+  EXPECT_GE(now.rlim_cur, 3u * 8 + 64);
+  if (before.rlim_max != RLIM_INFINITY && before.rlim_max < (RLIM_INFINITY - 64) / 3) {
+    const size_t too_many = before.rlim_max;  // 3 descriptors each: past the hard limit
+    const std::string low = RaiseOpenFileLimitFor(too_many);
+    EXPECT_NE(low.find(std::to_string(too_many) + " ranks want about"), std::string::npos) << low;
+    EXPECT_NE(low.find("(ulimit -n)"), std::string::npos) << low;
+  }
 }
 
 TEST(RankMonitorTest, TellsSpinningFromBlocked) {

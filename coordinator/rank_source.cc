@@ -11,7 +11,6 @@
 #include "collectors/stack.h"
 #include "common/file.h"
 #include "common/log.h"
-#include "common/process.h"
 
 namespace dsd::coordinator {
 
@@ -38,8 +37,8 @@ Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::v
                            const std::map<std::string, std::string>& env, const std::string& log_dir,
                            const std::string& cwd, bool trace_python) {
   python_ = argv[0].find("python") != std::string::npos;
-  // Each rank holds its log and two /proc files open while it runs (collectors/rank_monitor.h).
-  (void)RaiseFdLimit(3 * launches.size() + 1024);
+  if (std::string low = collectors::RaiseOpenFileLimitFor(launches.size()); !low.empty())
+    log::Get("run")->warn("{}", low);
   if (!launches.empty()) log_dir_monitor_.emplace(log_dir, launches.front().node);
   std::optional<collectors::PythonTracer> tracer;
   if (trace_python && !(tracer = collectors::FindPythonTracer()))
