@@ -178,7 +178,10 @@ void AgentSource::TickLocked(std::vector<diagnosis::RankState>& ranks, std::vect
   }
   last_tick_ = now;
   // Each rank's newest state, read out of its delta reader once per tick (not once per sample).
-  for (const auto& [r, reader] : deltas_) {
+  for (const auto& entry : deltas_) {
+    // Not a structured binding: the lambda below captures the reader (clang before 16 refuses that).
+    const int r = entry.first;
+    const diagnosis::SampleDeltaReader& reader = entry.second;
     if (r < 0 || r >= static_cast<int>(ranks.size()) || reader.rank() != r) continue;
     auto& into = ranks[r];
     // Assigned over the previous state: its records' storage is reused.
