@@ -2,7 +2,8 @@
 // whole state in every sample (before deltas) and with deltas (diagnosis/sample_delta.h):
 //   agent        RankMonitor::Tick on a real process and a real trace ring (4,096 records), then
 //                encoding the rank's entry as JSON text (SampleDeltaWriter::EncodeTo, as the agent)
-//   coordinator  parsing the entry and turning it into a RankState
+//   coordinator  finding the entries in the agent's sample frame and applying each to its rank's
+//                reader (ScanSampleFrame, SampleDeltaReader::ApplyText), then reading the state out
 // Each simulated training step adds 3 completed collectives to every rank's trace; a step comes
 // every STEP_EVERY samples (2: 2.5 steps/s). Then the coordinator side alone for a 4,096-rank job,
 // on one core.
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   std::vector<diagnosis::RankState> held(ranks);
   Costs full, delta;
   uint64_t step = 1400;
-  std::vector<json> big_entries;  // one tick of delta entries, kept to replay for the big job
+  std::vector<std::string> big_entries;  // delta entries (text as sent), kept to replay for the big job
   for (int t = 0; t < ticks; ++t) {
     if (t % step_every == 0) {
       ++step;
@@ -115,12 +116,20 @@ int main(int argc, char** argv) {
     double d = CpuUs();
     for (int r = 0; r < ranks; ++r) enc[r].EncodeTo(monitors[r].state(), &parts[r]);
     double e = CpuUs();
-    for (int r = 0; r < ranks; ++r) {
-      entries[r] = json::parse(parts[r]);
-      ok &= dec[r].Apply(entries[r]).ok();
+    // The agent's frame (agent/agent_run.cc writes it so), as the coordinator reads it.
+    std::string frame = "{\"type\":\"sample\",\"now_ns\":" + std::to_string(now) + ",\"ranks\":[";
+    for (int r = 0; r < ranks; ++r) frame += (r ? "," : "") + parts[r];
+    frame += "]}";
+    diagnosis::SampleFrameText scanned;
+    std::string fresh;
+    double e2 = CpuUs();
+    ok &= diagnosis::ScanSampleFrame(frame, &scanned) && scanned.entries.size() == static_cast<size_t>(ranks);
+    for (int r = 0; ok && r < ranks; ++r) {
+      ok &= dec[r].ApplyText(scanned.entries[r].text, &fresh).ok();
       ok &= dec[r].StateInto(&held[r]).ok();  // as the coordinator does
     }
     double f = CpuUs();
+    for (int r = 0; r < ranks; ++r) entries[r] = json::parse(parts[r]);
     if (!ok) {
       std::fprintf(stderr, "tick %d: decode failed\n", t);
       return 1;
@@ -128,11 +137,11 @@ int main(int argc, char** argv) {
     if (t > 0) {  // the first tick is each rank's keyframe
       full.tick += b - a, delta.tick += b - a;
       full.encode += c - b, full.decode += d - c;
-      delta.encode += e - d, delta.decode += f - e;
+      delta.encode += e - d, delta.decode += f - e2;
       for (int r = 0; r < ranks; ++r) full.bytes += wholes[r].size(), delta.bytes += parts[r].size();
       if (t % step_every == 0)
-        for (auto& entry : entries)
-          if (!entry.value("full", false)) big_entries.push_back(std::move(entry));  // deltas, not keyframes
+        for (int r = 0; r < ranks; ++r)
+          if (!entries[r].value("full", false)) big_entries.push_back(parts[r]);  // deltas, not keyframes
     }
   }
   const double n = static_cast<double>(ranks) * (ticks - 1);
@@ -164,15 +173,27 @@ int main(int argc, char** argv) {
   }
   // Entries of a tick with a step (the busier kind), from the last such tick.
   big_entries.erase(big_entries.begin(), big_entries.end() - std::min<long>(ranks, big_entries.size()));
-  for (int r = 0; r < big; ++r) texts.push_back(big_entries[r % big_entries.size()].dump());
+  // Frames of 8 ranks (a node of 8 GPUs), each entry a delta some rank of the small job sent.
+  constexpr int kPerAgent = 8;
+  for (int r = 0; r < big; r += kPerAgent) {
+    std::string frame = "{\"type\":\"sample\",\"now_ns\":1,\"ranks\":[";
+    for (int k = r; k < std::min(big, r + kPerAgent); ++k)
+      frame += (k > r ? "," : "") + big_entries[k % big_entries.size()];
+    texts.push_back(frame + "]}");
+  }
   // Replaying the same delta keeps each reader valid: it drops and keeps what a real one would.
   double a = CpuUs();
   const int big_ticks = 5;
+  diagnosis::SampleFrameText scanned;
+  std::string fresh;
   for (int t = 0; t < big_ticks; ++t)
-    for (int r = 0; r < big; ++r) {
-      json e = json::parse(texts[r]);
-      (void)readers[r].Apply(e);
-      (void)readers[r].StateInto(&big_held[r]);
+    for (size_t f = 0; f < texts.size(); ++f) {
+      if (!diagnosis::ScanSampleFrame(texts[f], &scanned)) return 1;
+      for (size_t k = 0; k < scanned.entries.size(); ++k) {
+        const size_t r = f * kPerAgent + k;
+        (void)readers[r].ApplyText(scanned.entries[k].text, &fresh);
+        (void)readers[r].StateInto(&big_held[r]);
+      }
     }
   double per_tick = (CpuUs() - a) / big_ticks;
   std::printf("coordinator, %d ranks: %.1f ms CPU per sample tick => %.1f %% of one core at 5 Hz (%.4f %% per rank)\n",

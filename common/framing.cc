@@ -92,9 +92,25 @@ std::string FrameDecoder::TakeBuffered() {
   return rest;
 }
 
+Result<nlohmann::json> ParseFramePayload(std::string_view payload) {
+  auto parsed = ParseJsonBounded(payload);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_object()) return Corruption("frame payload is not a JSON object");
+  return std::move(parsed).value();
+}
+
 Result<std::optional<nlohmann::json>> FrameDecoder::Next() {
+  auto text = NextText();
+  if (!text.ok()) return text.status();
+  if (!text->has_value()) return std::optional<nlohmann::json>();
+  auto parsed = ParseFramePayload(**text);
+  if (!parsed.ok()) return parsed.status();
+  return std::optional<nlohmann::json>(std::move(parsed).value());
+}
+
+Result<std::optional<std::string>> FrameDecoder::NextText() {
   if (!broken_.ok()) return broken_;
-  if (buffered() < kHeaderSize) return std::optional<nlohmann::json>();
+  if (buffered() < kHeaderSize) return std::optional<std::string>();
   const auto* h = reinterpret_cast<const unsigned char*>(buffer_.data() + consumed_);
   if (std::memcmp(h, kMagic, 3) != 0) {
     broken_ = Corruption("bad frame magic (not a dsdoctor peer?)");
@@ -111,10 +127,9 @@ Result<std::optional<nlohmann::json>> FrameDecoder::Next() {
     log::Get("wire")->debug("frame stream broken: {}", broken_.message());
     return broken_;
   }
-  if (buffered() < kHeaderSize + n) return std::optional<nlohmann::json>();
-  std::string_view payload(buffer_.data() + consumed_ + kHeaderSize, n);
+  if (buffered() < kHeaderSize + n) return std::optional<std::string>();
+  std::string payload(buffer_.data() + consumed_ + kHeaderSize, n);
   consumed_ += kHeaderSize + n;
-  auto parsed = ParseJsonBounded(payload);
   if (consumed_ == buffer_.size()) {
     // Everything read: an idle connection gives back the room a big frame took (a coordinator
     // holds thousands of connections).
@@ -124,9 +139,7 @@ Result<std::optional<nlohmann::json>> FrameDecoder::Next() {
     else
       buffer_.clear();
   }
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_object()) return Corruption("frame payload is not a JSON object");
-  return std::optional<nlohmann::json>(std::move(parsed).value());
+  return std::optional<std::string>(std::move(payload));
 }
 
 }  // namespace dsd::wire

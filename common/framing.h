@@ -36,6 +36,9 @@ Result<std::string> EncodeFrameText(std::string_view payload, size_t max_frame_b
 // so hostile input cannot exhaust the stack. Errors name the byte offset.
 Result<nlohmann::json> ParseJsonBounded(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
+// A frame's payload as Next reads it: a JSON object within the depth bound, else an error.
+Result<nlohmann::json> ParseFramePayload(std::string_view payload);
+
 class FrameDecoder {
  public:
   explicit FrameDecoder(size_t max_frame_bytes = kDefaultMaxFrameBytes) : max_frame_bytes_(max_frame_bytes) {}
@@ -48,6 +51,9 @@ class FrameDecoder {
   // same error, since no resynchronisation is possible. A bad payload (not JSON, not an object)
   // is an error for that frame only; the decoder then continues with the next frame.
   Result<std::optional<nlohmann::json>> Next();
+  // The same, with the payload left as text for a caller that reads it in place (ParseFramePayload
+  // gives what Next would). Header errors as for Next.
+  Result<std::optional<std::string>> NextText();
 
   size_t buffered() const { return buffer_.size() - consumed_; }
   // Hands over the bytes received beyond the last complete frame, for a connection that switches

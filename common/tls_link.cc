@@ -445,11 +445,15 @@ Status SendFrameText(Link& link, std::string_view payload) {
   return link.Send(frame);
 }
 
-Result<nlohmann::json> RecvFrame(Link& link, wire::FrameDecoder& decoder, Duration timeout) {
+namespace {
+
+// Feeds `decoder` from the link until next() yields a message.
+template <typename T, typename NextFn>
+Result<T> RecvWith(Link& link, wire::FrameDecoder& decoder, Duration timeout, NextFn next_fn) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string bytes;
   while (true) {
-    auto next = decoder.Next();
+    auto next = next_fn();
     if (!next.ok()) return next.status();
     if (next->has_value()) return std::move(**next);
     auto left = deadline - std::chrono::steady_clock::now();
@@ -462,6 +466,16 @@ Result<nlohmann::json> RecvFrame(Link& link, wire::FrameDecoder& decoder, Durati
     if (!st.ok()) return st;
     decoder.Feed(bytes);
   }
+}
+
+}  // namespace
+
+Result<nlohmann::json> RecvFrame(Link& link, wire::FrameDecoder& decoder, Duration timeout) {
+  return RecvWith<nlohmann::json>(link, decoder, timeout, [&] { return decoder.Next(); });
+}
+
+Result<std::string> RecvFrameText(Link& link, wire::FrameDecoder& decoder, Duration timeout) {
+  return RecvWith<std::string>(link, decoder, timeout, [&] { return decoder.NextText(); });
 }
 
 Status SendRaw(Link& link, std::string_view bytes) { return SendAll(link.fd(), bytes); }

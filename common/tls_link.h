@@ -95,6 +95,8 @@ Status SendFrame(Link& link, const nlohmann::json& message);
 // A frame whose JSON object text the caller wrote (common/json_text.h): the run samples.
 Status SendFrameText(Link& link, std::string_view payload);
 Result<nlohmann::json> RecvFrame(Link& link, wire::FrameDecoder& decoder, Duration timeout);
+// The same, the payload left as text (wire::FrameDecoder::NextText).
+Result<std::string> RecvFrameText(Link& link, wire::FrameDecoder& decoder, Duration timeout);
 
 // Sends the whole of `bytes` on a link's socket, outside TLS (the p2p bandwidth filler).
 Status SendRaw(Link& link, std::string_view bytes);

@@ -92,6 +92,14 @@ AgentSource::~AgentSource() {
   for (auto& a : agents_) a->client.link().Shutdown();
   for (auto& a : agents_)
     if (a->reader.joinable()) a->reader.join();
+  const SampleReads r = sample_reads();
+  log::Get("run")->debug("sample frames: {} read in place, {} parsed; rank entries: {} read in place, {} parsed",
+                         r.frames_in_place, r.frames_parsed, r.entries_in_place, r.entries_parsed);
+}
+
+AgentSource::SampleReads AgentSource::sample_reads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reads_;
 }
 
 Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
@@ -271,8 +279,17 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
 
 void AgentSource::Read(Agent& a) {
   auto log = log::Get("run");
+  diagnosis::SampleFrameText sample;  // its entries' storage is reused frame after frame
   while (true) {
-    auto msg = net::RecvFrame(a.client.link(), a.client.decoder(), std::chrono::seconds(3600));
+    // Sample frames, nearly all of them, are read in place (diagnosis::ScanSampleFrame); any other
+    // frame, or one of another shape, is parsed as a JSON tree.
+    auto text = net::RecvFrameText(a.client.link(), a.client.decoder(), std::chrono::seconds(3600));
+    const bool in_place = text.ok() && diagnosis::ScanSampleFrame(*text, &sample);
+    Result<nlohmann::json> msg = nlohmann::json();
+    if (!text.ok())
+      msg = text.status();
+    else if (!in_place)
+      msg = wire::ParseFramePayload(*text);
     if (!msg.ok()) {
       if (msg.status().code() == StatusCode::kTimeout) continue;
       // Shut the socket down whatever the error (a broken stream too), so the agent sees it and
@@ -293,10 +310,53 @@ void AgentSource::Read(Agent& a) {
     std::lock_guard<std::mutex> lock(mu_);
     a.last_frame = clock_->Now();
     try {
-      Handle(a, *msg, live);
+      if (in_place) {
+        ++reads_.frames_in_place;
+        HandleSample(a, sample, live);
+      } else {
+        Handle(a, *msg, live);
+      }
     } catch (const nlohmann::json::exception& e) {
       // An agent's frame of the wrong shape degrades that frame, never the coordinator.
       log->warn("agent {}: ignoring a malformed frame: {}", a.client.agent_name(), e.what());
+    }
+  }
+}
+
+void AgentSource::HandleSample(Agent& a, const diagnosis::SampleFrameText& frame, bool live) {
+  if (live) a.last_live = a.last_frame;
+  std::string fresh;  // a rank's output that came with its entry
+  for (const auto& entry : frame.entries) {
+    const int r = entry.rank;
+    if (std::find(a.ranks.begin(), a.ranks.end(), r) == a.ranks.end()) continue;
+    // Each entry holds what changed since the rank's previous one (diagnosis/sample_delta.h).
+    auto& reader = deltas_[r];
+    fresh.clear();
+    const Status applied = reader.ApplyText(entry.text, &fresh);
+    ++(reader.last_in_place() ? reads_.entries_in_place : reads_.entries_parsed);
+    if (!applied.ok()) {
+      if (delta_refused_.insert(r).second) {  // once until one applies again: never a line per tick
+        log::Get("run")->warn("agent {}: ignoring rank {}'s samples until it restates them: {}", a.client.agent_name(),
+                              r, applied.message());
+        a.resync.push_back(r);
+      }
+      continue;
+    }
+    delta_refused_.erase(r);
+    if (reader.rank() != r) continue;
+    // The state itself is read out at the next Tick (TickLocked).
+    if (frame.now_ns)
+      sampled_at_[r] = *frame.now_ns;
+    else
+      sampled_at_.erase(r);
+    if (!fresh.empty()) pending_log_[r] += fresh;
+  }
+  if (!frame.log_dir.empty()) {
+    if (auto space = wire::ParseJsonBounded(frame.log_dir); space.ok()) {
+      if (auto d = diagnosis::LogDirStatusFromJson(*space); d.ok()) {
+        d->node = a.client.agent_name();  // the node is who we connected to, whatever the frame says
+        a.log_dir = std::move(*d);
+      }
     }
   }
 }
@@ -305,41 +365,10 @@ void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
   const auto type = msg.find("type");
   if (type == msg.end() || !type->is_string()) return;
   if (*type == "sample") {
-    if (live) a.last_live = a.last_frame;
-    const auto list = msg.find("ranks");
-    if (list == msg.end() || !list->is_array()) return;
-    const auto now_ns = msg.find("now_ns");
-    for (const auto& j : *list) {
-      const auto rank = j.is_object() ? j.find("rank") : j.end();
-      if (rank == j.end() || !rank->is_number_integer()) continue;
-      const int r = rank->get<int>();
-      if (std::find(a.ranks.begin(), a.ranks.end(), r) == a.ranks.end()) continue;
-      // Each entry holds what changed since the rank's previous one (diagnosis/sample_delta.h).
-      auto& reader = deltas_[r];
-      if (Status applied = reader.Apply(j); !applied.ok()) {
-        if (delta_refused_.insert(r).second) {  // once until one applies again: never a line per tick
-          log::Get("run")->warn("agent {}: ignoring rank {}'s samples until it restates them: {}",
-                                a.client.agent_name(), r, applied.message());
-          a.resync.push_back(r);
-        }
-        continue;
-      }
-      delta_refused_.erase(r);
-      if (reader.rank() != r) continue;
-      // The state itself is read out at the next Tick (TickLocked).
-      if (now_ns != msg.end() && now_ns->is_number_integer())
-        sampled_at_[r] = now_ns->get<int64_t>();
-      else
-        sampled_at_.erase(r);
-      if (const auto log = j.find("log"); log != j.end() && log->is_string())
-        pending_log_[r] += log->get_ref<const std::string&>();
-    }
-    if (const auto space = msg.find("log_dir"); space != msg.end()) {
-      if (auto d = diagnosis::LogDirStatusFromJson(*space); d.ok()) {
-        d->node = a.client.agent_name();  // the node is who we connected to, whatever the frame says
-        a.log_dir = std::move(*d);
-      }
-    }
+    diagnosis::SampleFrameText frame;
+    (void)diagnosis::SampleFrameFromJson(msg, &frame);
+    ++reads_.frames_parsed;
+    HandleSample(a, frame, live);
   } else if (*type == "log") {
     // A rank's output that did not fit its sample: it comes first, in order.
     const auto rank = msg.find("rank");

@@ -97,6 +97,12 @@ class AgentSource final : public RankSource {
   std::vector<AgentHealth> Health() const override;
   bool CaughtUp() const override;
   std::vector<diagnosis::LogDirStatus> LogDirs() const override;
+  // How the agents' sample frames and their rank entries were read: in place (the usual way, from
+  // agents of this version) or through a JSON tree (other shapes). Logged at debug level at the end.
+  struct SampleReads {
+    uint64_t frames_in_place = 0, frames_parsed = 0, entries_in_place = 0, entries_parsed = 0;
+  };
+  SampleReads sample_reads() const;
 
  private:
   struct Agent {
@@ -120,6 +126,7 @@ class AgentSource final : public RankSource {
   void Read(Agent& a);
   void TickLocked(std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs);  // mu_ held
   void Handle(Agent& a, const nlohmann::json& msg, bool live);                                // mu_ held
+  void HandleSample(Agent& a, const diagnosis::SampleFrameText& frame, bool live);            // mu_ held
   bool Lost(const Agent& a, MonoTime now) const;                                              // mu_ held
   Duration SilenceLimit() const;  // lost_after_samples periods, at least 1 s
 
@@ -133,6 +140,7 @@ class AgentSource final : public RankSource {
   std::map<int, int64_t> sampled_at_;  // by rank: now_ns of the frame its newest entry came in
   std::set<int> delta_refused_;        // ranks whose last entry did not apply
   std::map<int, std::string> pending_log_;
+  SampleReads reads_;
   std::map<int, std::string> stacks_;
   MonoTime last_tick_{};   // the coordinator's previous Tick
   MonoTime resumed_{};     // when the coordinator last came back from a stall

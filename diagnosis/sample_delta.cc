@@ -4,6 +4,7 @@
 #include <concepts>
 #include <utility>
 
+#include "common/framing.h"
 #include "common/json_text.h"
 
 namespace dsd::diagnosis {
@@ -288,16 +289,246 @@ Status SampleDeltaReader::Merge(const json& entry) {
       tail.push_back(std::move(rec));
     }
   }
+  Commit(parsed, full, drop, keep, &tail, tail.size());
+  return Status::Ok();
+}
+
+void SampleDeltaReader::Commit(RankState& parsed, bool full, size_t drop, size_t keep, std::vector<OpRecord>* tail,
+                               size_t tail_size) {
   if (full) {
     recent_.clear();
   } else {
     recent_.erase(recent_.begin(), recent_.begin() + static_cast<long>(drop));
     recent_.resize(keep);
   }
-  for (auto& r : tail) recent_.push_back(std::move(r));
-  parsed_ = std::move(parsed);
+  for (size_t i = 0; i < tail_size; ++i) recent_.push_back(std::move((*tail)[i]));
+  std::swap(parsed_, parsed);
   primed_ = has_state_ = true;
+}
+
+namespace {
+
+using jsontext::Reader;
+
+bool ReadValue(Reader& in, std::string* v) { return in.String(v); }
+bool ReadValue(Reader& in, bool* v) { return in.Bool(v); }
+template <std::integral T>
+requires(!std::same_as<T, bool>) bool ReadValue(Reader& in, T* v) { return in.Integer(v); }
+
+// ToCompactJson's array, every element of its type (OpRecordFromArray's rules).
+bool ReadRecord(Reader& in, OpRecord* r) {
+  int async = 0;
+  const bool ok = in.Consume('[') && in.String(&r->op) && in.Consume(',') && in.Integer(&r->seq) && in.Consume(',') &&
+                  in.Integer(&r->comm) && in.Consume(',') && in.String(&r->dtype) && in.Consume(',') &&
+                  in.String(&r->reduce) && in.Consume(',') && in.Integer(&r->count) && in.Consume(',') &&
+                  in.Integer(&r->bytes) && in.Consume(',') && in.Integer(&r->peer) && in.Consume(',') &&
+                  in.String(&r->callsite) && in.Consume(',') && in.String(&r->state) && in.Consume(',') &&
+                  in.Integer(&r->started_ns) && in.Consume(',') && in.Integer(&r->ended_ns) && in.Consume(',') &&
+                  in.Integer(&async) && in.Consume(']');
+  r->async = async != 0;
+  return ok && !r->op.empty();
+}
+
+// ToJson(ProcSample)'s object (PatchRankState's rules), each field at most once.
+bool ReadProc(Reader& in, ProcSample* p) {
+  *p = ProcSample{};
+  p->valid = true;
+  if (!in.Consume('{')) return false;
+  if (in.Consume('}')) return true;
+  unsigned seen = 0;
+  do {
+    std::string_view key;
+    if (!in.PlainString(&key) || !in.Consume(':')) return false;
+    static constexpr std::string_view kKeys[] = {"state", "wchan", "cpu_fraction", "flat_for_s", "tree_cpu_s"};
+    const size_t k = static_cast<size_t>(std::find(std::begin(kKeys), std::end(kKeys), key) - std::begin(kKeys));
+    if (k == std::size(kKeys) || (seen >> k & 1)) return false;
+    seen |= 1u << k;
+    bool ok = false;
+    if (k == 0) {
+      std::string st;
+      ok = in.String(&st);
+      p->state = st.empty() ? '?' : st[0];
+    } else if (k == 1) {
+      ok = in.String(&p->wchan);
+    } else {
+      ok = in.Number(k == 2 ? &p->cpu_fraction : k == 3 ? &p->flat_for_s : &p->tree_cpu_s);
+    }
+    if (!ok) return false;
+  } while (in.Consume(','));
+  return in.Consume('}');
+}
+
+// The fields an entry patches (PatchRankState's), read in place.
+struct FieldReader {
+  std::string_view key;
+  bool (*read)(Reader& in, RankState& s);
+};
+
+// clang-format off
+#define DSD_READ(name) FieldReader{#name, [](Reader& in, RankState& s) { return ReadValue(in, &s.name); }}
+// clang-format on
+
+const FieldReader kReaders[] = {
+    DSD_READ(node),
+    DSD_READ(local_rank),
+    DSD_READ(pid),
+    {"status",
+     [](Reader& in, RankState& s) {
+       std::string_view v;
+       if (!in.PlainString(&v)) return false;
+       for (RankStatus st : {RankStatus::kRunning, RankStatus::kExited, RankStatus::kNotStarted})
+         if (v == RankStatusName(st)) return s.status = st, true;
+       return false;
+     }},
+    DSD_READ(has_trace),
+    DSD_READ(step),
+    DSD_READ(phase),
+    DSD_READ(phase_ns),
+    DSD_READ(heartbeat_ns),
+    DSD_READ(watchdog_fired),
+    DSD_READ(finished),
+    DSD_READ(exit_code),
+    DSD_READ(signal),
+    DSD_READ(exit_ns),
+    {"in_flight",
+     [](Reader& in, RankState& s) { return ReadRecord(in, s.in_flight ? &*s.in_flight : &s.in_flight.emplace()); }},
+    {"last", [](Reader& in, RankState& s) { return ReadRecord(in, s.last ? &*s.last : &s.last.emplace()); }},
+    DSD_READ(last_error),
+    {"proc", [](Reader& in, RankState& s) { return ReadProc(in, &s.proc); }},
+    DSD_READ(stack),
+    DSD_READ(last_output_ns),
+    DSD_READ(sample_ns),
+    DSD_READ(unobserved),
+};
+
+#undef DSD_READ
+
+}  // namespace
+
+Status SampleDeltaReader::ApplyText(std::string_view entry, std::string* log) {
+  last_in_place_ = MergeText(entry, log);
+  if (last_in_place_) return Status::Ok();
+  auto parsed = wire::ParseJsonBounded(entry);
+  if (!parsed.ok()) {
+    primed_ = false;
+    return InvalidArgument("sample: rank entry: " + parsed.status().message());
+  }
+  DSD_RETURN_IF_ERROR(Apply(*parsed));
+  if (const auto l = parsed->find("log"); l != parsed->end() && l->is_string())
+    log->append(l->get_ref<const std::string&>());
   return Status::Ok();
+}
+
+bool SampleDeltaReader::MergeText(std::string_view text, std::string* log) {
+  Reader in(text);
+  if (!in.Consume('{') || in.Peek() == '}') return false;
+  // "full" comes before the fields, as writers write it: whether the entry patches the held state or
+  // a fresh one depends on it.
+  int rank = 0;
+  bool have_rank = false, have_full = false, full = false, based = false;
+  auto base = [&] {
+    if (!full && !primed_) return false;
+    if (full)
+      staged_ = RankState{};
+    else
+      staged_ = parsed_;  // assigned over the last one: its strings' storage is reused
+    if (have_rank) staged_.rank = rank;
+    based = true;
+    return true;
+  };
+  constexpr size_t kReaderCount = std::size(kReaders);
+  uint64_t seen = 0;  // a bit per kReaders entry, then per special key below
+  enum : size_t { kUnset = kReaderCount, kDrop, kKeep, kTail, kLog };
+  std::vector<std::string_view> unset;
+  uint64_t drop = 0, keep = 0;
+  size_t tail_size = 0;
+  std::string fresh_log;
+  do {
+    std::string_view key;
+    if (!in.PlainString(&key) || !in.Consume(':')) return false;
+    if (key == "rank") {
+      if (have_rank || !in.Integer(&rank)) return false;
+      have_rank = true;
+      if (based) staged_.rank = rank;
+      continue;
+    }
+    if (key == "full") {
+      if (have_full || based || !in.Bool(&full)) return false;
+      have_full = true;
+      continue;
+    }
+    if (!based && !base()) return false;
+    size_t k = 0;
+    while (k < kReaderCount && kReaders[k].key != key) ++k;
+    if (k == kReaderCount) {
+      if (key == "unset")
+        k = kUnset;
+      else if (key == "recent_drop")
+        k = kDrop;
+      else if (key == "recent_keep")
+        k = kKeep;
+      else if (key == "recent_tail")
+        k = kTail;
+      else if (key == "log")
+        k = kLog;
+      else
+        return false;  // "recent" (a whole state), or a field this reader does not know
+    }
+    if (seen >> k & 1) return false;
+    seen |= uint64_t{1} << k;
+    bool ok = true;
+    switch (k) {
+      case kUnset:
+        ok = in.Consume('[');
+        if (ok && !in.Consume(']')) {
+          do {
+            std::string_view name;
+            if (!in.PlainString(&name)) return false;
+            unset.push_back(name);
+          } while (in.Consume(','));
+          ok = in.Consume(']');
+        }
+        break;
+      case kDrop:
+        ok = in.UInt(&drop);
+        break;
+      case kKeep:
+        ok = in.UInt(&keep);
+        break;
+      case kTail:
+        ok = in.Consume('[');
+        if (ok && !in.Consume(']')) {
+          do {
+            if (tail_size == kMaxHeldRecentRecords) return false;
+            if (tail_size == tail_.size()) tail_.emplace_back();
+            if (!ReadRecord(in, &tail_[tail_size++])) return false;
+          } while (in.Consume(','));
+          ok = in.Consume(']');
+        }
+        break;
+      case kLog:
+        ok = in.String(&fresh_log);
+        break;
+      default:
+        ok = kReaders[k].read(in, staged_);
+    }
+    if (!ok) return false;
+  } while (in.Consume(','));
+  if (!in.Consume('}') || !in.AtEnd()) return false;
+  if (!based && !base()) return false;
+  for (std::string_view name : unset) ClearRankStateField(name, &staged_);
+  // Merge's window rules; anything it would refuse is left to it, for its error.
+  if (full) {
+    drop = keep = 0;
+  } else if (seen >> kTail & 1) {
+    if (drop > recent_.size() || keep > recent_.size() - drop) return false;
+  } else {
+    drop = 0, keep = recent_.size();
+  }
+  if (keep + tail_size > kMaxHeldRecentRecords) return false;
+  Commit(staged_, full, drop, keep, &tail_, tail_size);
+  if (seen >> kLog & 1) log->append(fresh_log);
+  return true;
 }
 
 Result<RankState> SampleDeltaReader::State() const {
@@ -318,6 +549,101 @@ Status SampleDeltaReader::StateInto(RankState* out) const {
   window.assign(recent_.begin(), recent_.end());  // over the old records: their storage is reused
   out->recent = std::move(window);
   return Status::Ok();
+}
+
+}  // namespace dsd::diagnosis
+
+namespace dsd::diagnosis {
+
+bool ScanSampleFrame(std::string_view payload, SampleFrameText* out) {
+  out->now_ns.reset();
+  out->entries.clear();
+  out->log_dir = {};
+  out->owned.clear();
+  // Depths as wire::ParseJsonBounded counts them: the frame is 1, "ranks" 2, an entry 3.
+  constexpr int kBelowFrame = static_cast<int>(wire::kMaxJsonDepth) - 1;
+  constexpr int kBelowEntry = static_cast<int>(wire::kMaxJsonDepth) - 3;
+  jsontext::Reader in(payload);
+  if (!in.Consume('{') || in.Peek() == '}') return false;
+  bool sample = false;
+  unsigned seen = 0;
+  do {
+    std::string_view key;
+    if (!in.PlainString(&key) || !in.Consume(':')) return false;
+    const unsigned bit = key == "type" ? 1 : key == "now_ns" ? 2 : key == "ranks" ? 4 : key == "log_dir" ? 8 : 0;
+    if (seen & bit) return false;  // a key twice: the full parser keeps the last, we would read the first
+    seen |= bit;
+    bool ok = true;
+    if (bit == 1) {
+      std::string_view type;
+      ok = in.PlainString(&type);
+      sample = type == "sample";
+    } else if (bit == 2) {
+      int64_t now = 0;
+      ok = in.Int(&now);
+      out->now_ns = now;
+    } else if (bit == 4) {
+      ok = in.Consume('[');
+      if (ok && !in.Consume(']')) {
+        do {
+          // An entry: an object with one integer "rank", its text kept whole for ApplyText.
+          if (in.Peek() != '{') return false;
+          const size_t start = in.position();
+          in.Consume('{');
+          SampleFrameText::Entry entry;
+          bool have_rank = false;
+          if (!in.Consume('}')) {
+            do {
+              std::string_view field;
+              if (!in.PlainString(&field) || !in.Consume(':')) return false;
+              if (field == "rank") {
+                if (have_rank || !in.Integer(&entry.rank)) return false;
+                have_rank = true;
+              } else if (!in.Skip(nullptr, kBelowEntry)) {
+                return false;
+              }
+            } while (in.Consume(','));
+            if (!in.Consume('}')) return false;
+          }
+          if (!have_rank) return false;
+          entry.text = payload.substr(start, in.position() - start);
+          out->entries.push_back(entry);
+        } while (in.Consume(','));
+        ok = in.Consume(']');
+      }
+    } else {
+      std::string_view span;
+      ok = in.Skip(&span, kBelowFrame);
+      if (bit == 8) out->log_dir = span;
+    }
+    if (!ok) return false;
+  } while (in.Consume(','));
+  return in.Consume('}') && in.AtEnd() && sample;
+}
+
+bool SampleFrameFromJson(const json& frame, SampleFrameText* out) {
+  out->now_ns.reset();
+  out->entries.clear();
+  out->log_dir = {};
+  out->owned.clear();
+  const auto type = frame.is_object() ? frame.find("type") : frame.end();
+  if (type == frame.end() || !type->is_string() || *type != "sample") return false;
+  if (const auto now = frame.find("now_ns"); now != frame.end() && now->is_number_integer())
+    out->now_ns = now->get<int64_t>();
+  // Each part as text, as ScanSampleFrame finds it; the views are made once `owned` stops growing.
+  std::vector<int> ranks;
+  if (const auto list = frame.find("ranks"); list != frame.end() && list->is_array())
+    for (const auto& j : *list) {
+      const auto rank = j.is_object() ? j.find("rank") : j.end();
+      if (rank == j.end() || !rank->is_number_integer()) continue;
+      ranks.push_back(rank->get<int>());
+      out->owned.push_back(j.dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+  const auto log_dir = frame.find("log_dir");
+  if (log_dir != frame.end()) out->owned.push_back(log_dir->dump(-1, ' ', false, json::error_handler_t::replace));
+  for (size_t i = 0; i < ranks.size(); ++i) out->entries.push_back({ranks[i], out->owned[i]});
+  if (log_dir != frame.end()) out->log_dir = out->owned.back();
+  return true;
 }
 
 }  // namespace dsd::diagnosis

@@ -17,7 +17,9 @@
 
 #include <deque>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -61,6 +63,13 @@ class SampleDeltaReader {
   // error and leaves the held state unchanged; deltas are then refused until the next keyframe
   // (the writer's base and ours may differ from here on).
   Status Apply(const nlohmann::json& entry);
+  // Apply for the entry's JSON text, as the coordinator receives it. Text of the shape writers
+  // write is read in place, without a JSON tree (docs/performance.md, "Run sampling"); any other
+  // text is parsed and given to Apply, so the result is the same either way. When the entry
+  // applies, its "log" field (the rank's fresh output, a string) is appended to *log.
+  Status ApplyText(std::string_view entry, std::string* log);
+  // Whether the last ApplyText read its entry in place (tests, benchmarks).
+  bool last_in_place() const { return last_in_place_; }
   bool primed() const { return primed_; }
   // The state as of the last applied entry (still held while later deltas are refused).
   Result<RankState> State() const;
@@ -72,10 +81,39 @@ class SampleDeltaReader {
 
  private:
   Status Merge(const nlohmann::json& entry);
+  // The in-place read: false, with nothing held changed, for text it does not take (then Apply
+  // decides, errors included: this path has none of its own).
+  bool MergeText(std::string_view entry, std::string* log);
+  // The edit both paths end with, once the entry was read and checked: `parsed` becomes the held
+  // state (swapped with it), and the window drops, keeps and appends (*tail)[0, tail_size).
+  void Commit(RankState& parsed, bool full, size_t drop, size_t keep, std::vector<OpRecord>* tail, size_t tail_size);
   bool primed_ = false;     // deltas are accepted
   bool has_state_ = false;  // an entry applied: parsed_ and recent_ are a state
+  bool last_in_place_ = false;
   RankState parsed_;        // the state's fields (its window is recent_)
   std::deque<OpRecord> recent_;
+  RankState staged_;            // MergeText's patch, made on a copy: nothing held changes before it is read
+  std::vector<OpRecord> tail_;  // MergeText's records, kept for their storage
 };
+
+// A "sample" frame as the coordinator reads it: the agent's clock, and each rank entry's text
+// with its rank (for SampleDeltaReader::ApplyText).
+struct SampleFrameText {
+  std::optional<int64_t> now_ns;  // absent, or not an integer: unknown
+  struct Entry {
+    int rank = -1;
+    std::string_view text;
+  };
+  std::vector<Entry> entries;      // objects with an integer "rank"; other entries are left out
+  std::string_view log_dir;        // the "log_dir" value's text; empty when absent
+  std::vector<std::string> owned;  // the text the views point into, when made from a JSON value
+};
+
+// Finds a sample frame's parts in its payload text, without building a JSON tree. False when the
+// payload is not a sample frame or not of the shape agents write (an entry without a rank, a key
+// twice, anything that is not JSON): the caller parses it then, and SampleFrameFromJson reads it.
+bool ScanSampleFrame(std::string_view payload, SampleFrameText* out);
+// The same parts of a parsed frame; false when it is not a sample frame with a "ranks" array.
+bool SampleFrameFromJson(const nlohmann::json& frame, SampleFrameText* out);
 
 }  // namespace dsd::diagnosis

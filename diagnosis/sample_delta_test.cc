@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "common/framing.h"
+
 namespace dsd::diagnosis {
 namespace {
 
@@ -38,67 +40,82 @@ RankState Running(int rank) {
   return s;
 }
 
-// Writer → JSON text → reader, as on the wire; the reader must hold exactly the writer's state.
-void Deliver(SampleDeltaWriter& w, SampleDeltaReader& r, const RankState& s, size_t* bytes = nullptr) {
-  json entry = json::parse(w.Encode(s).dump());
-  if (bytes) *bytes = entry.dump().size();
-  ASSERT_TRUE(r.Apply(entry).ok()) << r.Apply(entry).ToString();
-  auto got = r.State();
-  ASSERT_TRUE(got.ok());
-  EXPECT_EQ(ToJson(*got), ToJson(s));
+// A reader of parsed entries (Apply) and one of their text (ApplyText, as the coordinator reads
+// them), fed the same entries.
+struct Readers {
+  SampleDeltaReader tree, text;
+};
+
+// Writer → JSON text → readers, as on the wire; both must hold exactly the writer's state. The
+// writer's text with records as arrays is read in place.
+void Deliver(SampleDeltaWriter& w, Readers& r, const RankState& s, bool compact, size_t* bytes = nullptr) {
+  std::string text;
+  w.EncodeTo(s, &text);
+  if (bytes) *bytes = text.size();
+  const json entry = json::parse(text);
+  ASSERT_TRUE(r.tree.Apply(entry).ok()) << r.tree.Apply(entry).ToString();
+  std::string log;
+  ASSERT_TRUE(r.text.ApplyText(text, &log).ok()) << text;
+  if (compact) EXPECT_TRUE(r.text.last_in_place()) << text;
+  for (const SampleDeltaReader* reader : {&r.tree, &r.text}) {
+    auto got = reader->State();
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(ToJson(*got), ToJson(s));
+  }
 }
 
-TEST(SampleDeltaTest, DeltasRebuildEveryStateAndCarryOnlyWhatChanged) {
-  SampleDeltaWriter w;
-  SampleDeltaReader r;
+class SampleDeltaFormsTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SampleDeltaFormsTest, DeltasRebuildEveryStateAndCarryOnlyWhatChanged) {
+  const bool compact = GetParam();
+  SampleDeltaWriter w(compact);
+  Readers r;
   RankState s = Running(3);
   int64_t t = 1000;
   for (int i = 0; i < 64; ++i) s.recent.push_back(Record(t += 1000, i));
   size_t full_bytes = 0, bytes = 0;
-  Deliver(w, r, s, &full_bytes);
+  Deliver(w, r, s, compact, &full_bytes);
   // A quiet tick: nothing changed but the sample time.
   s.sample_ns = 77;
-  Deliver(w, r, s, &bytes);
+  Deliver(w, r, s, compact, &bytes);
   EXPECT_LT(bytes, 40u) << "only rank and sample_ns";
   // A step: the oldest record falls out of the window, a new one starts (in flight).
   s.recent.erase(s.recent.begin());
   s.recent.push_back(Record(t += 1000, 64, "started"));
   s.in_flight = s.recent.back();
   s.step = 1;
-  Deliver(w, r, s, &bytes);
+  Deliver(w, r, s, compact, &bytes);
   EXPECT_LT(bytes * 8, full_bytes) << "one record and a few fields, not the window";
   // It completes in place, and the in-flight call is gone.
   s.recent.back().state = "completed";
   s.recent.back().ended_ns = t + 10;
   s.last = s.recent.back();
   s.in_flight.reset();
-  Deliver(w, r, s);
+  Deliver(w, r, s, compact);
   // Three at once, two of them pushing out the oldest.
   for (int i = 0; i < 3; ++i) s.recent.push_back(Record(t += 1000, 65 + i));
   s.recent.erase(s.recent.begin(), s.recent.begin() + 2);
-  Deliver(w, r, s);
+  Deliver(w, r, s, compact);
   // Its process exits: proc goes away, exit fields appear.
   s.status = RankStatus::kExited;
   s.proc.valid = false;
   s.exit_code = 1;
   s.exit_ns = t;
-  Deliver(w, r, s);
+  Deliver(w, r, s, compact);
   // The trace is replaced by one with nothing in common (a restarted rank).
   s.recent = {Record(1, 0), Record(2, 1)};
-  Deliver(w, r, s);
+  Deliver(w, r, s, compact);
   s.recent.clear();
-  Deliver(w, r, s);
+  Deliver(w, r, s, compact);
 }
 
 // Every field of the state changes now and then, records come, change and leave, the process
 // exits and starts again: the reader holds exactly the writer's state after every entry, with
 // records as objects and as arrays.
-class SampleDeltaHistoryTest : public ::testing::TestWithParam<bool> {};
-
-TEST_P(SampleDeltaHistoryTest, RandomHistoriesStayInStep) {
+TEST_P(SampleDeltaFormsTest, RandomHistoriesStayInStep) {
   std::mt19937 rng(7);
   SampleDeltaWriter w(/*compact_records=*/GetParam());
-  SampleDeltaReader r;
+  Readers r;
   RankState s = Running(0);
   int64_t t = 0;
   uint64_t seq = 0;
@@ -136,12 +153,12 @@ TEST_P(SampleDeltaHistoryTest, RandomHistoriesStayInStep) {
     s.last_output_ns = maybe(3) ? t : s.last_output_ns;
     s.unobserved = maybe(12);
     s.sample_ns = maybe(25) ? 0 : tick;
-    Deliver(w, r, s);
+    Deliver(w, r, s, GetParam());
     if (HasFailure()) return;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(RecordForms, SampleDeltaHistoryTest, ::testing::Bool(),
+INSTANTIATE_TEST_SUITE_P(RecordForms, SampleDeltaFormsTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Arrays" : "Objects"; });
 
 // The writer compares fields on the structs with its own table: its keyframe must name exactly
@@ -171,7 +188,7 @@ TEST(SampleDeltaTest, AKeyframeHoldsExactlyToJsonsFields) {
 TEST(SampleDeltaTest, TextEntriesCarryAnyStringAndExactDoubles) {
   for (bool compact : {false, true}) {
     SampleDeltaWriter w(compact);
-    SampleDeltaReader r;
+    Readers r;
     RankState s = Running(2);
     s.node = "n\u00f6de \"1\"";
     s.phase = "a\tb\\c";
@@ -182,16 +199,16 @@ TEST(SampleDeltaTest, TextEntriesCarryAnyStringAndExactDoubles) {
     odd.callsite = "say \"hi\" \u20ac";
     s.recent.push_back(odd);
     s.in_flight = odd;
-    Deliver(w, r, s);
+    Deliver(w, r, s, /*compact=*/false);  // text with bytes above 0x7f: parsed, not read in place
     s.recent.push_back(Record(20, 2));
     s.recent.back().callsite = "back\\slash\x7f";
     s.last_error = "line one\nline two";
-    Deliver(w, r, s);
+    Deliver(w, r, s, /*compact=*/false);  // text with bytes above 0x7f: parsed, not read in place
     // Bytes that are not UTF-8 become U+FFFD, as in every other frame (wire::EncodeFrame).
     s.recent.back().callsite = "cut \xe2\x82";
     s.stack = "\xff";
-    ASSERT_TRUE(r.Apply(json::parse(w.Encode(s).dump())).ok());
-    auto got = r.State();
+    ASSERT_TRUE(r.tree.Apply(json::parse(w.Encode(s).dump())).ok());
+    auto got = r.tree.State();
     ASSERT_TRUE(got.ok());
     EXPECT_EQ(got->recent.back().callsite, "cut \xef\xbf\xbd");
     EXPECT_EQ(got->stack, "\xef\xbf\xbd");
@@ -314,6 +331,161 @@ TEST(SampleDeltaTest, AWholeStateFromAnOlderAgentIsAKeyframe) {
   SampleDeltaReader r;
   ASSERT_TRUE(r.Apply(ToJson(s)).ok());
   EXPECT_EQ(ToJson(*r.State()), ToJson(s));
+}
+
+// What ApplyText reads in place it must read as Apply reads the parsed entry; what it does not
+// take goes to Apply. Either way the two readers end in the same place: the same result, the same
+// state, the same output. `in_place` says which path the entry must take.
+struct TextCase {
+  std::string text;
+  bool in_place;
+};
+
+TEST(SampleDeltaTest, EntryTextReadsAsItsParsedTree) {
+  RankState primer = Running(1);
+  primer.recent = {Record(10, 0), Record(20, 1, "started")};
+  primer.in_flight = primer.recent.back();
+  const std::string rec = R"(["all_reduce",2,0,"float32","sum",1024,4096,-1,"engine.step","started",30,0,0])";
+  const TextCase cases[] = {
+      // As writers write them.
+      {R"({"rank":1,"sample_ns":5})", true},
+      {R"({"rank":1,"full":true,"node":"n","pid":7,"status":"exited","exit_code":3,"recent_tail":[)" + rec + "]}",
+       true},
+      {R"({"rank":1,"step":4,"recent_drop":1,"recent_keep":1,"recent_tail":[)" + rec + "],\"in_flight\":" + rec +
+           R"(,"log":"a \"b\"\n\\ \u00e9\u0001"})",
+       true},
+      {R"({"rank":1,"unset":["in_flight","proc","exit_code"],"last":)" + rec + "}", true},
+      {R"({"rank":1,"proc":{"cpu_fraction":0.25,"flat_for_s":1e-3,"state":"S","tree_cpu_s":12,"wchan":"futex"}})",
+       true},
+      // Spaces, any order but "full" first, integers as doubles where doubles go.
+      {" {\n\"sample_ns\" : 6 ,\t\"rank\":1 , \"proc\":{\"state\":\"\",\"cpu_fraction\":-0}} ", true},
+      {R"({"full":true,"rank":1,"phase":"x"})", true},
+      {R"({"rank":1,"proc":{"cpu_fraction":18446744073709551615,"tree_cpu_s":-9223372036854775808}})", true},
+      // Valid, but left to the tree: it reads them, and so the result is theirs.
+      {R"({"rank":1,"phase":"x","full":true})", false},  // "full" after a field
+      {R"({"rank":1,"step":1,"step":2})", false},        // a key twice: the tree keeps the last
+      {R"({"rank":1,"rank":2})", false},
+      {R"({"rank":1,"step":null})", false},                           // null: the field is left as it was
+      {R"({"rank":1,"future_field":[1,{"a":2}]})", false},            // unknown fields are ignored there
+      {R"({"rank":1,"node":"caf\u00e9 \ud83d\ude00"})", false},       // a surrogate pair
+      {"{\"rank\":1,\"node\":\"caf\xc3\xa9\"}", false},               // UTF-8 in a string
+      {R"({"rank":1,"in_flight":{"op":"barrier","seq":3}})", false},  // a record as an object
+      {R"({"rank":1,"recent":[)" + rec + "]}", false},                // a whole state (older agents)
+      {R"({"rank":1,"proc":{"state":"R","extra":1}})", false},
+      {R"({"rank":1,"proc":{"cpu_fraction":1e999}})", false},  // out of double's range
+      {R"({"rank":1,"log":5})", false},
+      {R"({"rank":1,"unset":["pro\u0063"]})", false},
+      {R"({"rank":1})", true},
+      // Refused by both.
+      {R"({"rank":1,"step":-1})", false},
+      {R"({"rank":1,"step":1.0})", false},
+      {R"({"rank":1,"pid":2147483648})", false},
+      {R"({"rank":1,"status":"sleeping"})", false},
+      {R"({"rank":1,"full":"yes"})", false},
+      {R"({"rank":1,"recent_drop":3,"recent_tail":[]})", false},
+      {R"({"rank":1,"recent_keep":-1,"recent_tail":[]})", false},
+      {R"({"rank":1,"last":["",1,0,"","",0,0,-1,"","",0,0,0]})", false},  // an empty op
+      {R"({"rank":1,"last":["x",1,0,"","",0,0,-1,"","",0,0]})", false},   // 12 elements
+      {R"({"rank":1,"unset":"proc"})", false},
+      {R"({"rank":1,"sample_ns":5} x)", false},
+      {R"({"rank":1,"sample_ns":5)", false},
+      {R"({"rank":1,"node":"a)"
+       "\x01"
+       R"("})",
+       false},
+      {R"({"rank":01})", false},
+      {"[1,2]", false},
+      {"", false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    Readers r;
+    SampleDeltaWriter w(/*compact_records=*/true);
+    const json key = w.Encode(primer);
+    ASSERT_TRUE(r.tree.Apply(key).ok());
+    std::string ignored;
+    ASSERT_TRUE(r.text.ApplyText(key.dump(), &ignored).ok());
+    Status tree_status = InvalidArgument("not JSON");
+    std::string tree_log;
+    bool json_text = false;
+    try {
+      const json parsed = json::parse(c.text);
+      json_text = true;
+      tree_status = r.tree.Apply(parsed);
+      if (tree_status.ok() && parsed.contains("log") && parsed["log"].is_string()) tree_log = parsed["log"];
+    } catch (const json::exception&) {
+    }
+    std::string text_log = "before:";
+    const Status text_status = r.text.ApplyText(c.text, &text_log);
+    EXPECT_EQ(r.text.last_in_place(), c.in_place);
+    EXPECT_EQ(text_status.ok(), tree_status.ok()) << text_status.ToString() << " / " << tree_status.ToString();
+    EXPECT_EQ(text_log, "before:" + tree_log);
+    // Text that is not JSON is refused like any entry that cannot be applied: the writer's base
+    // and ours may differ from here on.
+    EXPECT_EQ(r.text.primed(), json_text && r.tree.primed());
+    auto a = r.tree.State(), b = r.text.State();
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(ToJson(*b), ToJson(*a));
+  }
+}
+
+TEST(SampleDeltaTest, ASampleFrameIsFoundInItsTextAsInItsTree) {
+  RankState s = Running(3);
+  s.recent = {Record(10, 0)};
+  std::string e3, e4;
+  SampleDeltaWriter(true).EncodeTo(s, &e3);
+  s.rank = 4;
+  SampleDeltaWriter(true).EncodeTo(s, &e4);
+  e4.pop_back();
+  e4 += R"(,"log":"]}\"{"})";  // output that looks like the frame's own brackets
+  const std::string log_dir = R"({"node":"n","path":"/tmp/x","free_bytes":1})";
+  const std::string frame =
+      R"({"type":"sample","now_ns":123,"ranks":[)" + e3 + "," + e4 + R"(],"log_dir":)" + log_dir + "}";
+  SampleFrameText text, tree;
+  ASSERT_TRUE(ScanSampleFrame(frame, &text));
+  ASSERT_TRUE(SampleFrameFromJson(json::parse(frame), &tree));
+  for (const SampleFrameText* f : {&text, &tree}) {
+    EXPECT_EQ(f->now_ns, 123);
+    ASSERT_EQ(f->entries.size(), 2u);
+    EXPECT_EQ(f->entries[0].rank, 3);
+    EXPECT_EQ(f->entries[1].rank, 4);
+    EXPECT_EQ(json::parse(f->entries[1].text), json::parse(e4));
+    EXPECT_EQ(json::parse(f->log_dir), json::parse(log_dir));
+  }
+  EXPECT_EQ(text.entries[0].text, e3);  // the frame's own bytes
+  // Frames of other shapes: left to the tree (which skips what it cannot use).
+  for (std::string other : {
+           R"({"type":"log","rank":1,"log":"x"})",
+           R"({"type":"sample","ranks":[{"step":1}]})",           // an entry without a rank
+           R"({"type":"sample","ranks":[5]})",                    // not an object
+           R"({"type":"sample","ranks":[{"rank":1,"rank":2}]})",  // a key twice
+           R"({"type":"sample","now_ns":1,"now_ns":2,"ranks":[]})",
+           R"({"type":"sample","now_ns":"1","ranks":[]})",
+           R"({"type":"sample","ranks":{}})",
+           R"({"type":"sample","ranks":[]} trailing)",
+           R"({"type":"sample","ranks":[{"rank":1,"x":[[[[]]]]}])"
+           "\x01"
+           "}",
+       }) {
+    SCOPED_TRACE(other);
+    EXPECT_FALSE(ScanSampleFrame(other, &text));
+  }
+  // Its parts elsewhere, keys the coordinator does not read, no ranks at all: still a sample frame.
+  ASSERT_TRUE(
+      ScanSampleFrame(R"({"ranks":[{"x":{"y":[1,2.5e3,true,null]},"rank":9}],"extra":{},"type":"sample"})", &text));
+  ASSERT_EQ(text.entries.size(), 1u);
+  EXPECT_EQ(text.entries[0].rank, 9);
+  EXPECT_FALSE(text.now_ns.has_value());
+  ASSERT_TRUE(ScanSampleFrame(R"({"type":"sample"})", &text));
+  EXPECT_TRUE(text.entries.empty());
+  // Nesting as deep as any frame may hold, and one level more.
+  const auto nested = [](int levels) {
+    return R"({"type":"sample","ranks":[{"rank":1,"x":)" + std::string(levels, '[') + std::string(levels, ']') + "}]}";
+  };
+  EXPECT_TRUE(ScanSampleFrame(nested(61), &text));
+  EXPECT_TRUE(wire::ParseFramePayload(nested(61)).ok());
+  EXPECT_FALSE(ScanSampleFrame(nested(62), &text));
+  EXPECT_FALSE(wire::ParseFramePayload(nested(62)).ok());
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // (diagnosis/sample_delta.cc, diagnosis/state.cc): each line of the input is one entry, applied to a
 // reader that holds a rank's state, and to a fresh one. Any bytes must give a state or an error,
 // never a crash or an exception; and whatever state a reader holds, a writer's keyframe and deltas
-// of it must rebuild exactly that state in another reader (both record forms).
+// of it must rebuild exactly that state in another reader (both record forms). The coordinator's
+// in-place reading must agree with the tree: an entry's text read by ApplyText leaves a reader where
+// Apply of the parsed entry leaves another, and a line read as a sample frame by ScanSampleFrame has
+// the parts SampleFrameFromJson finds in its tree.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -54,24 +57,59 @@ void CheckRoundTrip(const dsd::diagnosis::SampleDeltaReader& reader) {
   }
 }
 
+// The same state in both readers (ToJson holds every field and the window).
+void CheckSame(const dsd::diagnosis::SampleDeltaReader& a, const dsd::diagnosis::SampleDeltaReader& b) {
+  auto x = a.State(), y = b.State();
+  if (x.ok() != y.ok()) std::abort();
+  if (x.ok() && dsd::diagnosis::ToJson(*x) != dsd::diagnosis::ToJson(*y)) std::abort();
+}
+
+// A line read as a sample frame in place must be one, with the parts its tree has.
+void CheckFrame(std::string_view line) {
+  dsd::diagnosis::SampleFrameText text, tree;
+  if (!dsd::diagnosis::ScanSampleFrame(line, &text)) return;
+  auto parsed = dsd::wire::ParseFramePayload(line);
+  if (!parsed.ok() || !dsd::diagnosis::SampleFrameFromJson(*parsed, &tree)) std::abort();
+  if (text.now_ns != tree.now_ns || text.entries.size() != tree.entries.size()) std::abort();
+  for (size_t i = 0; i < text.entries.size(); ++i) {
+    auto a = dsd::wire::ParseJsonBounded(text.entries[i].text), b = dsd::wire::ParseJsonBounded(tree.entries[i].text);
+    if (text.entries[i].rank != tree.entries[i].rank || !a.ok() || !b.ok() || *a != *b) std::abort();
+  }
+  if (text.log_dir.empty() != tree.log_dir.empty()) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  dsd::diagnosis::SampleDeltaReader primed;
+  dsd::diagnosis::SampleDeltaReader primed, primed_text;
   {
     dsd::diagnosis::SampleDeltaWriter w(true);
-    auto key = dsd::wire::ParseJsonBounded(w.Encode(Primer()).dump());
-    if (!key.ok() || !primed.Apply(*key).ok()) std::abort();
+    std::string key;
+    w.EncodeTo(Primer(), &key);
+    auto parsed = dsd::wire::ParseJsonBounded(key);
+    std::string log;
+    if (!parsed.ok() || !primed.Apply(*parsed).ok() || !primed_text.ApplyText(key, &log).ok()) std::abort();
   }
   int lines = 0;
   while (!bytes.empty() && lines++ < 32) {
     size_t end = bytes.find('\n');
     std::string_view line = bytes.substr(0, end);
     bytes = end == std::string_view::npos ? std::string_view() : bytes.substr(end + 1);
+    CheckFrame(line);
     auto entry = dsd::wire::ParseJsonBounded(line);
-    if (!entry.ok()) continue;
-    (void)primed.Apply(*entry);
+    std::string log;
+    const dsd::Status text_status = primed_text.ApplyText(line, &log);
+    if (!entry.ok()) {
+      if (text_status.ok() || primed_text.primed()) std::abort();  // refused, and deltas with it
+      primed = primed_text;                                        // in step again for the next line
+      continue;
+    }
+    const dsd::Status tree_status = primed.Apply(*entry);
+    if (tree_status.ok() != text_status.ok() || primed.primed() != primed_text.primed()) std::abort();
+    CheckSame(primed, primed_text);
+    const auto l = entry->is_object() ? entry->find("log") : entry->end();
+    if (log != (tree_status.ok() && l != entry->end() && l->is_string() ? l->get<std::string>() : "")) std::abort();
     dsd::diagnosis::SampleDeltaReader fresh;
     (void)fresh.Apply(*entry);
     CheckRoundTrip(primed);
