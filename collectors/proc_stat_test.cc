@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -87,6 +88,31 @@ TEST(ProcStatTest, DescendantsCpuTicksCountsAGrandchildThatSpins) {
     for (const auto& k : SplitWhitespace(*kids)) ::kill(static_cast<pid_t>(std::stol(k)), SIGKILL);
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
+}
+
+// A child started by another thread than the main one (a compile worker pool, a loader thread) is
+// listed under that thread: every thread's list is read.
+TEST(ProcStatTest, DescendantsCpuTicksFindsAChildOfAnotherThread) {
+  std::atomic<pid_t> worker{-1};
+  std::thread starter([&] {
+    worker = ::fork();
+    if (worker.load() == 0) {
+      volatile uint64_t spin = 0;
+      for (;;) spin = spin + 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // the thread lives while we look
+  });
+  uint64_t descendants = 0;
+  for (int i = 0; i < 250 && descendants == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    descendants = DescendantsCpuTicks(::getpid());
+  }
+  EXPECT_GT(descendants, 0u) << "the spinning child of the second thread is not counted";
+  if (worker > 0) {
+    ::kill(worker, SIGKILL);
+    ::waitpid(worker, nullptr, 0);
+  }
+  starter.join();
 }
 
 }  // namespace
