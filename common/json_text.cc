@@ -345,9 +345,8 @@ bool Reader::Skip(std::string_view* span, int max_depth) {
       if (!text_.substr(pos_).starts_with("null")) return false;
       pos_ += 4;
     } else {
-      std::string_view token;
-      bool integral = false;
-      if (!NumberToken(&token, &integral)) return false;
+      double number = 0;  // read, not only matched: the full parser refuses a number out of range
+      if (!Number(&number)) return false;
     }
     // After a value: the next member, or the ends of the containers it closes.
     while (true) {

@@ -161,7 +161,7 @@ TEST(JsonTextReaderTest, SkipTakesExactlyOneValueAndItsSpan) {
     EXPECT_TRUE(in.Consume(','));
   }
   for (std::string bad : {"", "[", "[1,]", "[1 2]", "{\"a\"}", "{\"a\":}", "{1:2}", "{\"a\":1,}", "nul", "tru", "]",
-                          "\"open", "[\"\x01\"]", "{\"a\":1]", "[1}"}) {
+                          "\"open", "[\"\x01\"]", "{\"a\":1]", "[1}", "[1e999]", "{\"a\":-1e400000}"}) {
     SCOPED_TRACE(bad);
     EXPECT_FALSE(Reader(bad).Skip());
   }

@@ -23,9 +23,10 @@ bool SameRecord(const OpRecord& a, const OpRecord& b) {
 // (its end, its state) and the numbers come before the names, and every string's length before its
 // bytes. The window's 64 records are compared every sample, most of them equal.
 bool SameContent(const OpRecord& a, const OpRecord& b) {
-  // A field added to OpRecord must be compared here too (this size is libstdc++'s on x86-64 and
-  // aarch64; elsewhere the check is off).
-  static_assert(sizeof(std::string) != 32 || sizeof(OpRecord) == 224, "compare the new OpRecord field here");
+  // Every field, named once: this stops compiling when OpRecord gains or loses one, which must then
+  // be compared below too.
+  [[maybe_unused]] const auto& [op, seq, comm, dtype, reduce, count, bytes, peer, callsite, state, async, started_ns,
+                                ended_ns] = a;
   const auto same = [](const std::string& x, const std::string& y) {
     return x.size() == y.size() && std::char_traits<char>::compare(x.data(), y.data(), x.size()) == 0;
   };
