@@ -67,8 +67,9 @@ struct RankSizeResult {
 float PatternValue(int rank, size_t i);
 float ExpectedSum(int nranks, size_t i);
 
-// Runs warmup + timed all-reduces for each size (bytes, multiples of 4), then one checked
-// all-reduce on fresh data. Every rank must call it with the same sizes and options.
+// For each size (bytes, multiples of 4): min(warmup, iters) warm-up all-reduces (at least one), the
+// first on fresh data and checked, then the timed ones. Every rank must call it with the same sizes
+// and options.
 Result<std::vector<RankSizeResult>> RunAllReduceSweep(Communicator& comm, const std::vector<size_t>& sizes,
                                                       const SweepOptions& options, Clock& clock);
 

@@ -42,6 +42,46 @@ TEST(SweepTest, WrongElementsAreCounted) {
   EXPECT_EQ((*r)[1].wrong, 1);
 }
 
+// Counts operations and checks that the first after each upload is the one read back.
+class CountingCommunicator final : public HostBufferCommunicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "counting"; }
+  Status AllReduceSum(size_t) override {
+    ++ops;
+    ++since_upload;
+    return Status::Ok();
+  }
+  Status Barrier() override { return Status::Ok(); }
+  Status Upload(const std::vector<float>& host, size_t count) override {
+    since_upload = 0;
+    return HostBufferCommunicator::Upload(host, count);
+  }
+  Status Download(std::vector<float>* host, size_t count) override {
+    downloads_after.push_back(since_upload);
+    return HostBufferCommunicator::Download(host, count);
+  }
+  int ops = 0, since_upload = 0;
+  std::vector<int> downloads_after;
+};
+
+TEST(SweepTest, AFewTimedOperationsGetAsFewWarmUpsAndTheFirstIsChecked) {
+  SweepOptions o;
+  o.warmup = 2;
+  o.max_iters = 20;
+  o.bytes_budget = 64;  // 64 B: 1 timed operation, 16 B: 4, 4 B: 16
+  FakeClock clock;
+  for (auto [bytes, ops] : {std::pair<size_t, int>{64, 1 + 1}, {16, 2 + 4}, {4, 2 + 16}}) {
+    CountingCommunicator c;
+    auto r = RunAllReduceSweep(c, {bytes}, o, clock);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(c.ops, ops) << bytes << " B";
+    EXPECT_EQ(c.downloads_after, std::vector<int>{1}) << "the result read is one sum of fresh data";
+    EXPECT_EQ((*r)[0].wrong, 0);
+  }
+}
+
 TEST(SweepTest, CombineTakesTheSlowestRankAndSumsWrong) {
   auto rows = CombineRanks({{{1000000, 100.0, 0}}, {{1000000, 400.0, 2}}}, 2);
   ASSERT_EQ(rows.size(), 1u);
