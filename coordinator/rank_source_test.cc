@@ -92,7 +92,7 @@ TEST_F(AgentSourceTest, EachTickTakesTheAgentsStateAndKeepsTheCoordinatorsOwn) {
   EXPECT_EQ(ranks_[1].signal, SIGKILL);
   // The agent's sample frames, and every entry in them, were read in place, never as JSON trees.
   const auto reads = source_->sample_reads();
-  EXPECT_GT(reads.frames_in_place, 3u);
+  EXPECT_GE(reads.frames_in_place, 3u);  // ranks running, a newer sample, ranks exited: 3 frames at least
   EXPECT_EQ(reads.frames_parsed, 0u);
   EXPECT_GE(reads.entries_in_place, 2 * reads.frames_in_place);
   EXPECT_EQ(reads.entries_parsed, 0u);

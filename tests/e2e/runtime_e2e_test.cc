@@ -199,8 +199,11 @@ TEST_F(RuntimeE2eTest, KilledRankUnderMpirunSurvivorsShowWhereTheyWait) {
   bool waiting = false;
   for (int i = 0; i < 600 && !waiting; ++i) {
     auto a = trace(0), c = trace(2);
-    waiting = a.ok() && c.ok() && InFlightAt(*a, Op::kAllReduce, "engine.step") && InFlightAt(*c, Op::kAllReduce, "engine.step") &&
-              a->step == 3;
+    // Both survivors in the same all-reduce of step 3: one of them still finishing step 2's (its
+    // peer's data on the way) would be left in that one when rank 1 dies.
+    waiting = a.ok() && c.ok() && InFlightAt(*a, Op::kAllReduce, "engine.step") &&
+              InFlightAt(*c, Op::kAllReduce, "engine.step") && a->step == 3 && c->step == 3 &&
+              a->InFlight()->seq == c->InFlight()->seq;
     if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(waiting) << ReadFile(o.log_path).value_or("");
