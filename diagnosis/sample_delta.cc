@@ -574,10 +574,7 @@ Status SampleDeltaReader::StateInto(RankState* out) const {
 namespace dsd::diagnosis {
 
 bool ScanSampleFrame(std::string_view payload, SampleFrameText* out) {
-  out->now_ns.reset();
-  out->entries.clear();
-  out->log_dir = {};
-  out->owned.clear();
+  out->Clear();
   // Depths as wire::ParseJsonBounded counts them: the frame is 1, "ranks" 2, an entry 3.
   constexpr int kBelowFrame = static_cast<int>(wire::kMaxJsonDepth) - 1;
   constexpr int kBelowEntry = static_cast<int>(wire::kMaxJsonDepth) - 3;
@@ -640,10 +637,7 @@ bool ScanSampleFrame(std::string_view payload, SampleFrameText* out) {
 }
 
 bool SampleFrameFromJson(const json& frame, SampleFrameText* out) {
-  out->now_ns.reset();
-  out->entries.clear();
-  out->log_dir = {};
-  out->owned.clear();
+  out->Clear();
   const auto type = frame.is_object() ? frame.find("type") : frame.end();
   if (type == frame.end() || !type->is_string() || *type != "sample") return false;
   if (const auto now = frame.find("now_ns"); now != frame.end() && now->is_number_integer())

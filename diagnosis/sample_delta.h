@@ -107,6 +107,12 @@ struct SampleFrameText {
   std::vector<Entry> entries;      // objects with an integer "rank"; other entries are left out
   std::string_view log_dir;        // the "log_dir" value's text; empty when absent
   std::vector<std::string> owned;  // the text the views point into, when made from a JSON value
+  void Clear() {  // keeps the vectors' storage
+    now_ns.reset();
+    entries.clear();
+    log_dir = {};
+    owned.clear();
+  }
 };
 
 // Finds a sample frame's parts in its payload text, without building a JSON tree. False when the
