@@ -130,6 +130,13 @@ Status BindSource(int fd, const std::optional<Resolved>& source, const std::stri
 
 }  // namespace
 
+Status DeferAccept(int listener, Duration wait) {
+  int seconds = static_cast<int>(std::max<int64_t>(1, std::chrono::ceil<std::chrono::seconds>(wait).count()));
+  if (::setsockopt(listener, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof seconds) != 0)
+    return ErrnoError("setsockopt TCP_DEFER_ACCEPT", errno);
+  return Status::Ok();
+}
+
 Result<Fd> Listen(const std::string& addr, int port, int* bound_port, int backlog) {
   DSD_ASSIGN_OR_RETURN(addrinfo * res, Resolve(addr, port, true));
   Status last = Unavailable("no address for " + addr);

@@ -58,6 +58,13 @@ Result<Endpoint> ParseEndpoint(const std::string& text);
 inline constexpr int kListenBacklog = 4096;
 Result<Fd> Listen(const std::string& addr, int port, int* bound_port = nullptr, int backlog = kListenBacklog);
 
+// Has the kernel hand over a connection only once its first bytes arrive (TCP_DEFER_ACCEPT), or
+// after about `wait` of silence. A connectivity probe (connect, then a reset) is answered by the
+// kernel and never accepted: no socket, no accept() and no close() on the listening side, which
+// halves the CPU of a full-mesh probe. For listeners whose clients speak first (TLS), and a silent
+// connection costs no descriptor while it waits.
+Status DeferAccept(int listener, Duration wait);
+
 // How a connect attempt ended. The classes match what firewalls do: DROP rules swallow the SYN
 // (kTimeout), REJECT rules or a closed port answer with a reset/ICMP port-unreachable (kRefused),
 // missing routes or ICMP host-unreachable give kUnreachable.

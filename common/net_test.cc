@@ -101,6 +101,44 @@ TEST(ProbeManyTest, RetriesStopAfter32InARowTimeOutAgain) {
   EXPECT_LT(retried, 150);  // 8 start every 50 ms: ~72 have started when the 32nd times out
 }
 
+// Waits up to `timeout` for a connection to accept.
+bool Acceptable(int listener, std::chrono::milliseconds timeout) {
+  pollfd p{listener, POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(timeout.count())) == 1;
+}
+
+TEST(DeferAcceptTest, ProbesAreAnsweredButNeverAccepted) {
+  int port = 0;
+  auto listener = Listen("127.0.0.1", 0, &port);
+  ASSERT_TRUE(listener.ok());
+  ASSERT_TRUE(DeferAccept(listener->get(), 5s).ok());
+  auto results = ProbeMany(std::vector<ProbeTarget>(20, {"127.0.0.1", port}), ProbeOptions{});
+  for (const auto& r : results) EXPECT_EQ(r.outcome, ConnectOutcome::kOk) << r.error;
+  // Without TCP_DEFER_ACCEPT the 20 reset connections would wait in the accept queue.
+  EXPECT_FALSE(Acceptable(listener->get(), 200ms));
+}
+
+TEST(DeferAcceptTest, AClientThatSpeaksIsAcceptedWithItsBytesAndASilentOneWaits) {
+  int port = 0;
+  auto listener = Listen("127.0.0.1", 0, &port);
+  ASSERT_TRUE(listener.ok());
+  ASSERT_TRUE(DeferAccept(listener->get(), 5s).ok());
+  auto silent = Connect("127.0.0.1", port, 2s);
+  ASSERT_EQ(silent.outcome, ConnectOutcome::kOk) << silent.error;
+  // The kernel holds a silent connection at least until its first SYN-ACK retransmission (1 s).
+  EXPECT_FALSE(Acceptable(listener->get(), 300ms));
+  auto speaker = Connect("127.0.0.1", port, 2s);
+  ASSERT_EQ(speaker.outcome, ConnectOutcome::kOk) << speaker.error;
+  ASSERT_TRUE(SendAll(speaker.fd.get(), "hello").ok());
+  ASSERT_TRUE(Acceptable(listener->get(), 5s));
+  Fd accepted(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(accepted.valid());
+  char buf[8] = {};
+  ASSERT_TRUE(Acceptable(accepted.get(), 5s));  // readable: the bytes, or the end of a silent one
+  EXPECT_EQ(::recv(accepted.get(), buf, sizeof buf, MSG_DONTWAIT), 5);
+  EXPECT_EQ(std::string(buf, 5), "hello");
+}
+
 TEST(ProbeManyTest, EmptyListIsFine) { EXPECT_TRUE(ProbeMany({}, ProbeOptions{}).empty()); }
 
 }  // namespace
