@@ -1,5 +1,6 @@
 #include "common/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <string_view>
 
 #include "common/log.h"
+#include "common/strings.h"
 
 namespace dsd {
 
@@ -222,6 +224,74 @@ std::vector<char*> EnvironmentPointers(std::vector<std::string>& env) {
   for (auto& kv : env) out.push_back(kv.data());
   out.push_back(nullptr);
   return out;
+}
+
+bool SetCommandLine(const std::vector<std::string>& args) {
+  // arg_start, arg_end, env_start and env_end are fields 48 to 51 of /proc/self/stat, counted
+  // after the command name in parentheses (which may hold spaces).
+  FILE* f = std::fopen("/proc/self/stat", "re");
+  if (!f) return false;
+  char buf[4096];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  if (!p) return false;
+  unsigned long long field[53] = {};  // 1-based; 52 fields since Linux 3.5
+  int index = 2;                      // the next field after ')' is the 3rd (state)
+  for (++p; *p && index < 52;) {
+    while (*p == ' ') ++p;
+    if (!*p) break;
+    ++index;
+    field[index] = std::strtoull(p, nullptr, 10);
+    while (*p && *p != ' ') ++p;
+  }
+  if (index < 51) return false;
+  char* arg_start = reinterpret_cast<char*>(field[48]);
+  char* arg_end = reinterpret_cast<char*>(field[49]);
+  char* env_start = reinterpret_cast<char*>(field[50]);
+  char* env_end = reinterpret_cast<char*>(field[51]);
+  if (!arg_start || arg_end <= arg_start) return false;
+
+  std::string joined;
+  for (const auto& a : args) joined.append(a).push_back('\0');
+  const size_t arg_room = static_cast<size_t>(arg_end - arg_start);
+  if (joined.size() <= arg_room) {
+    // Fits where the arguments were: NUL-separated, as the kernel laid them out.
+    std::memcpy(arg_start, joined.data(), joined.size());
+    std::memset(arg_start + joined.size(), 0, arg_room - joined.size());
+    return true;
+  }
+  // Longer: one string running on into the environment's area. The kernel shows it when the last
+  // byte of the argument area is not NUL, up to the first NUL after it.
+  char* end = arg_end;
+  if (env_start == arg_end && env_end > env_start) {
+    size_t count = 0;
+    while (environ[count]) ++count;
+    char** moved = new char*[count + 1];  // kept for the life of the process, as environ is
+    for (size_t i = 0; i < count; ++i) {
+      bool inside = environ[i] >= env_start && environ[i] < env_end;
+      moved[i] = inside ? ::strdup(environ[i]) : environ[i];
+    }
+    moved[count] = nullptr;
+    environ = moved;
+    end = env_end;
+  }
+  std::string line = Join(args, " ");
+  size_t room = static_cast<size_t>(end - arg_start) - 1;
+  if (line.size() > room) line.resize(room);
+  std::memcpy(arg_start, line.data(), line.size());
+  std::memset(arg_start + line.size(), 0, static_cast<size_t>(end - arg_start) - line.size());
+  return true;
+}
+
+size_t ThreadCount() {
+  DIR* dir = ::opendir("/proc/self/task");
+  if (!dir) return 0;
+  size_t threads = 0;
+  while (dirent* e = ::readdir(dir)) threads += e->d_name[0] != '.';
+  ::closedir(dir);
+  return threads;
 }
 
 FdLimit RaiseFdLimit(uint64_t wanted) {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <thread>
 
 namespace dsd {
 namespace {
@@ -98,8 +100,63 @@ TEST(RunCommandTest, TimesOutAndKills) {
   EXPECT_EQ(r->term_signal, SIGKILL);
 }
 
-// A job with a huge environment (50,000 variables, near the kernel's 2 MiB limit) still starts, with every variable and the
-// overlay's unsets applied (setenv per variable in the child was quadratic).
+// A job with a huge environment (50,000 variables, near the kernel's 2 MiB limit) still starts, with every variable and
+// the overlay's unsets applied (setenv per variable in the child was quadratic). /proc/self/cmdline as ps shows it:
+// NULs as spaces, trailing ones dropped.
+std::string ShownCommandLine() {
+  FILE* f = std::fopen("/proc/self/cmdline", "re");
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+TEST(ProcessTest, SetCommandLineIsWhatPsShowsShortOrLongAndTheEnvironmentSurvives) {
+  ChildOptions opts;
+  opts.env["DSD_TITLE_TEST"] = "still here";
+  auto r = RunInChild(
+      [] {
+        const char* home = std::getenv("HOME");  // from the kernel's copy, in the area overwritten
+        std::string home_before = home ? home : "";
+        if (!SetCommandLine({"dsdoctor", "agent", "--name", "n0"})) return 1;
+        std::printf("short:%s\n", ShownCommandLine().c_str());
+        // Longer than this test's own arguments: it runs on into the environment's area.
+        std::vector<std::string> words = {"dsdoctor", "agent"};
+        for (int i = 0; i < 200; ++i) words.push_back("--word-" + std::to_string(i));
+        if (!SetCommandLine(words)) return 1;
+        std::string shown = ShownCommandLine();
+        std::printf("long:%zu:%s\n", shown.size(), shown.substr(0, 60).c_str());
+        std::printf("env:%s\n", std::getenv("DSD_TITLE_TEST"));
+        home = std::getenv("HOME");
+        std::printf("home:%s\n", (home ? home : "") == home_before ? "same" : "changed");
+        return 0;
+      },
+      opts);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(r->output.find("short:dsdoctor agent --name n0\n"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("long:"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find(":dsdoctor agent --word-0 --word-1 --word-2"), std::string::npos) << r->output;
+  size_t at = r->output.find("long:");
+  EXPECT_GT(std::stoul(r->output.substr(at + 5)), 200u) << "longer than the argument area, not cut at it";
+  EXPECT_NE(r->output.find("env:still here\n"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("home:same\n"), std::string::npos) << r->output;
+}
+
+TEST(ProcessTest, ThreadCountSeesAnotherThread) {
+  size_t before = ThreadCount();
+  ASSERT_GE(before, 1u);
+  std::promise<void> go;
+  std::thread t([f = go.get_future()]() mutable { f.wait(); });
+  EXPECT_EQ(ThreadCount(), before + 1);
+  go.set_value();
+  t.join();  // a joined thread can linger in /proc/self/task for a moment: not counted on
+}
+
 TEST(ProcessTest, HugeEnvironmentsAreMergedNotSetOneByOne) {
   std::map<std::string, std::string> env;
   for (int i = 0; i < 50000; ++i) env["DSD_V" + std::to_string(i)] = "v" + std::to_string(i);

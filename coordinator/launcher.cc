@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "agent/token.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "common/process.h"
 #include "common/strings.h"
 
 namespace dsd::coordinator {
@@ -155,6 +157,14 @@ std::vector<Result<int>> AwaitReadyAll(const std::vector<int>& fds, const std::v
   return results;
 }
 
+// The same file as /proc/self/exe: a fork of this process runs the same code an exec of it would.
+bool IsThisExecutable(const std::string& path) {
+  struct stat a {
+  }, b{};
+  return ::stat(path.c_str(), &a) == 0 && ::stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
 // An unnamed file in /tmp (O_TMPFILE): it needs no cleanup, even if we are killed.
 int AnonymousFile() { return ::open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600); }
 
@@ -181,10 +191,42 @@ std::string LastLines(const std::string& text, size_t max_lines) {
   return Join(lines, " | ");
 }
 
+// In the forked child: what an exec would have done to the process, then `main`. Handlers go back
+// to the default (ignored signals stay ignored), descriptors past stdin/stdout/stderr are closed
+// (the other agents' pipes included, so that each agent sees its own stdin close), the command
+// line shown is the agent's, and the coordinator's stdio buffers were flushed before the fork.
+[[noreturn]] void RunInProcess(const InProcessMain& main, std::vector<char*>& argv) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa {};
+    if (::sigaction(sig, nullptr, &sa) != 0) continue;
+    bool handled = (sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
+    if (handled) ::signal(sig, SIG_DFL);
+  }
+  if (::close_range(3, ~0U, 0) != 0)
+    for (int fd = 3; fd < 65536; ++fd) ::close(fd);
+  SetCommandLine(std::vector<std::string>(argv.begin(), argv.end() - 1));  // ps and pgrep -f see the agent
+  int rc = 70;
+  try {
+    rc = main(static_cast<int>(argv.size()) - 1, argv.data());
+  } catch (...) {
+  }
+  std::fflush(nullptr);
+  ::_exit(rc);  // not exit(): the coordinator's atexit handlers and static objects are not ours
+}
+
 }  // namespace
 
 std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes, const std::string& token) {
   auto log = log::Get("agent");
+  // Asked once, before the first child: no thread starts while the children are forked.
+  std::optional<bool> single;
+  auto single_threaded = [&single, &log] {
+    if (!single) {
+      single = ThreadCount() == 1;
+      if (!*single) log->debug("more than one thread: local agents are exec'd, not forked");
+    }
+    return *single;
+  };
   std::vector<AgentHandle> handles(nodes.size());
   std::vector<int> stdout_fds(nodes.size(), -1);
   std::vector<int> stderr_fds(nodes.size(), -1);
@@ -207,6 +249,8 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
     std::vector<char*> argv;
     for (auto& a : spawn->argv) argv.push_back(a.data());
     argv.push_back(nullptr);
+    const bool in_process = spawn->in_process && single_threaded();
+    if (in_process) std::fflush(nullptr);  // or the child would write our buffered output again
     pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -219,6 +263,7 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
       ::dup2(in_pipe[0], 0);
       ::dup2(out_pipe[1], 1);
       if (err_fd >= 0) ::dup2(err_fd, 2);
+      if (in_process) RunInProcess(spawn->in_process, argv);
       ::execvp(argv[0], argv.data());
       std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
       ::_exit(127);
@@ -231,7 +276,7 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
     std::string line = token + "\n";
     ssize_t ignored = ::write(h.stdin_fd, line.data(), line.size());
     (void)ignored;
-    log->debug("started {} for {} as pid {}", spawn->argv[0], h.name, pid);
+    log->debug("started {} for {} as pid {}{}", spawn->argv[0], h.name, pid, in_process ? " (forked, no exec)" : "");
   }
   // Wait for every ready line at once: ssh handshakes overlap instead of adding up.
   std::vector<pid_t> pids;
@@ -302,6 +347,7 @@ Result<SpawnLauncher::Spawn> LocalLauncher::SpawnFor(const NodePlan& node, size_
   s.endpoint = {addr, options_.agent_port};
   s.argv = {options_.dsdoctor_binary};
   for (auto& a : AgentArgs(s.endpoint, node.host, options_.log_level)) s.argv.push_back(a);
+  if (options_.in_process && IsThisExecutable(options_.dsdoctor_binary)) s.in_process = options_.in_process;
   return s;
 }
 
@@ -555,6 +601,7 @@ Result<LaunchSetup> MakeLauncher(const LauncherChoice& c, size_t node_count) {
     o.dsdoctor_binary = c.self_binary;
     o.agent_port = c.agent_port;
     o.log_level = c.log_level;
+    o.in_process = c.agent_main;
     setup.launcher = std::make_unique<LocalLauncher>(o);
   } else if (c.kind == "ssh") {
     SshLauncherOptions o;

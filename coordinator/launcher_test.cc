@@ -1,7 +1,16 @@
 #include "coordinator/launcher.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+#include "common/file.h"
+#include "common/process.h"
 #include "common/strings.h"
 
 namespace dsd::coordinator {
@@ -61,6 +70,69 @@ TEST(LauncherTest, MpirunOnSimulatedNodesUsesLocalhostSlots) {
   EXPECT_NE(cmd.find("agent --mpi-nodes node-0=127.0.0.2,node-1=127.0.0.3 --listen mpi:0 --token-file /tmp/t"),
             std::string::npos)
       << cmd;
+}
+
+// A stand-in for dsdoctor's main in a forked local agent. The port of its ready line carries what
+// it found: bit 0 the argv an exec would get, bit 1 the coordinator's other descriptors closed,
+// bit 2 the coordinator's signal handler gone, bit 3 the token on stdin. Then it waits for stdin
+// to close, as `agent --exit-with-coordinator` does.
+std::string g_binary;
+int g_coordinator_fd = -1;
+void OnUsr1(int) {}
+
+int FakeAgentMain(int argc, char** argv) {
+  int bits = 0;
+  std::vector<std::string> args(argv, argv + argc);
+  if (argv[argc] == nullptr && args.size() == 9 && args[0] == g_binary && args[1] == "agent" &&
+      args[3].rfind("127.0.0.", 0) == 0 && args[8] == "--exit-with-coordinator")
+    bits |= 1;
+  if (::fcntl(g_coordinator_fd, F_GETFD) == -1 && errno == EBADF) bits |= 2;
+  struct sigaction sa {};
+  if (::sigaction(SIGUSR1, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL) bits |= 4;
+  std::string token;
+  char c;
+  while (::read(0, &c, 1) == 1 && c != '\n') token += c;
+  if (token == "secret") bits |= 8;
+  std::printf("DSDOCTOR_AGENT_READY name=%s addr=127.0.0.2 port=%d pid=%d\n", args[7].c_str(), 40000 + bits,
+              static_cast<int>(::getpid()));
+  std::fflush(stdout);
+  while (::read(0, &c, 1) == 1) {
+  }
+  return 0;
+}
+
+TEST(LocalLauncherTest, AgentsAreForksThatRunMainAsAnExecWould) {
+  ASSERT_EQ(ThreadCount(), 1u) << "a multi-threaded coordinator execs its agents";
+  char self[4096] = {};
+  ASSERT_GT(::readlink("/proc/self/exe", self, sizeof self - 1), 0);
+  g_binary = self;
+  g_coordinator_fd = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC: only an exec would close it
+  struct sigaction usr1 {
+  }, old{};
+  usr1.sa_handler = OnUsr1;
+  ::sigaction(SIGUSR1, &usr1, &old);
+  LocalLauncherOptions o;
+  o.dsdoctor_binary = g_binary;
+  o.in_process = FakeAgentMain;
+  {
+    LocalLauncher launcher(o);
+    auto handles = launcher.Start({{"node-0", {0}}, {"node-1", {0}}}, "secret");
+    ASSERT_EQ(handles.size(), 2u);
+    for (const auto& h : handles) {
+      EXPECT_EQ(h.error, "") << h.name;
+      EXPECT_EQ(h.endpoint.port, 40000 + 15) << h.name;
+      EXPECT_GT(h.pid, 0);
+    }
+    EXPECT_EQ(handles[1].endpoint.host, "127.0.0.3");
+    // ps and pgrep -f show each agent's command, as if exec'd.
+    auto read = ReadFile("/proc/" + std::to_string(handles[1].pid) + "/cmdline");
+    std::string cmdline = read.ok() ? *read : "";
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    EXPECT_NE(cmdline.find(g_binary + " agent --listen 127.0.0.3:0 --token-file - --name node-1"), std::string::npos)
+        << cmdline;
+  }  // Stop(): stdin closes and each child exits
+  ::sigaction(SIGUSR1, &old, nullptr);
+  ::close(g_coordinator_fd);
 }
 
 struct BadChoice {
