@@ -10,8 +10,19 @@ extern char** environ;
 namespace dsd::probe {
 
 SystemInfo RealInventorySource::System() { return ReadSystemInfo(); }
-NcclInfo RealInventorySource::Nccl() { return InspectNccl(); }
+NcclInfo RealInventorySource::Nccl() {
+  DynamicLibrary lib;
+  NcclInfo info = InspectNccl(NcclLibrarySearch(), &lib);
+  std::lock_guard<std::mutex> lock(mu_);
+  nccl_ = std::move(lib);
+  return info;
+}
 NcclBootstrapInfo RealInventorySource::NcclBootstrap(const NcclInfo& nccl, const EnvMap& env) {
+  DynamicLibrary lib;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lib = std::move(nccl_);  // unloaded when the probe is done
+  }
   if (!nccl.found) return {};
   return ProbeNcclBootstrap(nccl.path, env);
 }

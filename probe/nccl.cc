@@ -55,7 +55,7 @@ LibrarySearch NcclLibrarySearch() {
   return s;
 }
 
-NcclInfo InspectNccl(const LibrarySearch& search) {
+NcclInfo InspectNccl(const LibrarySearch& search, DynamicLibrary* keep) {
   NcclInfo info;
   auto lib = FindAndOpen(search, &info.attempts);
   if (!lib.ok()) {
@@ -77,6 +77,7 @@ NcclInfo InspectNccl(const LibrarySearch& search) {
   }
   info.version = DecodeNcclVersion(code);
   log::Get("probe")->debug("NCCL {} at {}", info.version.ToString(), info.path);
+  if (keep) *keep = std::move(*lib);
   return info;
 }
 

@@ -49,8 +49,9 @@ struct NcclBootstrapInfo {
 // The NCCL search: DSDOCTOR_NCCL_LIBRARY, the loader's path, CUDA dirs, pip wheels' nvidia/nccl/lib.
 LibrarySearch NcclLibrarySearch();
 
-// Loads NCCL per `search` and asks it for its version.
-NcclInfo InspectNccl(const LibrarySearch& search = NcclLibrarySearch());
+// Loads NCCL per `search` and asks it for its version. With `keep`, the library is moved there and
+// stays loaded (else it is unloaded before returning).
+NcclInfo InspectNccl(const LibrarySearch& search = NcclLibrarySearch(), DynamicLibrary* keep = nullptr);
 
 // Runs ncclGetUniqueId from `library_path` in a child whose environment is ours overlaid with
 // `env` (an empty value unsets). NCCL_DEBUG=INFO is forced so the chosen interface is logged.

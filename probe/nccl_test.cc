@@ -100,6 +100,24 @@ TEST(RealNcclTest, MissingSocketInterfaceIsReportedWithNcclsWarning) {
       << "warnings: " << b.warnings.size();
 }
 
+TEST(RealNcclTest, AKeptLibraryStaysLoadedAndTheOtherIsUnloaded) {
+  auto loaded = [](const std::string& path) {
+    void* h = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    if (h) ::dlclose(h);
+    return h != nullptr;
+  };
+  NcclInfo info = RealNcclOrSkip();
+  if (!info.found) GTEST_SKIP() << "no NCCL";
+  EXPECT_FALSE(loaded(info.path)) << "InspectNccl without `keep` unloads it";
+  DynamicLibrary kept;
+  NcclInfo again = InspectNccl(NcclLibrarySearch(), &kept);
+  ASSERT_TRUE(kept.loaded());
+  EXPECT_EQ(kept.path(), again.path);
+  EXPECT_TRUE(loaded(again.path));
+  kept = DynamicLibrary();
+  EXPECT_FALSE(loaded(again.path));
+}
+
 TEST(RealNcclTest, UnloadablePathIsAnErrorNotACrash) {
   auto b = ProbeNcclBootstrap("/nonexistent/libnccl.so.2", {});
   EXPECT_FALSE(b.ok);
