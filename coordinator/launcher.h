@@ -10,7 +10,7 @@
 // agents never outlive their coordinator. Local agents also get PR_SET_PDEATHSIG.
 // Local agents of `check` are forks of the coordinator that run dsdoctor's main with the agent's
 // arguments instead of exec'ing the binary again (when the coordinator is single-threaded and the
-// binary is this one): each simulated node then skips loading and linking 27 shared libraries
+// binary is this one): each simulated node then skips loading and linking 25 shared libraries
 // and initialising OpenSSL, 5-7 ms of CPU that 250 nodes sharing two cores add up to over 1 s.
 // A Launcher owns the processes it started and ends them (by pid) in Stop() or its destructor.
 // Not thread-safe.
