@@ -273,8 +273,14 @@ TEST_F(RuntimeE2eTest, RankZeroOnlyCheckpointHangsUntilTheWatchdogAborts) {
   EXPECT_EQ(t0.Last()->op, Op::kBarrier);
   EXPECT_EQ(t0.Last()->callsite, "save_checkpoint");
   // Aborted in the barrier, the phase stays save_checkpoint; when the peer aborted first, rank 0's
-  // barrier fails, the example shuts down and the phase becomes finished.
-  EXPECT_EQ(t0.phase, ends[0] == "signal 6 (Aborted)" ? runtime::Phase::kSaveCheckpoint : runtime::Phase::kFinished) << ends[0];
+  // barrier fails, the example shuts down and the phase becomes finished. Both watchdogs fire after
+  // the same 1 s, so rank 0's own abort can also land just after its failed barrier returned and
+  // save_checkpoint's phase ended (the program's own code: user), before the shutdown.
+  if (ends[0] == "signal 6 (Aborted)")
+    EXPECT_TRUE(t0.phase == runtime::Phase::kSaveCheckpoint || t0.phase == runtime::Phase::kUser)
+        << static_cast<int>(t0.phase);
+  else
+    EXPECT_EQ(t0.phase, runtime::Phase::kFinished) << ends[0];
   EXPECT_EQ(t1.Last()->op, Op::kAllReduce);
   EXPECT_EQ(t1.Last()->callsite, "engine.step");
   EXPECT_EQ(t0.Last()->seq, t1.Last()->seq);
