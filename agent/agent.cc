@@ -41,7 +41,8 @@ Status Agent::Bind() {
   DSD_ASSIGN_OR_RETURN(listener_, net::Listen(options_.listen_addr, options_.port, &port_));
   // Every peer's connect probe ends in a reset before a byte is sent; only the coordinator's TLS
   // links (the client speaks first) need to be accepted.
-  if (Status s = net::DeferAccept(listener_.get(), options_.auth_timeout); !s.ok())
+  // 1 s: a silent client is then handed over and held to the handshake deadline as before.
+  if (Status s = net::DeferAccept(listener_.get(), std::chrono::seconds(1)); !s.ok())
     log::Get("agent")->debug("{}; connect probes will be accepted and closed", s.message());
   return Status::Ok();
 }

@@ -63,7 +63,7 @@ int RunCheck(const CheckOptions& o) {
     return kExitOk;
   }
   coordinator::LauncherChoice choice = LauncherChoiceFrom(o, launcher_name, endpoints, o.local > 0);
-  // Simulated nodes start as forks running `dsdoctor agent …` (coordinator/launcher.h); `run`
+  // Local agents start as forks running `dsdoctor agent …` (coordinator/launcher.h); `run`
   // keeps exec, so that its long-lived agents show their own command line.
   choice.agent_main = [](int argc, char** argv) { return Main(argc, argv); };
   auto setup = coordinator::MakeLauncher(choice, nodes->nodes.size());

@@ -59,10 +59,12 @@ inline constexpr int kListenBacklog = 4096;
 Result<Fd> Listen(const std::string& addr, int port, int* bound_port = nullptr, int backlog = kListenBacklog);
 
 // Has the kernel hand over a connection only once its first bytes arrive (TCP_DEFER_ACCEPT), or
-// after about `wait` of silence. A connectivity probe (connect, then a reset) is answered by the
-// kernel and never accepted: no socket, no accept() and no close() on the listening side, which
-// halves the CPU of a full-mesh probe. For listeners whose clients speak first (TLS), and a silent
-// connection costs no descriptor while it waits.
+// after about `wait` of silence (rounded up to the kernel's SYN-ACK retransmissions: 1 s stays 1 s,
+// 5 s becomes 7 s). A connectivity probe (connect, then a reset) is answered by the kernel and never
+// accepted: no socket, no accept() and no close() on the listening side, which halves the CPU of a
+// full-mesh probe. For listeners whose clients speak first (TLS). While it waits, a silent
+// connection holds a slot of the listen queue, not a descriptor; when that queue is full, SYN
+// cookies (where enabled) skip the wait.
 Status DeferAccept(int listener, Duration wait);
 
 // How a connect attempt ended. The classes match what firewalls do: DROP rules swallow the SYN

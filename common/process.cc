@@ -265,7 +265,7 @@ bool SetCommandLine(const std::vector<std::string>& args) {
   // Longer: one string running on into the environment's area. The kernel shows it when the last
   // byte of the argument area is not NUL, up to the first NUL after it.
   char* end = arg_end;
-  if (env_start == arg_end && env_end > env_start) {
+  if (env_start == arg_end && env_end > env_start && environ) {
     size_t count = 0;
     while (environ[count]) ++count;
     char** moved = new char*[count + 1];  // kept for the life of the process, as environ is

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -100,9 +101,7 @@ TEST(RunCommandTest, TimesOutAndKills) {
   EXPECT_EQ(r->term_signal, SIGKILL);
 }
 
-// A job with a huge environment (50,000 variables, near the kernel's 2 MiB limit) still starts, with every variable and
-// the overlay's unsets applied (setenv per variable in the child was quadratic). /proc/self/cmdline as ps shows it:
-// NULs as spaces, trailing ones dropped.
+// /proc/self/cmdline as ps shows it: NULs as spaces, trailing ones dropped.
 std::string ShownCommandLine() {
   FILE* f = std::fopen("/proc/self/cmdline", "re");
   std::string text;
@@ -141,8 +140,11 @@ TEST(ProcessTest, SetCommandLineIsWhatPsShowsShortOrLongAndTheEnvironmentSurvive
   EXPECT_NE(r->output.find("short:dsdoctor agent --name n0\n"), std::string::npos) << r->output;
   EXPECT_NE(r->output.find("long:"), std::string::npos) << r->output;
   EXPECT_NE(r->output.find(":dsdoctor agent --word-0 --word-1 --word-2"), std::string::npos) << r->output;
+  size_t env_bytes = 0;  // the room past the arguments (the test's own environment)
+  for (char** e = environ; e && *e; ++e) env_bytes += std::strlen(*e) + 1;
   size_t at = r->output.find("long:");
-  EXPECT_GT(std::stoul(r->output.substr(at + 5)), 200u) << "longer than the argument area, not cut at it";
+  if (env_bytes > 1000 && at != std::string::npos)
+    EXPECT_GT(std::stoul(r->output.substr(at + 5)), 200u) << "longer than the argument area, not cut at it";
   EXPECT_NE(r->output.find("env:still here\n"), std::string::npos) << r->output;
   EXPECT_NE(r->output.find("home:same\n"), std::string::npos) << r->output;
 }
@@ -152,11 +154,20 @@ TEST(ProcessTest, ThreadCountSeesAnotherThread) {
   ASSERT_GE(before, 1u);
   std::promise<void> go;
   std::thread t([f = go.get_future()]() mutable { f.wait(); });
-  EXPECT_EQ(ThreadCount(), before + 1);
+  // A thread joined by an earlier test can linger in /proc/self/task for a moment: wait for more.
+  size_t during = ThreadCount();
+  for (int i = 0; i < 200 && during <= before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    during = ThreadCount();
+  }
+  EXPECT_GT(during, before);
+  EXPECT_GE(during, 2u);
   go.set_value();
   t.join();  // a joined thread can linger in /proc/self/task for a moment: not counted on
 }
 
+// A job with a huge environment (50,000 variables, near the kernel's 2 MiB limit) still starts, with every variable and
+// the overlay's unsets applied (setenv per variable in the child was quadratic).
 TEST(ProcessTest, HugeEnvironmentsAreMergedNotSetOneByOne) {
   std::map<std::string, std::string> env;
   for (int i = 0; i < 50000; ++i) env["DSD_V" + std::to_string(i)] = "v" + std::to_string(i);

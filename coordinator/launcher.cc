@@ -44,6 +44,20 @@ std::string ShellQuote(const std::string& word) {
   return out + "'";
 }
 
+bool AgentsAreForked() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+  return false;
+#else
+  return true;
+#endif
+#else
+  return true;
+#endif
+}
+
 std::vector<std::string> AgentArgs(const net::Endpoint& listen, const std::string& name, const std::string& log_level) {
   std::vector<std::string> args;
   if (!log_level.empty()) args = {"--log-level", log_level};
@@ -347,7 +361,8 @@ Result<SpawnLauncher::Spawn> LocalLauncher::SpawnFor(const NodePlan& node, size_
   s.endpoint = {addr, options_.agent_port};
   s.argv = {options_.dsdoctor_binary};
   for (auto& a : AgentArgs(s.endpoint, node.host, options_.log_level)) s.argv.push_back(a);
-  if (options_.in_process && IsThisExecutable(options_.dsdoctor_binary)) s.in_process = options_.in_process;
+  if (options_.in_process && AgentsAreForked() && IsThisExecutable(options_.dsdoctor_binary))
+    s.in_process = options_.in_process;
   return s;
 }
 

@@ -32,6 +32,9 @@ namespace dsd::coordinator {
 
 // dsdoctor's main, run in a forked child with the argv an exec would get (argv[0] the binary).
 using InProcessMain = std::function<int(int argc, char** argv)>;
+// False in sanitizer builds: their leak check runs when an exec'd agent exits, and a forked one
+// ends with _exit, so there local agents are exec'd and checked as before.
+bool AgentsAreForked();
 
 struct AgentHandle {
   std::string name;

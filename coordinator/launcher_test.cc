@@ -102,7 +102,8 @@ int FakeAgentMain(int argc, char** argv) {
 }
 
 TEST(LocalLauncherTest, AgentsAreForksThatRunMainAsAnExecWould) {
-  ASSERT_EQ(ThreadCount(), 1u) << "a multi-threaded coordinator execs its agents";
+  if (ThreadCount() != 1) GTEST_SKIP() << "another thread is running: agents would be exec'd (this binary)";
+  if (!AgentsAreForked()) GTEST_SKIP() << "sanitizer build: agents are exec'd";
   char self[4096] = {};
   ASSERT_GT(::readlink("/proc/self/exe", self, sizeof self - 1), 0);
   g_binary = self;
