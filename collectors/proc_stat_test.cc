@@ -29,6 +29,21 @@ TEST(ProcStatTest, ParsesCommWithSpacesAndParens) {
   EXPECT_EQ(s->num_threads, 3u);
 }
 
+TEST(ProcStatTest, NumThreadsOfThisProcessSeesAnotherThread) {
+  auto before = ReadProcStat(::getpid(), /*with_wchan=*/false);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_GE(before->num_threads, 1u);
+  std::atomic<bool> go{false};
+  std::thread t([&go] {
+    while (!go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  auto during = ReadProcStat(::getpid(), false);
+  ASSERT_TRUE(during.ok());
+  EXPECT_EQ(during->num_threads, before->num_threads + 1);
+  go = true;
+  t.join();
+}
+
 TEST(ProcStatTest, RejectsGarbage) {
   EXPECT_FALSE(ParseProcStat("").ok());
   EXPECT_FALSE(ParseProcStat("12 (x) S 1").ok());

@@ -1,6 +1,5 @@
 #include "common/process.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -283,15 +282,6 @@ bool SetCommandLine(const std::vector<std::string>& args) {
   std::memcpy(arg_start, line.data(), line.size());
   std::memset(arg_start + line.size(), 0, static_cast<size_t>(end - arg_start) - line.size());
   return true;
-}
-
-size_t ThreadCount() {
-  DIR* dir = ::opendir("/proc/self/task");
-  if (!dir) return 0;
-  size_t threads = 0;
-  while (dirent* e = ::readdir(dir)) threads += e->d_name[0] != '.';
-  ::closedir(dir);
-  return threads;
 }
 
 FdLimit RaiseFdLimit(uint64_t wanted) {

@@ -65,10 +65,6 @@ std::vector<std::string> MergedEnvironment(const std::map<std::string, std::stri
 // Pointers into `env` (which must outlive them), null-terminated.
 std::vector<char*> EnvironmentPointers(std::vector<std::string>& env);
 
-// Threads of this process (/proc/self/task); 0 when it cannot be read. A forked child may go on
-// without exec only when this is 1: no other thread then holds a lock the child would wait on.
-size_t ThreadCount();
-
 // Sets what /proc/self/cmdline (ps, pgrep -f) shows: `args`, written over the memory that held this
 // process's own arguments and, when they need more room, its environment strings (copied elsewhere
 // first, so getenv keeps working), as setproctitle does. Text past that room is cut. For a forked

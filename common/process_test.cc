@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <future>
-#include <thread>
 
 namespace dsd {
 namespace {
@@ -147,23 +145,6 @@ TEST(ProcessTest, SetCommandLineIsWhatPsShowsShortOrLongAndTheEnvironmentSurvive
     EXPECT_GT(std::stoul(r->output.substr(at + 5)), 200u) << "longer than the argument area, not cut at it";
   EXPECT_NE(r->output.find("env:still here\n"), std::string::npos) << r->output;
   EXPECT_NE(r->output.find("home:same\n"), std::string::npos) << r->output;
-}
-
-TEST(ProcessTest, ThreadCountSeesAnotherThread) {
-  size_t before = ThreadCount();
-  ASSERT_GE(before, 1u);
-  std::promise<void> go;
-  std::thread t([f = go.get_future()]() mutable { f.wait(); });
-  // A thread joined by an earlier test can linger in /proc/self/task for a moment: wait for more.
-  size_t during = ThreadCount();
-  for (int i = 0; i < 200 && during <= before; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    during = ThreadCount();
-  }
-  EXPECT_GT(during, before);
-  EXPECT_GE(during, 2u);
-  go.set_value();
-  t.join();  // a joined thread can linger in /proc/self/task for a moment: not counted on
 }
 
 // A job with a huge environment (50,000 variables, near the kernel's 2 MiB limit) still starts, with every variable and

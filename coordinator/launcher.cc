@@ -18,6 +18,7 @@
 #include <set>
 
 #include "agent/token.h"
+#include "collectors/proc_stat.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/process.h"
@@ -209,7 +210,8 @@ std::string LastLines(const std::string& text, size_t max_lines) {
 // to the default (ignored signals stay ignored), descriptors past stdin/stdout/stderr are closed
 // (the other agents' pipes included, so that each agent sees its own stdin close), the command
 // line shown is the agent's, and the coordinator's stdio buffers were flushed before the fork.
-[[noreturn]] void RunInProcess(const InProcessMain& main, std::vector<char*>& argv) {
+[[noreturn]] void RunInProcess(const InProcessMain& main, const std::vector<std::string>& args,
+                               std::vector<char*>& argv) {
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction sa {};
     if (::sigaction(sig, nullptr, &sa) != 0) continue;
@@ -218,7 +220,7 @@ std::string LastLines(const std::string& text, size_t max_lines) {
   }
   if (::close_range(3, ~0U, 0) != 0)
     for (int fd = 3; fd < 65536; ++fd) ::close(fd);
-  SetCommandLine(std::vector<std::string>(argv.begin(), argv.end() - 1));  // ps and pgrep -f see the agent
+  SetCommandLine(args);  // ps and pgrep -f see the agent
   int rc = 70;
   try {
     rc = main(static_cast<int>(argv.size()) - 1, argv.data());
@@ -236,7 +238,8 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
   std::optional<bool> single;
   auto single_threaded = [&single, &log] {
     if (!single) {
-      single = ThreadCount() == 1;
+      auto self = collectors::ReadProcStat(::getpid(), /*with_wchan=*/false);
+      single = self.ok() && self->num_threads == 1;
       if (!*single) log->debug("more than one thread: local agents are exec'd, not forked");
     }
     return *single;
@@ -277,7 +280,7 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
       ::dup2(in_pipe[0], 0);
       ::dup2(out_pipe[1], 1);
       if (err_fd >= 0) ::dup2(err_fd, 2);
-      if (in_process) RunInProcess(spawn->in_process, argv);
+      if (in_process) RunInProcess(spawn->in_process, spawn->argv, argv);
       ::execvp(argv[0], argv.data());
       std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
       ::_exit(127);

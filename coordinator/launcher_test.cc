@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "collectors/proc_stat.h"
 #include "common/file.h"
-#include "common/process.h"
 #include "common/strings.h"
 
 namespace dsd::coordinator {
@@ -102,7 +102,9 @@ int FakeAgentMain(int argc, char** argv) {
 }
 
 TEST(LocalLauncherTest, AgentsAreForksThatRunMainAsAnExecWould) {
-  if (ThreadCount() != 1) GTEST_SKIP() << "another thread is running: agents would be exec'd (this binary)";
+  auto stat = collectors::ReadProcStat(::getpid(), /*with_wchan=*/false);
+  ASSERT_TRUE(stat.ok()) << stat.status().ToString();
+  if (stat->num_threads != 1) GTEST_SKIP() << "another thread is running: agents would be exec'd (this binary)";
   if (!AgentsAreForked()) GTEST_SKIP() << "sanitizer build: agents are exec'd";
   char self[4096] = {};
   ASSERT_GT(::readlink("/proc/self/exe", self, sizeof self - 1), 0);
