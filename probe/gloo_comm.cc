@@ -40,6 +40,18 @@ Partners PartnersOf(int rank, int size) {
   return p;
 }
 
+// dst[i] += src[i]. Written so that -O2 vectorizes it: the buffers cannot overlap, and the main
+// loop's fixed 16-float body needs no runtime checks. The plain loop ran one float per instruction,
+// ~15 % of a 1 MiB all-reduce on 2 ranks.
+void AddFloats(float* __restrict dst, const float* __restrict src, size_t n) {
+  constexpr size_t kBlock = 16;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) dst[i + j] += src[i + j];
+  }
+  for (; i < n; ++i) dst[i] += src[i];
+}
+
 // In-place sum of `count` floats over all ranks on Gloo's bound buffers in synchronous mode.
 // Small buffers (≤ kGlooRecursiveDoublingMaxBytes): recursive doubling, log2(p) exchanges of the
 // whole buffer, the fewest round trips. Larger: recursive halving (reduce-scatter) then recursive
@@ -167,9 +179,7 @@ class SyncAllReduce {
       Received(lo, hi, i, sum);
     }
   }
-  void Add(size_t lo, size_t hi) {
-    for (size_t i = lo; i < hi; ++i) data_[i] += scratch_[i];
-  }
+  void Add(size_t lo, size_t hi) { AddFloats(data_ + lo, scratch_ + lo, hi - lo); }
 
   float* data_;
   size_t count_;
