@@ -35,37 +35,48 @@ float ExpectedSum(int nranks, size_t i) {
   return static_cast<float>(nranks * (nranks + 1) / 2) + static_cast<float>(nranks) * static_cast<float>(i % 13);
 }
 
+std::vector<float> AllReducePattern(int rank, size_t max_bytes) {
+  std::vector<float> pattern(max_bytes / sizeof(float));
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = PatternValue(rank, i);
+  return pattern;
+}
+
+Result<RankSizeResult> MeasureAllReduce(Communicator& comm, size_t bytes, const std::vector<float>& pattern,
+                                        const SweepOptions& options, Clock& clock) {
+  const size_t count = bytes / sizeof(float);
+  if (count == 0) return InvalidArgument("size " + std::to_string(bytes) + " is below one float");
+  if (count > pattern.size()) return InvalidArgument("size " + std::to_string(bytes) + " is beyond the pattern");
+  const int iters = IterationsFor(bytes, options);
+  // The first warm-up runs on fresh data and is checked: exactly one sum of every rank's pattern.
+  // A size timed over fewer operations than options.warmup warms up with as many (at 64 MiB, one
+  // operation is 0.1 s on a 4-node local cluster: the embedded default spent 0.3 s of its 3 s on
+  // warm-ups and a separate checked operation per size).
+  const int warmup = std::max(1, std::min(options.warmup, iters));
+  DSD_RETURN_IF_ERROR(comm.Upload(pattern, count));
+  DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
+  std::vector<float> back;
+  DSD_RETURN_IF_ERROR(comm.Download(&back, count));
+  long wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += back[i] != ExpectedSum(comm.size(), i);
+  for (int w = 1; w < warmup; ++w) DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
+  DSD_RETURN_IF_ERROR(comm.Barrier());
+  MonoTime start = clock.Now();
+  for (int it = 0; it < iters; ++it) DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
+  double us = std::chrono::duration<double, std::micro>(clock.Now() - start).count() / iters;
+  log::Get("probe")->debug("{} all-reduce rank {}/{}: {} B x{} {:.1f} us, {} wrong", comm.backend(), comm.rank(),
+                           comm.size(), bytes, iters, us, wrong);
+  return RankSizeResult{bytes, us, wrong};
+}
+
 Result<std::vector<RankSizeResult>> RunAllReduceSweep(Communicator& comm, const std::vector<size_t>& sizes,
                                                       const SweepOptions& options, Clock& clock) {
-  auto log = log::Get("probe");
   size_t max_bytes = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
   DSD_RETURN_IF_ERROR(comm.Prepare(max_bytes / sizeof(float)));
-  std::vector<float> pattern(max_bytes / sizeof(float));
-  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = PatternValue(comm.rank(), i);
+  const std::vector<float> pattern = AllReducePattern(comm.rank(), max_bytes);
   std::vector<RankSizeResult> results;
   for (size_t bytes : sizes) {
-    size_t count = bytes / sizeof(float);
-    if (count == 0) return InvalidArgument("size " + std::to_string(bytes) + " is below one float");
-    const int iters = IterationsFor(bytes, options);
-    // The first warm-up runs on fresh data and is checked: exactly one sum of every rank's pattern.
-    // A size timed over fewer operations than options.warmup warms up with as many (at 64 MiB, one
-    // operation is 0.1 s on a 4-node local cluster: the embedded default spent 0.3 s of its 3 s on
-    // warm-ups and a separate checked operation per size).
-    const int warmup = std::max(1, std::min(options.warmup, iters));
-    DSD_RETURN_IF_ERROR(comm.Upload(pattern, count));
-    DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
-    std::vector<float> back;
-    DSD_RETURN_IF_ERROR(comm.Download(&back, count));
-    long wrong = 0;
-    for (size_t i = 0; i < count; ++i) wrong += back[i] != ExpectedSum(comm.size(), i);
-    for (int w = 1; w < warmup; ++w) DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
-    DSD_RETURN_IF_ERROR(comm.Barrier());
-    MonoTime start = clock.Now();
-    for (int it = 0; it < iters; ++it) DSD_RETURN_IF_ERROR(comm.AllReduceSum(count));
-    double us = std::chrono::duration<double, std::micro>(clock.Now() - start).count() / iters;
-    results.push_back({bytes, us, wrong});
-    log->debug("{} all-reduce rank {}/{}: {} B x{} {:.1f} us, {} wrong", comm.backend(), comm.rank(), comm.size(),
-               bytes, iters, us, wrong);
+    DSD_ASSIGN_OR_RETURN(auto r, MeasureAllReduce(comm, bytes, pattern, options, clock));
+    results.push_back(r);
   }
   return results;
 }

@@ -67,11 +67,20 @@ struct RankSizeResult {
 float PatternValue(int rank, size_t i);
 float ExpectedSum(int nranks, size_t i);
 
-// For each size (bytes, multiples of 4): min(warmup, iters) warm-up all-reduces (at least one), the
-// first on fresh data and checked, then the timed ones. Every rank must call it with the same sizes
-// and options.
+// For each size (bytes, multiples of 4): MeasureAllReduce on a buffer prepared for the largest.
+// Every rank must call it with the same sizes and options.
 Result<std::vector<RankSizeResult>> RunAllReduceSweep(Communicator& comm, const std::vector<size_t>& sizes,
                                                       const SweepOptions& options, Clock& clock);
+
+// Every rank's initial data for sizes up to `max_bytes`: PatternValue(rank, i).
+std::vector<float> AllReducePattern(int rank, size_t max_bytes);
+
+// One size on a communicator already prepared for it: min(warmup, iters) warm-up all-reduces (at
+// least one), the first on `pattern` (AllReducePattern) and checked, then `iters` timed ones after
+// a barrier. Every rank must call it with the same size and options. Lets a benchmark alternate
+// two communicators size by size, so that both see the same moment of a shared machine.
+Result<RankSizeResult> MeasureAllReduce(Communicator& comm, size_t bytes, const std::vector<float>& pattern,
+                                        const SweepOptions& options, Clock& clock);
 
 // Combines all ranks' results for the same sizes: slowest time, total #wrong, algbw/busbw.
 std::vector<SizeResult> CombineRanks(const std::vector<std::vector<RankSizeResult>>& per_rank, int nranks);

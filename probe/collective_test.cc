@@ -82,6 +82,32 @@ TEST(SweepTest, AFewTimedOperationsGetAsFewWarmUpsAndTheFirstIsChecked) {
   }
 }
 
+// The benchmark's side-by-side use: two communicators prepared once, measured size by size in turn.
+// Each measurement starts again from the pattern, so one's result never leaks into the other's check.
+TEST(SweepTest, TwoCommunicatorsCanAlternateSizeBySizeOnOnePattern) {
+  CountingCommunicator a;
+  BrokenCommunicator b;
+  ASSERT_TRUE(a.Prepare(16).ok());
+  ASSERT_TRUE(b.Prepare(16).ok());
+  const auto pattern = AllReducePattern(0, 64);
+  ASSERT_EQ(pattern.size(), 16u);
+  EXPECT_EQ(pattern[14], PatternValue(0, 14));
+  FakeClock clock;
+  for (size_t bytes : {16u, 64u}) {
+    auto ra = MeasureAllReduce(a, bytes, pattern, {}, clock);
+    auto rb = MeasureAllReduce(b, bytes, pattern, {}, clock);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    EXPECT_EQ(ra->bytes, bytes);
+    EXPECT_EQ(ra->wrong, 0) << bytes << " B";
+    EXPECT_EQ(rb->wrong, 1) << bytes << " B";
+  }
+  EXPECT_EQ(a.downloads_after, (std::vector<int>{1, 1}));
+  auto beyond = MeasureAllReduce(a, 128, pattern, {}, clock);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.status().message().find("128"), std::string::npos) << beyond.status().message();
+  EXPECT_FALSE(MeasureAllReduce(a, 2, pattern, {}, clock).ok()) << "below one float";
+}
+
 TEST(SweepTest, CombineTakesTheSlowestRankAndSumsWrong) {
   auto rows = CombineRanks({{{1000000, 100.0, 0}}, {{1000000, 400.0, 2}}}, 2);
   ASSERT_EQ(rows.size(), 1u);
