@@ -63,28 +63,36 @@ void AddFloats(float* __restrict dst, const float* __restrict src, size_t n) {
 // once. A synchronous send is a blocking write: two peers writing more than their socket buffers
 // hold, neither reading, would wait on each other. Exchanges therefore go in pieces of
 // kExchangePieceBytes, each side at most one piece ahead of what it has read.
-// Each piece received into scratch is summed at once, while it is in cache and the peer sends the
-// next one. A message is read only when its receiver waits for it, so a peer running ahead cannot
-// overwrite the scratch buffer. Every rank must build its instances in the same order (slots come from the
-// context).
+//
+// Memory traffic, which is what a loopback or fast link leaves to the CPU:
+// - Every piece to be summed lands at the start of a one-piece scratch buffer and is added to
+//   data at once. A message is read only when its receiver waits for it (one message per wait,
+//   in the order sent), so a peer running ahead cannot overwrite a piece not yet summed. The
+//   scratch stays in cache however large the buffer.
+// - The last halving step and the first doubling step have the same peer and the same ranges
+//   turned around, so they go together piece by piece: a piece summed is sent back at once,
+//   while still in cache, instead of after the whole half (for 2 ranks that is every piece).
+// Every rank must build its instances in the same order (slots come from the context).
 class SyncAllReduce {
  public:
   static constexpr size_t kExchangePieceBytes = 256 << 10;
   static constexpr size_t kPieceFloats = kExchangePieceBytes / sizeof(float);
 
-  // `scratch` holds at least `count` floats; instances that never run at the same time may share it.
+  // Floats of scratch an instance for `count` floats needs; instances that never run at the same
+  // time may share it.
+  static size_t ScratchFloats(size_t count) { return std::min(count, kPieceFloats); }
+
   SyncAllReduce(const std::shared_ptr<gloo::Context>& ctx, float* data, size_t count, float* scratch)
       : data_(data), count_(count), scratch_(scratch) {
     const int reduce_slot = ctx->nextSlot(), gather_slot = ctx->nextSlot();
-    const size_t bytes = count * sizeof(float);
     const Partners partners = PartnersOf(ctx->rank, ctx->size);
-    if (partners.fold >= 0) fold_ = MakePeer(ctx, partners.fold, reduce_slot, gather_slot, bytes);
+    if (partners.fold >= 0) fold_ = MakePeer(ctx, partners.fold, reduce_slot, gather_slot);
     folded_away_ = partners.folded_away;
-    halving_ = bytes > kGlooRecursiveDoublingMaxBytes;
+    halving_ = count * sizeof(float) > kGlooRecursiveDoublingMaxBytes;
     size_t lo = 0, hi = count;
     for (size_t k = 0; k < partners.steps.size(); ++k) {
       const int mask = 1 << k;
-      Step step{MakePeer(ctx, partners.steps[k], reduce_slot, gather_slot, bytes), lo, hi, lo, hi};
+      Step step{MakePeer(ctx, partners.steps[k], reduce_slot, gather_slot), lo, hi, lo, hi};
       if (halving_) {
         const size_t mid = lo + (hi - lo) / 2;
         if ((partners.newrank & mask) == 0) {
@@ -101,29 +109,41 @@ class SyncAllReduce {
 
   void Run() {
     if (folded_away_) {
-      Send(*fold_.send_data, 0, count_);
-      Receive(*fold_.recv_data, 0, count_);
+      Send(*fold_.send_reduce, 0, count_, /*reduce=*/true);
+      Receive(*fold_.recv_data, 0, count_, /*reduce=*/false);
       return;
     }
-    if (fold_.send_data) Receive(*fold_.recv_scratch, 0, count_, /*sum=*/true);
-    // Recursive doubling swaps whole buffers; halving sends the half it gives away and sums the
-    // half it keeps.
-    for (auto& s : steps_)
-      Exchange(*s.peer.send_data, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi, /*sum=*/true);
-    if (halving_) {
-      for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
-        Exchange(*it->peer.send_data_gather, it->keep_lo, it->keep_hi, *it->peer.recv_data, it->give_lo, it->give_hi,
-                 /*sum=*/false);
+    if (fold_.send_reduce) Receive(*fold_.recv_scratch, 0, count_, /*reduce=*/true);
+    if (!halving_) {
+      // Recursive doubling swaps whole buffers and sums what it receives.
+      for (auto& s : steps_) {
+        Exchange(*s.peer.send_reduce, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi,
+                 /*reduce=*/true);
+      }
+    } else if (!steps_.empty()) {
+      // Halving sends the half it gives away and sums the half it keeps; doubling sends the
+      // summed half back and receives the other, in reverse order of steps. The turn-around
+      // step is both at once.
+      for (size_t k = 0; k + 1 < steps_.size(); ++k) {
+        auto& s = steps_[k];
+        Exchange(*s.peer.send_reduce, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi,
+                 /*reduce=*/true);
+      }
+      TurnAround(steps_.back());
+      for (size_t k = steps_.size() - 1; k-- > 0;) {
+        auto& s = steps_[k];
+        Exchange(*s.peer.send_gather, s.keep_lo, s.keep_hi, *s.peer.recv_data, s.give_lo, s.give_hi,
+                 /*reduce=*/false);
       }
     }
-    if (fold_.send_data) Send(*fold_.send_data_gather, 0, count_);
+    if (fold_.send_reduce) Send(*fold_.send_gather, 0, count_, /*reduce=*/false);
   }
 
  private:
-  // A peer's buffers: data and scratch share the reduce slot (received data lands in scratch and
-  // is summed); the gather slot receives final values straight into data.
+  // A peer's buffers. Reduce slot: sent from data to the peer's scratch (to be summed there).
+  // Gather slot: final values, from data straight into the peer's data at the same offsets.
   struct Peer {
-    std::unique_ptr<gloo::transport::Buffer> send_data, recv_scratch, send_data_gather, recv_data;
+    std::unique_ptr<gloo::transport::Buffer> send_reduce, recv_scratch, send_gather, recv_data;
   };
   struct Step {
     Peer peer;
@@ -131,55 +151,71 @@ class SyncAllReduce {
     size_t give_lo, give_hi;  // elements it hands to the peer (and later receives)
   };
 
-  Peer MakePeer(const std::shared_ptr<gloo::Context>& ctx, int rank, int reduce_slot, int gather_slot, size_t bytes) {
+  Peer MakePeer(const std::shared_ptr<gloo::Context>& ctx, int rank, int reduce_slot, int gather_slot) {
     auto& pair = ctx->getPair(rank);
+    const size_t bytes = count_ * sizeof(float);
     Peer p;
-    p.send_data = pair->createSendBuffer(reduce_slot, data_, bytes);
-    p.recv_scratch = pair->createRecvBuffer(reduce_slot, scratch_, bytes);
-    p.send_data_gather = pair->createSendBuffer(gather_slot, data_, bytes);
+    p.send_reduce = pair->createSendBuffer(reduce_slot, data_, bytes);
+    p.recv_scratch = pair->createRecvBuffer(reduce_slot, scratch_, ScratchFloats(count_) * sizeof(float));
+    p.send_gather = pair->createSendBuffer(gather_slot, data_, bytes);
     p.recv_data = pair->createRecvBuffer(gather_slot, data_, bytes);
     return p;
   }
 
   static size_t Pieces(size_t lo, size_t hi) { return (hi - lo + kPieceFloats - 1) / kPieceFloats; }
+  static size_t PieceFirst(size_t lo, size_t i) { return lo + i * kPieceFloats; }
+  static size_t PieceLast(size_t lo, size_t hi, size_t i) { return std::min(hi, PieceFirst(lo, i) + kPieceFloats); }
 
-  // Piece i of elements [lo, hi), to the same offset on the peer.
-  static void SendPiece(gloo::transport::Buffer& send, size_t lo, size_t hi, size_t i) {
-    const size_t first = lo + i * kPieceFloats, last = std::min(hi, first + kPieceFloats);
-    send.send(first * sizeof(float), (last - first) * sizeof(float), first * sizeof(float));
+  // Piece i of elements [lo, hi): with `reduce`, to the start of the peer's scratch (to be
+  // summed), otherwise to the same offset in the peer's data.
+  static void SendPiece(gloo::transport::Buffer& send, size_t lo, size_t hi, size_t i, bool reduce) {
+    const size_t first = PieceFirst(lo, i), last = PieceLast(lo, hi, i);
+    send.send(first * sizeof(float), (last - first) * sizeof(float), reduce ? 0 : first * sizeof(float));
     send.waitSend();  // returns at once: a synchronous send has been written when send() returns
   }
 
-  // Piece i of elements [lo, hi) has arrived: with `sum`, it landed in scratch and is added to data
-  // now, while it is still in cache and the peer already sends the next piece.
-  void Received(size_t lo, size_t hi, size_t i, bool sum) {
-    if (!sum) return;
-    const size_t first = lo + i * kPieceFloats;
-    Add(first, std::min(hi, first + kPieceFloats));
+  // Waits for piece i of elements [lo, hi); with `reduce` it is in scratch and is added to data
+  // now, while it is in cache and before the next piece can land there.
+  void ReceivePiece(gloo::transport::Buffer& recv, size_t lo, size_t hi, size_t i, bool reduce) {
+    recv.waitRecv();
+    if (!reduce) return;
+    const size_t first = PieceFirst(lo, i);
+    AddFloats(data_ + first, scratch_, PieceLast(lo, hi, i) - first);
   }
 
-  // Sends elements [slo, shi) and receives [rlo, rhi), interleaved piece by piece.
+  // Sends elements [slo, shi) and receives [rlo, rhi), interleaved piece by piece, on the reduce
+  // or the gather slot.
   void Exchange(gloo::transport::Buffer& send, size_t slo, size_t shi, gloo::transport::Buffer& recv, size_t rlo,
-                size_t rhi, bool sum) {
+                size_t rhi, bool reduce) {
     const size_t sends = Pieces(slo, shi), recvs = Pieces(rlo, rhi);
     for (size_t i = 0; i < std::max(sends, recvs); ++i) {
-      if (i < sends) SendPiece(send, slo, shi, i);
-      if (i < recvs) {
-        recv.waitRecv();
-        Received(rlo, rhi, i, sum);
+      if (i < sends) SendPiece(send, slo, shi, i, reduce);
+      if (i < recvs) ReceivePiece(recv, rlo, rhi, i, reduce);
+    }
+  }
+
+  // The last halving step and the first doubling step together: per piece, send the piece given
+  // away, sum the piece kept, send it back summed, receive the given piece's final values. Both
+  // peers send and read in the same order (their give and keep ranges are each other's), and
+  // neither is more than one message ahead of what it has read.
+  void TurnAround(Step& s) {
+    const size_t gives = Pieces(s.give_lo, s.give_hi), keeps = Pieces(s.keep_lo, s.keep_hi);
+    for (size_t i = 0; i < std::max(gives, keeps); ++i) {
+      if (i < gives) SendPiece(*s.peer.send_reduce, s.give_lo, s.give_hi, i, /*reduce=*/true);
+      if (i < keeps) {
+        ReceivePiece(*s.peer.recv_scratch, s.keep_lo, s.keep_hi, i, /*reduce=*/true);
+        SendPiece(*s.peer.send_gather, s.keep_lo, s.keep_hi, i, /*reduce=*/false);
       }
+      if (i < gives) ReceivePiece(*s.peer.recv_data, s.give_lo, s.give_hi, i, /*reduce=*/false);
     }
   }
-  static void Send(gloo::transport::Buffer& send, size_t lo, size_t hi) {
-    for (size_t i = 0; i < Pieces(lo, hi); ++i) SendPiece(send, lo, hi, i);
+
+  static void Send(gloo::transport::Buffer& send, size_t lo, size_t hi, bool reduce) {
+    for (size_t i = 0; i < Pieces(lo, hi); ++i) SendPiece(send, lo, hi, i, reduce);
   }
-  void Receive(gloo::transport::Buffer& recv, size_t lo, size_t hi, bool sum = false) {
-    for (size_t i = 0; i < Pieces(lo, hi); ++i) {
-      recv.waitRecv();
-      Received(lo, hi, i, sum);
-    }
+  void Receive(gloo::transport::Buffer& recv, size_t lo, size_t hi, bool reduce) {
+    for (size_t i = 0; i < Pieces(lo, hi); ++i) ReceivePiece(recv, lo, hi, i, reduce);
   }
-  void Add(size_t lo, size_t hi) { AddFloats(data_ + lo, scratch_ + lo, hi - lo); }
 
   float* data_;
   size_t count_;
@@ -203,7 +239,7 @@ class GlooCommunicator final : public HostBufferCommunicator {
 
   Status Prepare(size_t max_count) override {
     algorithms_.clear();  // they hold pointers into the buffers
-    scratch_.assign(max_count, 0.0f);
+    scratch_.assign(SyncAllReduce::ScratchFloats(max_count), 0.0f);
     return HostBufferCommunicator::Prepare(max_count);
   }
 
