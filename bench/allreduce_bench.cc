@@ -37,6 +37,15 @@ int Usage(const std::string& why) {
   return 2;
 }
 
+// A rank that cannot go on ends the whole job: the others would wait for it in the next
+// collective.
+[[noreturn]] void Abort(const std::string& why) {
+  std::fprintf(stderr, "allreduce_bench: %s\n", why.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();  // MPI_Abort does not return
+}
+
 // The slowest rank's value, on rank 0.
 double MaxOverRanks(double v) {
   double out = 0;
@@ -57,10 +66,7 @@ std::string Describe(const dsd::probe::Communicator& comm) {
 bool PrintTable(dsd::probe::Communicator& comm, const std::vector<size_t>& sizes,
                 const dsd::probe::SweepOptions& sweep) {
   auto results = dsd::probe::RunAllReduceSweep(comm, sizes, sweep, dsd::RealClock::Instance());
-  if (!results.ok()) {
-    std::fprintf(stderr, "%s\n", results.status().message().c_str());
-    return false;
-  }
+  if (!results.ok()) Abort(comm.backend() + ": " + results.status().message());
   std::vector<dsd::probe::SizeResult> rows;
   for (const auto& r : *results) {
     dsd::probe::SizeResult row;
@@ -91,10 +97,7 @@ bool CompareBackends(dsd::probe::Communicator& gloo, dsd::probe::Communicator& m
                      const dsd::probe::SweepOptions& sweep, int rounds) {
   const size_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
   for (auto* comm : {&gloo, &mpi}) {
-    if (auto s = comm->Prepare(max_bytes / sizeof(float)); !s.ok()) {
-      std::fprintf(stderr, "%s\n", s.message().c_str());
-      return false;
-    }
+    if (auto s = comm->Prepare(max_bytes / sizeof(float)); !s.ok()) Abort(comm->backend() + ": " + s.message());
   }
   const auto pattern = dsd::probe::AllReducePattern(gloo.rank(), max_bytes);
   const bool root = gloo.rank() == 0;
@@ -112,10 +115,7 @@ bool CompareBackends(dsd::probe::Communicator& gloo, dsd::probe::Communicator& m
       int i = 0;
       for (auto* comm : {&gloo, &mpi}) {
         auto res = dsd::probe::MeasureAllReduce(*comm, bytes, pattern, sweep, dsd::RealClock::Instance());
-        if (!res.ok()) {
-          std::fprintf(stderr, "%s: %s\n", comm->backend().c_str(), res.status().message().c_str());
-          return false;
-        }
+        if (!res.ok()) Abort(comm->backend() + ": " + res.status().message());
         t[i++] = MaxOverRanks(res->time_us);
         wrong += SumOverRanks(res->wrong);
       }

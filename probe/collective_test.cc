@@ -119,16 +119,20 @@ TEST(SweepTest, CombineTakesTheSlowestRankAndSumsWrong) {
 
 // Real Gloo over TCP on loopback, one thread per rank, rendezvous through a HashStore; world size
 // × busy-polling. The sizes cross every path of the synchronous algorithm: one float, recursive
-// doubling up to its limit, halving-doubling just past it with an odd element count, and a size of
-// several exchange pieces whose last piece is short.
+// doubling up to its limit, halving-doubling just past it with an odd element count, a size whose
+// halves take one piece one way and two the other (2·64Ki+1 floats: the turn-around step on 2-3
+// ranks, a halving and a gathering exchange on 4-8), a size of several pieces whose last is short,
+// and that size again after another (an instance's second use is checked too). 7 and 8 ranks have
+// three steps, so a middle halving and gathering step; 7 also folds three pairs.
 class GlooSweepTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(GlooSweepTest, AllRanksGetExactSums) {
   // Not a structured binding: the rank threads capture these, which clang before 16 refuses.
   const int n = std::get<0>(GetParam());
   const bool busy_poll = std::get<1>(GetParam());
-  const std::vector<size_t> sizes = {4, 4096, kGlooRecursiveDoublingMaxBytes, kGlooRecursiveDoublingMaxBytes + 4,
-                                     (1 << 20) + 12};
+  const std::vector<size_t> sizes = {
+      4, 4096,          kGlooRecursiveDoublingMaxBytes, kGlooRecursiveDoublingMaxBytes + 4, 524292, (1 << 20) + 12,
+      4, (1 << 20) + 12};
   gloo::rendezvous::HashStore store;
   std::vector<std::vector<RankSizeResult>> per_rank(n);
   std::vector<Status> status(n);
@@ -169,6 +173,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooSweepTest,
                          ::testing::Values(std::make_tuple(1, false), std::make_tuple(2, false),
                                            std::make_tuple(3, false), std::make_tuple(4, false),
                                            std::make_tuple(5, false), std::make_tuple(6, false),
+                                           std::make_tuple(7, false), std::make_tuple(8, false),
                                            std::make_tuple(2, true)));
 
 // A rank that leaves after connecting: the survivors' sweeps end with an error naming Gloo (the

@@ -66,9 +66,11 @@ void AddFloats(float* __restrict dst, const float* __restrict src, size_t n) {
 //
 // Memory traffic, which is what a loopback or fast link leaves to the CPU:
 // - Every piece to be summed lands at the start of a one-piece scratch buffer and is added to
-//   data at once. A message is read only when its receiver waits for it (one message per wait,
-//   in the order sent), so a peer running ahead cannot overwrite a piece not yet summed. The
-//   scratch stays in cache however large the buffer.
+//   data at once. A message is read only when its receiver waits: a wait reads messages in the
+//   order sent until one for its own buffer has arrived, whatever slot the ones before it name.
+//   Each peer reads exactly in the order the other sends, so every wait reads one message, its
+//   own, and a peer running ahead cannot overwrite a piece not yet summed. The scratch stays in
+//   cache however large the buffer.
 // - The last halving step and the first doubling step have the same peer and the same ranges
 //   turned around, so they go together piece by piece: a piece summed is sent back at once,
 //   while still in cache, instead of after the whole half (for 2 ranks that is every piece).
