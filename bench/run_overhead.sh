@@ -34,5 +34,10 @@ for ((i = 0; i < rounds; i++)); do
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 mp=$(median "${plain[@]}") mw=$(median "${watched[@]}")
-awk -v p="$mp" -v w="$mw" -v n="$ranks" \
-  'BEGIN {printf "%d ranks, median: run_local.sh %.3f steps/s, dsdoctor run %.3f steps/s (%+.1f%%)\n", n, p, w, (w - p) / p * 100}'
+# Each round's two runs are back to back, so their ratio cancels a slow spell of the machine that
+# lasts longer than a round; the median of those ratios is the steadier figure.
+ratios=()
+for ((i = 0; i < rounds; i++)); do ratios+=("$(awk -v p="${plain[i]}" -v w="${watched[i]}" 'BEGIN {print w / p}')"); done
+mr=$(median "${ratios[@]}")
+awk -v p="$mp" -v w="$mw" -v r="$mr" -v n="$ranks" \
+  'BEGIN {printf "%d ranks, median: run_local.sh %.3f steps/s, dsdoctor run %.3f steps/s (%+.1f%%); median of the rounds\x27 ratios %+.1f%%\n", n, p, w, (w - p) / p * 100, (r - 1) * 100}'
