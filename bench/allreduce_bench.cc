@@ -28,13 +28,14 @@
 
 namespace {
 
-int Usage(const std::string& why) {
+// Prints `why` and the usage to stderr; returns `exit_code`.
+int Usage(const std::string& why, int exit_code = 2) {
   std::fprintf(stderr,
                "allreduce_bench: %s\n"
                "usage: allreduce_bench [--backend gloo|mpi|both] [--sizes 8-64M] [--store DIR] [--bind HOST]\n"
                "                       [--busy-poll 0|1] [--iters N] [--budget BYTES] [--rounds N]\n",
                why.c_str());
-  return 2;
+  return exit_code;
 }
 
 // A rank that cannot go on ends the whole job: the others would wait for it in the next
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
   dsd::probe::SweepOptions sweep;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") return Usage("the all-reduce probe under mpirun") - 2;
+    if (flag == "--help" || flag == "-h") return Usage("the all-reduce probe under mpirun", 0);
     if (i + 1 >= argc) return Usage(flag + " needs a value");
     const std::string value = argv[i + 1];
     auto positive = [&](long long* out) {

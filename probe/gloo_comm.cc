@@ -116,23 +116,19 @@ class SyncAllReduce {
       return;
     }
     if (fold_.send_reduce) Receive(*fold_.recv_scratch, 0, count_, /*reduce=*/true);
-    if (!halving_) {
-      // Recursive doubling swaps whole buffers and sums what it receives.
-      for (auto& s : steps_) {
-        Exchange(*s.peer.send_reduce, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi,
-                 /*reduce=*/true);
-      }
-    } else if (!steps_.empty()) {
-      // Halving sends the half it gives away and sums the half it keeps; doubling sends the
-      // summed half back and receives the other, in reverse order of steps. The turn-around
-      // step is both at once.
-      for (size_t k = 0; k + 1 < steps_.size(); ++k) {
-        auto& s = steps_[k];
-        Exchange(*s.peer.send_reduce, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi,
-                 /*reduce=*/true);
-      }
+    // Recursive doubling swaps whole buffers and sums what it receives. Halving sends the half it
+    // gives away and sums the half it keeps; doubling then sends the summed half back and receives
+    // the other, in reverse order of steps. The turn-around step (halving's last) is both at once.
+    const bool turn_around = halving_ && !steps_.empty();
+    const size_t reduce_steps = steps_.size() - (turn_around ? 1 : 0);
+    for (size_t k = 0; k < reduce_steps; ++k) {
+      auto& s = steps_[k];
+      Exchange(*s.peer.send_reduce, s.give_lo, s.give_hi, *s.peer.recv_scratch, s.keep_lo, s.keep_hi,
+               /*reduce=*/true);
+    }
+    if (turn_around) {
       TurnAround(steps_.back());
-      for (size_t k = steps_.size() - 1; k-- > 0;) {
+      for (size_t k = reduce_steps; k-- > 0;) {
         auto& s = steps_[k];
         Exchange(*s.peer.send_gather, s.keep_lo, s.keep_hi, *s.peer.recv_data, s.give_lo, s.give_hi,
                  /*reduce=*/false);
