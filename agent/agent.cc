@@ -144,7 +144,7 @@ void Agent::Serve(net::Link conn, std::string peer) {
       continue;
     }
     if (req->value("type", "") == "run") {
-      ServeRun(conn, decoder, *req);
+      if (auto run = ReadRunRequest(*req); run.ok()) ServeRun(conn, decoder, *run);  // checked above
       return;
     }
     bool close_after = false;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/run_protocol.h"
 #include "common/kv_table.h"
 #include "common/net.h"
 #include "common/tls_link.h"
@@ -60,7 +61,7 @@ class Agent {
   nlohmann::json HandleNcclAllReduce(const nlohmann::json& request, const std::vector<size_t>& sizes,
                                      const probe::SweepOptions& sweep);
   // After a "run" request the connection is the job's stream until every rank exited (agent_run.cc).
-  void ServeRun(net::Link& link, wire::FrameDecoder& decoder, const nlohmann::json& request);
+  void ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequest& request);
   // After a "sink" request the connection carries raw bytes until the peer shuts down its side.
   nlohmann::json Sink(net::Link& link, wire::FrameDecoder& decoder);
 

@@ -6,6 +6,7 @@
 
 #include "agent/agent.h"
 #include "agent/client.h"
+#include "agent/run_protocol.h"
 #include "common/net.h"
 
 namespace dsd::agent {
@@ -74,11 +75,13 @@ TEST_F(AgentRequestTest, AResyncMakesThatRanksNextSampleAKeyframe) {
   const std::string logs = std::filesystem::temp_directory_path() / ("dsd-resync-" + std::to_string(::getpid()));
   auto c = AgentClient::Connect({"127.0.0.1", agent_->port()}, token_, std::chrono::seconds(5));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  nlohmann::json run = {{"type", "run"},           {"argv", {"sleep", "30"}},
-                        {"log_dir", logs},         {"sample_ms", 50},
-                        {"trace_python", false},   {"sample_deltas", true},
-                        {"compact_records", true}, {"ranks", {{{"rank", 0}}, {{"rank", 1}}}}};
-  ASSERT_TRUE(net::SendFrame(c->link(), run).ok());
+  RunRequest run;
+  run.argv = {"sleep", "30"};
+  run.run_dir = logs;
+  run.sample_ms = 50;
+  run.trace_python = false;
+  run.ranks = {{0, 0, {}}, {1, 1, {}}};
+  ASSERT_TRUE(net::SendFrame(c->link(), WriteRunRequest(run)).ok());
   auto started = net::RecvFrame(c->link(), c->decoder(), std::chrono::seconds(10));
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   ASSERT_EQ((*started)["type"], "started") << started->dump();
@@ -96,7 +99,7 @@ TEST_F(AgentRequestTest, AResyncMakesThatRanksNextSampleAKeyframe) {
   };
   EXPECT_EQ(next_sample(), (std::map<int, bool>{{0, true}, {1, true}})) << "first samples are keyframes";
   EXPECT_EQ(next_sample(), (std::map<int, bool>{{0, false}, {1, false}}));
-  ASSERT_TRUE(net::SendFrame(c->link(), {{"type", "resync"}, {"ranks", {1}}}).ok());
+  ASSERT_TRUE(net::SendFrame(c->link(), WriteRunControl(ResyncMessage{{1}})).ok());
   bool restated = false;
   for (int i = 0; i < 20 && !restated; ++i) {
     auto s = next_sample();
@@ -105,7 +108,7 @@ TEST_F(AgentRequestTest, AResyncMakesThatRanksNextSampleAKeyframe) {
     restated = s[1];
   }
   EXPECT_TRUE(restated) << "rank 1 restated in full after the resync";
-  ASSERT_TRUE(net::SendFrame(c->link(), {{"type", "stop"}, {"signal", 9}}).ok());
+  ASSERT_TRUE(net::SendFrame(c->link(), WriteRunControl(StopMessage{9})).ok());
   for (int i = 0; i < 200; ++i) {
     auto m = net::RecvFrame(c->link(), c->decoder(), std::chrono::seconds(5));
     if (!m.ok() || m->value("type", "") == "done") break;

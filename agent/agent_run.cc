@@ -1,218 +1,194 @@
 // The agent's side of `dsdoctor run`: a "run" request turns its connection into the job's stream
-// (docs/agent-protocol.md). The agent starts the node's ranks, ticks them every sample_ms and
-// sends what changed; the coordinator may send "stop" and "stacks". When the connection drops
-// (the coordinator died) every rank is stopped: SIGTERM, then SIGKILL after 3 s.
+// (docs/agent-protocol.md "Run stream"). The node's ranks are a collectors::NodeRanks; this file
+// only moves its ticks, stacks and files over the link (agent/run_protocol.h) and the coordinator's
+// stop, stacks and resync messages into it. When the connection drops (the coordinator died) every
+// rank is stopped, SIGKILL after the request's escalation delay.
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <filesystem>
 #include <thread>
 
 #include "agent/agent.h"
-#include "agent/request.h"
-#include "collectors/log_dir_space.h"
-#include "collectors/python_tracer.h"
-#include "collectors/rank_monitor.h"
-#include "collectors/stack.h"
+#include "agent/run_protocol.h"
+#include "collectors/node_ranks.h"
 #include "common/file.h"
-#include "common/json_text.h"
 #include "common/log.h"
+#include "common/run_files.h"
+#include "common/strings.h"
 #include "diagnosis/sample_delta.h"
-#include "runtime/trace.h"
 
 namespace dsd::agent {
 
-using nlohmann::json;
-
 namespace {
-// A rank's new output rides in its sample up to this size; more goes in "log" frames of
-// kLogChunkBytes, so no frame nears the 16 MiB limit however fast the ranks print.
-constexpr size_t kInlineLogBytes = 256 << 10;
-constexpr size_t kLogChunkBytes = 1 << 20;
-}  // namespace
 
-void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const json& request) {
-  auto log = log::Get("agent");
-  std::vector<std::string> argv;
-  std::map<std::string, std::string> env;
-  std::string log_dir, cwd;
-  int sample_ms = 200;
-  std::vector<collectors::RankMonitor> ranks;
-  try {
-    argv = request.at("argv").get<std::vector<std::string>>();
-    env = request.value("env", std::map<std::string, std::string>{});
-    log_dir = request.at("log_dir").get<std::string>();
-    cwd = request.value("cwd", std::string());
-    sample_ms = std::clamp(request.value("sample_ms", 200), 20, 5000);
-    if (argv.empty()) throw std::runtime_error("argv is empty");
-    // What the agent writes (the log dir, logs, stacks) is private; its ranks keep the user's umask.
-    UsePrivateUmask(request.value("share_group", false));
-    std::error_code ec;
-    std::filesystem::create_directories(log_dir, ec);
-    if (ec) throw std::runtime_error("cannot create log dir " + log_dir + ": " + ec.message());
-    for (const auto& r : request.at("ranks")) {
-      int rank = r.at("rank").get<int>();
-      std::string base = log_dir + "/rank-" + std::to_string(rank);
-      ranks.emplace_back(rank, r.value("local_rank", 0), options_.name, base + ".log", base + ".trace");
+// Output inlined in one sample frame at most, all ranks together; the rest goes ahead of it in
+// "log" messages, so no frame nears the 16 MiB limit however many ranks print at once.
+constexpr size_t kInlineLogBytesPerFrame = 1u << 20;
+
+// The coordinator wrote its run id into run.id before asking: finding it here means this node
+// writes into the coordinator's own run dir (a shared file system, or the same machine).
+bool SharesRunDir(const RunDir& dir, const std::string& run_id) {
+  if (run_id.empty()) return false;
+  auto text = ReadFile(dir.RunId(), 4096);
+  return text.ok() && Trim(*text) == run_id;
+}
+
+// What the agent sends on one run stream, and whether anyone still listens.
+class RunStreamOut {
+ public:
+  RunStreamOut(net::Link& link, collectors::NodeRanks& ranks, bool mirror)
+      : link_(link), ranks_(ranks), mirror_(mirror), deltas_(ranks.size()) {}
+
+  bool gone() const { return gone_; }
+
+  // The coordinator is gone (its connection broke): the ranks are stopped, as it would have.
+  void CoordinatorGone(const std::string& why) {
+    if (gone_) return;
+    gone_ = true;
+    log::Get("agent")->warn("run: coordinator connection lost ({}): stopping {} ranks", why, ranks_.size());
+    ranks_.Signal(SIGTERM);
+  }
+
+  void Send(const AgentRunMessage& m) {
+    if (!gone_) Sent(net::SendFrame(link_, WriteAgentRunMessage(m)), "message");
+  }
+
+  void Handle(const RunControl& control) {
+    if (const auto* stop = std::get_if<StopMessage>(&control)) {
+      ranks_.Signal(stop->signal);
+    } else if (const auto* resync = std::get_if<ResyncMessage>(&control)) {
+      // The coordinator refused a delta of these ranks: their next entries are keyframes.
+      for (int want : resync->ranks)
+        for (size_t k = 0; k < ranks_.size(); ++k)
+          if (ranks_.state(k).rank == want) deltas_[k].Reset();
+    } else if (const auto* request = std::get_if<StacksRequest>(&control)) {
+      // A capture can take seconds: a heartbeat between ranks tells the coordinator we live.
+      auto stacks = ranks_.Stacks(request->ranks, [&] { Send(HeartbeatMessage{ranks_.NowNs()}); });
+      StacksReply reply{request->id, {}};
+      for (auto& s : stacks) {
+        if (mirror_ && s.error.empty()) SendFile(s.rank, RankFile::kStack, s.text);
+        reply.stacks.push_back({s.rank, s.tool, s.signature, s.error});
+      }
+      Send(reply);
     }
-  } catch (const std::exception& e) {
-    (void)net::SendFrame(link,
-                         {{"type", "error"}, {"code", "bad_request"}, {"message", std::string("run: ") + e.what()}});
-    return;
   }
-  // Python ranks get the collective tracer unless the coordinator said no (run --no-trace).
-  std::optional<collectors::PythonTracer> tracer;
-  if (request.value("trace_python", true)) {
-    tracer = collectors::FindPythonTracer();
-    if (!tracer)
-      log->warn("run: the Python collective tracer is not installed beside this binary; Python ranks run untraced");
+
+  // One tick's sample: first the files of ranks that exited (a coordinator that mirrors them has
+  // them before it sees the exit) and the output too big to inline, then the frame.
+  void SendSample(const collectors::NodeSample& s) {
+    if (gone_) return;
+    if (mirror_)
+      for (size_t i : s.exited) {
+        const auto& state = ranks_.state(i);
+        SendFile(state.rank, RankFile::kExit, std::to_string(collectors::ShellExitStatus(state)) + "\n");
+        // The ring as the rank left it; a rank that never traced has none.
+        if (auto ring = ReadFile(ranks_.options().run_dir.RankTrace(state.rank), size_t{1} << 34); ring.ok())
+          SendFile(state.rank, RankFile::kTrace, *ring);
+      }
+    frame_.Begin(s.now_ns);
+    size_t inlined = 0;
+    for (size_t k = 0; k < ranks_.size(); ++k) {
+      const std::string& fresh = s.fresh[k];
+      std::string_view inline_log = fresh;
+      if (fresh.size() > kInlineLogBytes || inlined + fresh.size() > kInlineLogBytesPerFrame) {
+        for (size_t at = 0; at < fresh.size(); at += kFilePieceBytes)
+          Send(LogMessage{ranks_.state(k).rank, fresh.substr(at, kFilePieceBytes)});
+        inline_log = {};
+      }
+      inlined += inline_log.size();
+      frame_.AddRank([&](std::string* out) { deltas_[k].EncodeTo(ranks_.state(k), out); }, inline_log);
+    }
+    if (s.log_dir) frame_.SetLogDir(*s.log_dir);
+    if (!gone_) Sent(net::SendFrameText(link_, frame_.Finish()), "sample");
   }
-  // A node of hundreds of ranks needs more than the usual 1,024 descriptors.
-  if (std::string low = collectors::RaiseOpenFileLimitFor(ranks.size()); !low.empty()) log->warn("run: {}", low);
-  json started = json::array();
-  size_t i = 0;
-  for (const auto& r : request["ranks"]) {
-    auto rank_env = env;
-    for (const auto& [k, v] : r.value("env", std::map<std::string, std::string>{})) rank_env[k] = v;
-    if (tracer) collectors::AddPythonTracer(*tracer, &rank_env);
-    Status st = ranks[i].Start(argv, rank_env, cwd);
-    if (!st.ok()) {
-      for (auto& m : ranks) m.Signal(SIGKILL);
-      (void)net::SendFrame(link, {{"type", "error"}, {"code", "spawn_failed"}, {"message", st.message()}});
+
+ private:
+  void SendFile(int rank, RankFile kind, std::string_view content) {
+    for (const auto& piece : FileMessages(rank, kind, content)) Send(piece);
+  }
+
+  // Only a broken connection means the coordinator is gone; a frame we could not encode costs that
+  // frame, never the job.
+  void Sent(const Status& st, const char* what) {
+    if (st.ok()) return;
+    if (st.code() == StatusCode::kInvalidArgument) {
+      log::Get("agent")->warn("run: a {} frame was dropped: {}", what, st.message());
+      // The coordinator never saw these deltas: the next sample restates every rank in full.
+      if (std::string_view(what) == "sample")
+        for (auto& d : deltas_) d.Reset();
       return;
     }
-    started.push_back({{"rank", ranks[i].state().rank}, {"pid", ranks[i].state().pid}});
-    ++i;
+    CoordinatorGone(st.message());
   }
-  log->info("run: started {} ranks of {}", ranks.size(), argv[0]);
-  if (!net::SendFrame(link, {{"type", "started"}, {"node", options_.name}, {"ranks", started}}).ok()) return;
-  int64_t stop_deadline = 0;
-  bool coordinator_gone = false;
-  collectors::LogDirMonitor log_dir_monitor(log_dir, options_.name);
-  // Each rank's sample carries only what changed since the one before (diagnosis/sample_delta.h),
-  // when the coordinator reads deltas; an older one gets whole states.
-  const bool send_deltas = request.value("sample_deltas", false);
-  // Records as arrays when the coordinator reads them (checked by ValidateRequest).
-  const bool compact_records = request.value("compact_records", false);
-  // A coordinator that reads arrays also sends "resync" (they came together): keyframes can be
-  // rare. An older one repairs a refused rank only at a keyframe: every 50 samples for it.
-  std::vector<diagnosis::SampleDeltaWriter> deltas(
-      ranks.size(), diagnosis::SampleDeltaWriter(compact_records, compact_records ? diagnosis::kKeyframeEvery
-                                                                                  : diagnosis::kLegacyKeyframeEvery));
+
+  net::Link& link_;
+  collectors::NodeRanks& ranks_;
+  const bool mirror_;
+  bool gone_ = false;
+  std::vector<diagnosis::SampleDeltaWriter> deltas_;  // by index: each rank's entries are deltas
+  SampleFrameWriter frame_;
+};
+
+}  // namespace
+
+void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequest& request) {
+  auto log = log::Get("agent");
+  const RunDir run_dir(request.run_dir);
+  // What the agent writes (the run dir, logs, stacks) is private; its ranks keep the user's umask.
+  UsePrivateUmask(request.share_group);
+  const bool shared = SharesRunDir(run_dir, request.run_id);
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir.path(), ec);
+  if (ec) {
+    (void)net::SendFrame(
+        link, WriteAgentRunMessage(
+                  ErrorMessage{"bad_request", "run: cannot create run dir " + run_dir.path() + ": " + ec.message()}));
+    return;
+  }
+  collectors::NodeRanksOptions o;
+  o.node = options_.name;
+  o.run_dir = run_dir;
+  o.argv = request.argv;
+  o.env = request.env;
+  o.cwd = request.cwd;
+  o.trace_python = request.trace_python;
+  o.python = request.python;
+  o.stop_escalation = std::chrono::milliseconds(request.stop_escalation_ms);
+  collectors::NodeRanks ranks(std::move(o), &RealClock::Instance());
+  std::vector<collectors::RankToStart> to_start;
+  for (const auto& r : request.ranks) to_start.push_back({r.rank, r.local_rank, r.env});
+  if (Status st = ranks.Start(to_start); !st.ok()) {
+    (void)net::SendFrame(link, WriteAgentRunMessage(ErrorMessage{"spawn_failed", st.message()}));
+    return;
+  }
+  StartedMessage started{options_.name, {}, shared};
+  for (size_t i = 0; i < ranks.size(); ++i) started.ranks.push_back({ranks.state(i).rank, ranks.state(i).pid});
+  log->info("run: started {} ranks of {}{}", ranks.size(), request.argv[0],
+            shared ? "" : " (run dir not shared with the coordinator: its files are sent)");
+  RunStreamOut out(link, ranks, /*mirror=*/!shared);
+  out.Send(started);
+  const auto period = std::chrono::milliseconds(std::clamp(request.sample_ms, 20, 5000));
   while (true) {
-    auto msg = net::RecvFrame(link, decoder, std::chrono::milliseconds(sample_ms));
-    if (!msg.ok() && msg.status().code() != StatusCode::kTimeout && !coordinator_gone) {
-      log->warn("run: coordinator connection lost ({}): stopping {} ranks", msg.status().message(), ranks.size());
-      coordinator_gone = true;
-      for (auto& m : ranks) m.Signal(SIGTERM);
-      stop_deadline = runtime::TraceNowNs() + 3'000'000'000LL;
-    } else if (msg.ok() && !ValidateRunStreamMessage(*msg).ok()) {
-      log->warn("run: ignored a message from the coordinator: {}", ValidateRunStreamMessage(*msg).message());
+    if (out.gone()) {  // nothing more to read: the ranks are being stopped
+      std::this_thread::sleep_for(period);
+      out.SendSample(ranks.Tick());
+      if (ranks.AllExited()) break;
+      continue;
+    }
+    auto msg = net::RecvFrame(link, decoder, period);
+    if (!msg.ok() && msg.status().code() != StatusCode::kTimeout) {
+      out.CoordinatorGone(msg.status().message());
     } else if (msg.ok()) {
-      std::string type = msg->value("type", "");
-      if (type == "stop") {
-        int sig = msg->value("signal", SIGTERM);
-        for (auto& m : ranks) m.Signal(sig);
-        if (sig != SIGKILL && !stop_deadline) stop_deadline = runtime::TraceNowNs() + 3'000'000'000LL;
-      } else if (type == "resync") {
-        // The coordinator refused a delta of these ranks: their next entries are keyframes.
-        for (int want : msg->value("ranks", std::vector<int>{}))
-          for (size_t k = 0; k < ranks.size(); ++k)
-            if (ranks[k].state().rank == want) deltas[k].Reset();
-      } else if (type == "stacks") {
-        json out = json::array();
-        bool first = true;
-        for (int want : msg->value("ranks", std::vector<int>{})) {
-          for (auto& m : ranks) {
-            if (m.state().rank != want || m.state().status != diagnosis::RankStatus::kRunning) continue;
-            // A capture can take seconds: a heartbeat between ranks tells the coordinator we live.
-            if (!first) (void)net::SendFrame(link, {{"type", "heartbeat"}, {"now_ns", runtime::TraceNowNs()}});
-            first = false;
-            bool python = argv[0].find("python") != std::string::npos;
-            auto st = collectors::CaptureStack(m.state().pid, python);
-            if (st.ok()) {
-              std::string stack_file = "rank-" + std::to_string(want) + ".stack";
-              if (Status w = WriteFileAtomic(log_dir + "/" + stack_file, "# " + st->tool + "\n" + st->text); !w.ok())
-                log_dir_monitor.NoteWriteError(stack_file + ": " + w.message());
-              out.push_back({{"rank", want}, {"tool", st->tool}, {"signature", st->signature}});
-            } else {
-              out.push_back({{"rank", want}, {"error", st.status().message()}});
-            }
-          }
-        }
-        json reply = {{"type", "stacks"}, {"stacks", out}};
-        if (msg->contains("id")) reply["id"] = (*msg)["id"];  // the coordinator drops replies to older requests
-        (void)net::SendFrame(link, reply);
-      }
+      auto control = ReadRunControl(*msg);
+      if (control.ok())
+        out.Handle(*control);
+      else
+        log->warn("run: ignored a message from the coordinator: {}", control.status().message());
     }
-    int64_t now = runtime::TraceNowNs();
-    if (stop_deadline && now > stop_deadline) {
-      for (auto& m : ranks) m.Signal(SIGKILL);
-      stop_deadline = 0;
-    }
-    // The sample frame is written as text (common/json_text.h): built as a JSON tree and dumped,
-    // it cost more than reading the ranks.
-    std::string sample = "{\"type\":\"sample\",\"now_ns\":";
-    jsontext::AppendInt(&sample, now);
-    sample.append(",\"ranks\":[");
-    std::vector<json> log_frames;  // output too big for one sample goes ahead of it in chunks
-    bool all_exited = true;
-    for (size_t k = 0; k < ranks.size(); ++k) {
-      auto& m = ranks[k];
-      std::string fresh;
-      m.Tick(now, &fresh);
-      if (k) sample.push_back(',');
-      if (send_deltas) {
-        deltas[k].EncodeTo(m.state(), &sample);
-      } else {
-        json s = diagnosis::ToJson(m.state());
-        s["last_output_ns"] = m.state().last_output_ns;
-        jsontext::AppendJson(&sample, s);
-      }
-      if (!fresh.empty()) {
-        std::string text = collectors::SanitizeForStream(fresh);  // ASCII: any cut is a character boundary
-        if (text.size() <= kInlineLogBytes) {
-          sample.pop_back();  // the entry's closing brace: "log" is one more of its fields
-          sample.append(",\"log\":");
-          jsontext::AppendString(&sample, text);
-          sample.push_back('}');
-        } else {
-          for (size_t at = 0; at < text.size(); at += kLogChunkBytes)
-            log_frames.push_back({{"type", "log"}, {"rank", m.state().rank}, {"log", text.substr(at, kLogChunkBytes)}});
-        }
-      }
-      all_exited &= m.state().status == diagnosis::RankStatus::kExited;
-    }
-    sample.push_back(']');
-    for (auto& m : ranks)
-      if (!m.write_error().empty()) log_dir_monitor.NoteWriteError(m.write_error());
-    // The log dir's file system: a full disk is named, not guessed from silence.
-    if (auto space = log_dir_monitor.Poll(now)) {
-      sample.append(",\"log_dir\":");
-      jsontext::AppendJson(&sample, diagnosis::ToJson(*space));
-    }
-    sample.push_back('}');
-    // Only a broken connection means the coordinator is gone; a frame we could not encode costs
-    // that frame, never the job.
-    auto sent = [&](Status st, const char* type) {
-      if (st.ok()) return;
-      if (st.code() == StatusCode::kInvalidArgument) {
-        log->warn("run: a {} frame was dropped: {}", type, st.message());
-        // The coordinator never saw these deltas: the next sample restates every rank in full.
-        if (std::string_view(type) == "sample")
-          for (auto& d : deltas) d.Reset();
-        return;
-      }
-      coordinator_gone = true;
-      for (auto& m : ranks) m.Signal(SIGTERM);
-      stop_deadline = now + 3'000'000'000LL;
-    };
-    for (const auto& f : log_frames)
-      if (!coordinator_gone) sent(net::SendFrame(link, f), "log");
-    if (!coordinator_gone) sent(net::SendFrameText(link, sample), "sample");
-    if (all_exited) break;
+    out.SendSample(ranks.Tick());
+    if (ranks.AllExited()) break;
   }
-  if (!coordinator_gone) (void)net::SendFrame(link, {{"type", "done"}});
+  if (!out.gone()) out.Send(DoneMessage{});
   log->info("run: every rank exited");
 }
 

@@ -12,10 +12,8 @@
 namespace dsd::agent {
 
 // A request on a fresh link: inventory, listen, ping, kv_set, kv_get, allreduce, p2p_send, sink,
-// run, shutdown. An unknown type is kUnimplemented; a bad field is kInvalidArgument naming it.
+// run (checked by ReadRunRequest, agent/run_protocol.h), shutdown. An unknown type is
+// kUnimplemented; a bad field is kInvalidArgument naming it.
 Status ValidateRequest(const nlohmann::json& request);
-
-// A message from the coordinator on a run stream: stop, stacks.
-Status ValidateRunStreamMessage(const nlohmann::json& message);
 
 }  // namespace dsd::agent

@@ -87,15 +87,15 @@ TEST(RequestTest, ShapesAreCheckedBeforeAnythingActs) {
        {{"type", "run"},
         {"argv", {"python3", "train.py"}},
         {"env", {{"A", "1"}}},
-        {"log_dir", "/tmp/l"},
+        {"run_dir", "/tmp/l"},
         {"ranks", {{{"rank", 0}, {"local_rank", 0}, {"env", {{"RANK", "0"}}}}}}},
        StatusCode::kOk},
       {"run empty argv",
-       {{"type", "run"}, {"argv", json::array()}, {"log_dir", "/l"}, {"ranks", json::array()}},
+       {{"type", "run"}, {"argv", json::array()}, {"run_dir", "/l"}, {"ranks", json::array()}},
        StatusCode::kInvalidArgument,
        "'argv'"},
       {"run rank negative",
-       {{"type", "run"}, {"argv", {"x"}}, {"log_dir", "/l"}, {"ranks", {{{"rank", -1}}}}},
+       {{"type", "run"}, {"argv", {"x"}}, {"run_dir", "/l"}, {"ranks", {{{"rank", -1}}}}},
        StatusCode::kInvalidArgument,
        "run.ranks[0]: field 'rank'"},
       {"sink", {{"type", "sink"}}, StatusCode::kOk},
@@ -117,18 +117,6 @@ TEST(RequestTest, ParsedUnsignedNumbersKeepTheirLowerBounds) {
   EXPECT_FALSE(ValidateRequest(json::parse(R"({"type":"allreduce","backend":"mpi","sizes":[0]})")).ok());
   EXPECT_FALSE(ValidateRequest(json::parse(R"({"type":"ping","timeout_ms":0,"targets":[]})")).ok());
   EXPECT_TRUE(ValidateRequest(json::parse(R"({"type":"allreduce","backend":"mpi","sizes":[1]})")).ok());
-  EXPECT_FALSE(ValidateRunStreamMessage(json::parse(R"({"type":"stop","signal":0})")).ok());
-}
-
-TEST(RequestTest, RunStreamMessages) {
-  EXPECT_TRUE(ValidateRunStreamMessage({{"type", "stop"}, {"signal", 15}}).ok());
-  EXPECT_TRUE(ValidateRunStreamMessage({{"type", "stacks"}, {"id", 4}, {"ranks", {0, 3}}}).ok());
-  EXPECT_FALSE(ValidateRunStreamMessage({{"type", "stop"}, {"signal", 0}}).ok());
-  EXPECT_FALSE(ValidateRunStreamMessage({{"type", "stop"}, {"signal", "TERM"}}).ok());
-  EXPECT_FALSE(ValidateRunStreamMessage({{"type", "stacks"}, {"ranks", {-1}}}).ok());
-  EXPECT_TRUE(ValidateRunStreamMessage({{"type", "resync"}, {"ranks", {2}}}).ok());
-  EXPECT_FALSE(ValidateRunStreamMessage({{"type", "resync"}, {"ranks", "all"}}).ok());
-  EXPECT_EQ(ValidateRunStreamMessage({{"type", "run"}}).code(), StatusCode::kUnimplemented);
 }
 
 }  // namespace

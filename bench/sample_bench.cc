@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/run_protocol.h"
 #include "collectors/rank_monitor.h"
 #include "diagnosis/sample_delta.h"
 #include "runtime/trace.h"
@@ -71,8 +72,7 @@ int main(int argc, char** argv) {
   std::vector<collectors::RankMonitor> monitors;
   std::vector<std::unique_ptr<runtime::TraceWriter>> writers;
   for (int r = 0; r < ranks; ++r) {
-    std::string base = dir + "/rank-" + std::to_string(r);
-    monitors.emplace_back(r, r, "node-0", base + ".log", base + ".trace");
+    monitors.emplace_back(r, r, "node-0", RunDir(dir));
     if (auto st = monitors.back().Start({"sleep", "600"}, {}, ""); !st.ok()) {
       std::fprintf(stderr, "%s\n", st.ToString().c_str());
       return 1;
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     runtime::TraceIdentity id;
     id.rank = r;
     id.world_size = ranks;
-    auto w = runtime::TraceWriter::Create(base + ".trace", id);
+    auto w = runtime::TraceWriter::Create(RunDir(dir).RankTrace(r), id);
     if (!w.ok()) {
       std::fprintf(stderr, "%s\n", w.status().ToString().c_str());
       return 1;
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     writers.push_back(std::move(*w));
     for (uint64_t s = 0; s < 1400; ++s) Step(*writers.back(), s);  // a full ring
   }
-  std::vector<diagnosis::SampleDeltaWriter> enc(ranks, diagnosis::SampleDeltaWriter(/*compact_records=*/true));
+  std::vector<diagnosis::SampleDeltaWriter> enc(ranks, diagnosis::SampleDeltaWriter());
   std::vector<diagnosis::SampleDeltaReader> dec(ranks);
   std::vector<diagnosis::RankState> held(ranks);
   Costs full, delta;
@@ -120,10 +120,10 @@ int main(int argc, char** argv) {
     std::string frame = "{\"type\":\"sample\",\"now_ns\":" + std::to_string(now) + ",\"ranks\":[";
     for (int r = 0; r < ranks; ++r) frame += (r ? "," : "") + parts[r];
     frame += "]}";
-    diagnosis::SampleFrameText scanned;
+    agent::SampleFrameText scanned;
     std::string fresh;
     double e2 = CpuUs();
-    ok &= diagnosis::ScanSampleFrame(frame, &scanned) && scanned.entries.size() == static_cast<size_t>(ranks);
+    ok &= agent::ScanSampleFrame(frame, &scanned) && scanned.entries.size() == static_cast<size_t>(ranks);
     for (int r = 0; ok && r < ranks; ++r) {
       ok &= dec[r].ApplyText(scanned.entries[r].text, &fresh).ok();
       ok &= dec[r].StateInto(&held[r]).ok();  // as the coordinator does
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   std::vector<diagnosis::SampleDeltaReader> readers(big);
   std::vector<diagnosis::RankState> big_held(big);
   {
-    diagnosis::SampleDeltaWriter w(/*compact_records=*/true);
+    diagnosis::SampleDeltaWriter w;
     std::string text;
     w.EncodeTo(monitors[0].state(), &text);
     json key = json::parse(text);
@@ -184,11 +184,11 @@ int main(int argc, char** argv) {
   // Replaying the same delta keeps each reader valid: it drops and keeps what a real one would.
   double a = CpuUs();
   const int big_ticks = 5;
-  diagnosis::SampleFrameText scanned;
+  agent::SampleFrameText scanned;
   std::string fresh;
   for (int t = 0; t < big_ticks; ++t)
     for (size_t f = 0; f < texts.size(); ++f) {
-      if (!diagnosis::ScanSampleFrame(texts[f], &scanned)) return 1;
+      if (!agent::ScanSampleFrame(texts[f], &scanned)) return 1;
       for (size_t k = 0; k < scanned.entries.size(); ++k) {
         const size_t r = f * kPerAgent + k;
         (void)readers[r].ApplyText(scanned.entries[k].text, &fresh);

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "common/run_files.h"
 #include "runtime/engine.h"
 
 namespace {
@@ -16,7 +17,7 @@ std::string TracePath() {
     char tmpl[] = "/tmp/dsdtrace-bench-XXXXXX";
     return std::string(::mkdtemp(tmpl));
   }();
-  return dir + "/rank-0.trace";
+  return dsd::RunDir(dir).RankTrace(0);
 }
 
 void BM_TraceRecord(benchmark::State& state) {
@@ -78,7 +79,13 @@ void BM_EngineStep(benchmark::State& state) {
     (void)engine->Step();
   }
 }
-BENCHMARK(BM_EngineStep)->ArgName("tracing")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_EngineStep)
+    ->ArgName("tracing")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/strings.h"
 #include "coordinator/check_session.h"
+#include "coordinator/job_env.h"
 #include "coordinator/launcher.h"
 #include "coordinator/plan.h"
 #include "probe/collective.h"
@@ -83,7 +84,7 @@ int RunCheck(const CheckOptions& o) {
   so.p2p_seconds = o.p2p_seconds;
   so.use_mpi = launcher_name == "mpirun";
   so.shutdown_agents = launcher_name != "attach";
-  so.job_env = coordinator::CheckJobEnv();
+  so.job_env = coordinator::JobEnvironment();
   agent::ClusterCheckInput input = coordinator::RunCheckSession(*nodes, *launcher, token, so);
 
   auto result = agent::EvaluateCluster(input);

@@ -13,6 +13,7 @@
 #include "agent/token.h"
 #include "cli/commands.h"
 #include "common/file.h"
+#include "common/run_files.h"
 #include "common/strings.h"
 #include "tui/live.h"
 #include "tui/stream.h"
@@ -95,7 +96,7 @@ class Player {
 int Replay(const TuiOptions& o) {
   std::string path = o.replay;
   std::error_code ec;
-  if (fs::is_directory(path, ec)) path = (fs::path(path) / "events.jsonl").string();
+  if (fs::is_directory(path, ec)) path = RunDir(path).Events();
   std::vector<std::string> warnings;
   auto events = tui::ReadEventFile(path, &warnings);
   if (!events.ok()) {
@@ -213,7 +214,7 @@ class AttachedStream {
 // says so and how to look at it instead; empty otherwise.
 std::string EndedRunHint(const std::string& log_dir) {
   std::vector<std::string> warnings;
-  auto events = tui::ReadEventFile((fs::path(log_dir) / "events.jsonl").string(), &warnings);
+  auto events = tui::ReadEventFile(RunDir(log_dir).Events(), &warnings);
   if (!events.ok() || events->empty() || events->back().event.value("type", "") != "end") return "";
   return "the run in " + log_dir + " has ended (code " + std::to_string(events->back().event.value("code", 0)) +
          "); replay it: dsdoctor tui --replay " + log_dir;
@@ -224,7 +225,7 @@ int Attach(const TuiOptions& o) {
   std::error_code ec;
   if (fs::is_directory(o.attach, ec)) {  // a run's log dir: its viewer.addr and viewer.token
     log_dir = o.attach;
-    auto addr = ReadFile((fs::path(o.attach) / "viewer.addr").string());
+    auto addr = ReadFile(RunDir(o.attach).ViewerAddr());
     if (!addr.ok()) {
       std::string hint = EndedRunHint(log_dir);
       if (!hint.empty()) {
@@ -236,7 +237,7 @@ int Attach(const TuiOptions& o) {
       return kExitUsage;
     }
     address = std::string(Trim(*addr));
-    if (token_file.empty()) token_file = (fs::path(o.attach) / "viewer.token").string();
+    if (token_file.empty()) token_file = RunDir(o.attach).ViewerToken();
   }
   auto endpoint = net::ParseEndpoint(address);
   if (!endpoint.ok()) {

@@ -16,8 +16,11 @@
 
 namespace dsd::collectors {
 
-RankMonitor::RankMonitor(int rank, int local_rank, std::string node, std::string log_path, std::string trace_path)
-    : log_path_(std::move(log_path)), trace_path_(std::move(trace_path)), trace_(trace_path_) {
+RankMonitor::RankMonitor(int rank, int local_rank, std::string node, const RunDir& dir)
+    : log_path_(dir.RankLog(rank)),
+      trace_path_(dir.RankTrace(rank)),
+      exit_path_(dir.RankExit(rank)),
+      trace_(trace_path_) {
   state_.rank = rank;
   state_.local_rank = local_rank;
   state_.node = std::move(node);
@@ -27,8 +30,7 @@ Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<s
                           const std::string& cwd) {
   ::unlink(log_path_.c_str());
   ::unlink(trace_path_.c_str());
-  std::string exit_path = log_path_.substr(0, log_path_.size() - 4) + ".exit";
-  ::unlink(exit_path.c_str());
+  ::unlink(exit_path_.c_str());
   SubprocessOptions so;
   so.env = env;
   so.env["DSDOCTOR_TRACE_FILE"] = trace_path_;
@@ -54,10 +56,8 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
       state_.exit_ns = now_ns;
       state_.proc.valid = false;
       proc_stat_.reset();  // its two /proc descriptors: a node of many ranks needs them back
-      int shell_code = e->signaled ? 128 + e->term_signal : e->exit_code;
-      std::string exit_path = log_path_.substr(0, log_path_.size() - 4) + ".exit";
-      if (Status st = WriteFileAtomic(exit_path, std::to_string(shell_code) + "\n"); !st.ok())
-        write_error_ = std::filesystem::path(exit_path).filename().string() + ": " + st.message();
+      if (Status st = WriteFileAtomic(exit_path_, std::to_string(ShellExitStatus(state_)) + "\n"); !st.ok())
+        write_error_ = std::filesystem::path(exit_path_).filename().string() + ": " + st.message();
       exited_now = true;
     }
   }

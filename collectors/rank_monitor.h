@@ -12,6 +12,7 @@
 
 #include "collectors/proc_stat.h"
 #include "common/net.h"
+#include "common/run_files.h"
 #include "common/subprocess.h"
 #include "diagnosis/state.h"
 #include "runtime/trace.h"
@@ -20,7 +21,8 @@ namespace dsd::collectors {
 
 class RankMonitor {
  public:
-  RankMonitor(int rank, int local_rank, std::string node, std::string log_path, std::string trace_path);
+  // The rank's files are rank-<r>.log, .trace and .exit in `dir` (common/run_files.h).
+  RankMonitor(int rank, int local_rank, std::string node, const RunDir& dir);
 
   // Truncates the rank's old files and starts it; its death signal is SIGKILL when we die.
   Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
@@ -40,7 +42,7 @@ class RankMonitor {
 
  private:
   diagnosis::RankState state_;
-  std::string log_path_, trace_path_;
+  std::string log_path_, trace_path_, exit_path_;
   std::string write_error_;
   std::optional<Subprocess> proc_;
   runtime::TraceReader trace_;
@@ -56,6 +58,9 @@ class RankMonitor {
   int64_t descendants_read_ns_ = 0, descendant_span_ns_ = 0;
   int64_t last_sample_ns_ = 0, ref_ns_ = 0;
 };
+
+// An exited rank's status as a shell reports it (rank-<r>.exit): the code, or 128 + the signal.
+inline int ShellExitStatus(const diagnosis::RankState& r) { return r.signal ? 128 + r.signal : r.exit_code; }
 
 // Rank output made safe for JSON strings: bytes outside printable ASCII (and \n, \t) become '?'.
 // Only the streamed copy is changed; the log file keeps the bytes.

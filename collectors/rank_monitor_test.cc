@@ -51,8 +51,8 @@ TEST(RankMonitorTest, TheOpenFileLimitIsRaisedForTheRanksOrNamed) {
 
 TEST(RankMonitorTest, TellsSpinningFromBlocked) {
   std::string d = Dir("cpu");
-  RankMonitor spin(0, 0, "n", d + "/rank-0.log", d + "/rank-0.trace");
-  RankMonitor block(1, 1, "n", d + "/rank-1.log", d + "/rank-1.trace");
+  RankMonitor spin(0, 0, "n", RunDir(d));
+  RankMonitor block(1, 1, "n", RunDir(d));
   ASSERT_TRUE(spin.Start({"/bin/sh", "-c", "while :; do :; done"}, {}, "").ok());
   ASSERT_TRUE(block.Start({"/bin/sh", "-c", "echo waiting; exec sleep 30"}, {}, "").ok());
   std::string out_spin, out_block;
@@ -87,7 +87,7 @@ TEST(RankMonitorTest, TellsSpinningFromBlocked) {
 
 TEST(RankMonitorTest, LogIsCompleteOnDiskAndStreamedOnce) {
   std::string d = Dir("log");
-  RankMonitor m(3, 0, "n", d + "/rank-3.log", d + "/rank-3.trace");
+  RankMonitor m(3, 0, "n", RunDir(d));
   ASSERT_TRUE(
       m.Start({"/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.1; done; printf '\\377 bad byte'; exit 4"},
               {{"FOO", "bar"}}, "")

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <map>
-#include <regex>
 #include <set>
 
 #include "collectors/log_classifier.h"
@@ -13,6 +12,7 @@
 #include "collectors/stack.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "common/run_files.h"
 #include "common/strings.h"
 
 namespace dsd::collectors {
@@ -164,10 +164,10 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   }
   LogScanner scanner;
   scanner.ExpectBytes(TotalBytes(paths));
-  static const std::regex kRankLog(R"((?:^|/)rank-(\d{1,7})\.log$)");
   for (const std::string& p : paths) {
-    std::smatch m;
-    int rank = std::regex_search(p, m, kRankLog) ? std::stoi(m[1].str()) : -1;
+    // A rank's log by its name (common/run_files.h); any other file is a combined log.
+    const auto named = ParseRunFilePath(p);
+    int rank = named && named->kind == RankFile::kLog ? named->rank : -1;
     if (rank >= kMaxRanks) rank = -1;
     Status st = scanner.Add({p, rank, p == "-" ? "<stdin>" : p});
     if (!st.ok()) {
@@ -198,14 +198,13 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
                                        std::vector<std::string>* warnings) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return NotFound("analyze: cannot open log dir '" + dir + "'");
-  static const std::regex kName(R"(^rank-(\d{1,7})\.(log|trace|exit|stack)$)");
+  const RunDir run_dir(dir);
   std::map<int, std::map<std::string, std::string>> files;  // rank → kind → path
   while (dirent* e = ::readdir(d)) {
-    std::cmatch m;
-    if (!std::regex_match(e->d_name, m, kName)) continue;
-    int rank = std::stoi(m[1].str());  // at most 7 digits: cannot overflow
-    if (rank < kMaxRanks)
-      files[rank][m[2].str()] = dir + "/" + e->d_name;
+    const auto named = ParseRunFileName(e->d_name);  // at most 7 digits: cannot overflow
+    if (!named) continue;
+    if (named->rank < kMaxRanks)
+      files[named->rank][std::string(RankFileExtension(named->kind))] = run_dir.RankPath(named->rank, named->kind);
     else if (warnings)
       warnings->push_back(dir + "/" + e->d_name + ": rank above " + std::to_string(kMaxRanks) + ", ignored");
   }
@@ -217,12 +216,12 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   std::map<int, diagnosis::RankState> from_manifest;
   bool stopped_by_us = false;  // dsdoctor ended the ranks: their .exit files hold our signal, not their fate
   int64_t manifest_now_ns = 0;
-  if (auto manifest = ReadFile(dir + "/run.json"); manifest.ok()) {
+  if (auto manifest = ReadFile(run_dir.Manifest()); manifest.ok()) {
     nlohmann::json j = nlohmann::json::parse(*manifest, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return InvalidArgument(dir + "/run.json: not valid JSON");
+    if (j.is_discarded() || !j.is_object()) return InvalidArgument(run_dir.Manifest() + ": not valid JSON");
     if (!j.contains("world_size") || !j["world_size"].is_number_integer() || j["world_size"].get<int64_t>() < 0 ||
         j["world_size"].get<int64_t>() > kMaxRanks)
-      return InvalidArgument(dir + "/run.json: field 'world_size' must be an integer from 0 to " +
+      return InvalidArgument(run_dir.Manifest() + ": field 'world_size' must be an integer from 0 to " +
                              std::to_string(kMaxRanks));
     job.world_size = j.value("world_size", 0);
     stopped_by_us = j.contains("stopped_by_dsdoctor") && j["stopped_by_dsdoctor"].is_object();
@@ -230,13 +229,13 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     if (j.contains("ranks") && j["ranks"].is_array()) {
       for (const auto& r : j["ranks"]) {
         auto rs = diagnosis::RankStateFromJson(r);
-        if (!rs.ok()) return InvalidArgument(dir + "/run.json: " + rs.status().message());
+        if (!rs.ok()) return InvalidArgument(run_dir.Manifest() + ": " + rs.status().message());
         from_manifest[rs->rank] = *rs;
       }
     }
   }
   if (files.empty() && from_manifest.empty())
-    return NotFound("analyze: '" + dir + "' holds no rank-<r>.log/.trace files and no run.json");
+    return NotFound("analyze: '" + dir + "' holds no rank-<r>.log/.trace files and no " + RunDir::kManifest);
   int max_rank = -1;
   for (auto& [r, f] : files) max_rank = std::max(max_rank, r);
   for (auto& [r, s] : from_manifest) max_rank = std::max(max_rank, r);
@@ -260,9 +259,15 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
         if (rs.node.empty()) rs.node = t->hostname;
         latest_ns = std::max(
             {latest_ns, t->heartbeat_ns, rs.last ? std::max(rs.last->started_ns, rs.last->ended_ns) : int64_t{0}});
-      } else if (warnings) {
-        warnings->push_back(t.status().message());
+      } else {
+        if (warnings) warnings->push_back(t.status().message());
+        job.evidence_missing.push_back(RankFileName(r, RankFile::kTrace) + ": " + t.status().message());
       }
+    } else if (rs.has_trace) {
+      // The run traced this rank, and its ring is not here (a node whose files never came).
+      job.evidence_missing.push_back(RankFileName(r, RankFile::kTrace) +
+                                     ": missing; the run traced this rank (its last records are in " +
+                                     RunDir::kManifest + ")");
     }
     // A rank the manifest saw running when dsdoctor stopped the job: its exit is our doing.
     bool ours = stopped_by_us && from_manifest.count(r) && from_manifest[r].status == diagnosis::RankStatus::kRunning;
@@ -294,8 +299,9 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     }
     if (f.count("log")) {
       if (Status st = scanner.Add({f["log"], r, ""}); !st.ok() && warnings) warnings->push_back(st.message());
-    } else if (warnings) {
-      warnings->push_back(dir + "/rank-" + std::to_string(r) + ".log: missing");
+    } else {
+      if (warnings) warnings->push_back(run_dir.RankLog(r) + ": missing");
+      job.evidence_missing.push_back(RankFileName(r, RankFile::kLog) + ": missing");
     }
   }
   MergeLogs(scanner.Finish(), &job, warnings);

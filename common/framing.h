@@ -21,7 +21,9 @@
 namespace dsd::wire {
 
 inline constexpr char kMagic[3] = {'D', 'S', 'D'};
-inline constexpr uint8_t kProtocolVersion = 2;  // 2: links are TLS, hello carries no token
+// 2: links are TLS, hello carries no token. 3: typed run stream (agent/run_protocol.h): run_dir and
+// run_id, deltas with array records only, output and files as base64.
+inline constexpr uint8_t kProtocolVersion = 3;
 inline constexpr size_t kHeaderSize = 8;
 inline constexpr size_t kDefaultMaxFrameBytes = 16u << 20;
 inline constexpr size_t kMaxJsonDepth = 64;

@@ -1,5 +1,6 @@
 #include "common/strings.h"
 
+#include <cstdint>
 #include <cstdio>
 
 namespace dsd {
@@ -72,6 +73,56 @@ bool HexDecode(std::string_view hex, std::string* out) {
     int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
     if (hi < 0 || lo < 0) return false;
     out->push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+namespace {
+constexpr char kBase64Alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}  // namespace
+
+std::string Base64Encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(bytes[k])); };
+  for (; i + 3 <= bytes.size(); i += 3) {
+    const uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
+    for (int shift : {18, 12, 6, 0}) out.push_back(kBase64Alphabet[(v >> shift) & 63]);
+  }
+  if (const size_t left = bytes.size() - i; left > 0) {
+    const uint32_t v = at(i) << 16 | (left > 1 ? at(i + 1) << 8 : 0);
+    out.push_back(kBase64Alphabet[(v >> 18) & 63]);
+    out.push_back(kBase64Alphabet[(v >> 12) & 63]);
+    out.push_back(left > 1 ? kBase64Alphabet[(v >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+bool Base64Decode(std::string_view text, std::string* out) {
+  if (text.size() % 4) return false;
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  out->reserve(out->size() + text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=' && text[i + 3] == '=') : 0;
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int d = k >= 4 - pad ? 0 : value(text[i + k]);
+      if (d < 0) return false;
+      v = v << 6 | static_cast<uint32_t>(d);
+    }
+    out->push_back(static_cast<char>(v >> 16));
+    if (pad < 2) out->push_back(static_cast<char>(v >> 8 & 0xff));
+    if (pad < 1) out->push_back(static_cast<char>(v & 0xff));
   }
   return true;
 }

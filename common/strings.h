@@ -16,6 +16,11 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 std::string HexEncode(std::string_view bytes);
 // Errors on odd length or non-hex characters.
 bool HexDecode(std::string_view hex, std::string* out);
+// RFC 4648 base64 with padding: arbitrary bytes in a JSON string (a rank's raw output, a trace ring).
+std::string Base64Encode(std::string_view bytes);
+// Appends the decoded bytes to *out; false (with *out partly appended) on a character outside the
+// alphabet, a length that is not a multiple of 4, or padding anywhere but the end.
+bool Base64Decode(std::string_view text, std::string* out);
 // "1.5 GiB", "512 MiB", "12 B".
 std::string FormatBytes(double bytes);
 

@@ -16,13 +16,43 @@ TEST(StringsTest, TrimSplitJoin) {
 }
 
 TEST(StringsTest, HexRoundTrip) {
-  std::string raw("\x00\xff" "ab", 4);
+  std::string raw(
+      "\x00\xff"
+      "ab",
+      4);
   EXPECT_EQ(HexEncode(raw), "00ff6162");
   std::string back;
   ASSERT_TRUE(HexDecode("00FF6162", &back));
   EXPECT_EQ(back, raw);
   EXPECT_FALSE(HexDecode("abc", &back));
   EXPECT_FALSE(HexDecode("zz", &back));
+}
+
+// RFC 4648's test vectors, every byte value, and the refusals.
+TEST(StringsTest, Base64RoundTripAndRefusals) {
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
+  for (const auto& [raw, text] : vectors) {
+    EXPECT_EQ(Base64Encode(raw), text);
+    std::string back;
+    ASSERT_TRUE(Base64Decode(text, &back)) << text;
+    EXPECT_EQ(back, raw);
+  }
+  std::string all;
+  for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
+  for (size_t n : {all.size(), all.size() - 1, all.size() - 2}) {
+    std::string back;
+    ASSERT_TRUE(Base64Decode(Base64Encode(all.substr(0, n)), &back));
+    EXPECT_EQ(back, all.substr(0, n));
+  }
+  std::string out;
+  for (const char* bad : {"Zg=", "Zg", "Z===", "Zm9v!A==", "Zg==Zg==", "Zm=v", "====", "Zm\n9v"})
+    EXPECT_FALSE(Base64Decode(bad, &out)) << bad;
 }
 
 TEST(StringsTest, FormatBytes) {

@@ -25,15 +25,6 @@ using nlohmann::json;
 
 uint64_t CheckFdsNeeded(size_t nodes) { return kFdsPerNode * nodes + kFdsReserve; }
 
-probe::EnvMap CheckJobEnv() {
-  probe::EnvMap env;
-  for (const auto& [k, v] : probe::RealInventorySource().Environment()) {
-    if (StartsWith(k, "NCCL_") || StartsWith(k, "GLOO_") || StartsWith(k, "TORCH_NCCL_")) env[k] = v;
-  }
-  for (const auto& [k, v] : probe::MergeDsEnv(probe::FindDsEnvFiles())) env[k] = v;
-  return env;
-}
-
 namespace {
 
 // Threads that connect to agents at once (TLS handshakes): enough to hide a WAN round trip, few

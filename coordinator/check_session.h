@@ -25,12 +25,8 @@ struct CheckSessionOptions {
   double p2p_seconds = 0.3;     // per transfer
   bool use_mpi = false;         // mpirun started every agent: MPI_Allreduce instead of Gloo
   bool shutdown_agents = true;  // false for attached agents, which outlive the check
-  probe::EnvMap job_env;        // what every rank would see (CheckJobEnv)
+  probe::EnvMap job_env;        // what every rank would see (coordinator/job_env.h)
 };
-
-// What every rank would see: this process's NCCL_*/GLOO_*/TORCH_NCCL_* variables (DeepSpeed
-// exports these from the launcher) and the merged .deepspeed_env.
-probe::EnvMap CheckJobEnv();
 
 // Open files the coordinator of a check holds per node at most: its link to the agent, the agent's
 // stdin pipe, its ready pipe while it starts, and a captured stderr file (ssh); plus a reserve for

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectors/rank_monitor.h"
 #include "collectors/run_dir.h"
 #include "collectors/stack.h"
 #include "common/file.h"
@@ -67,7 +68,6 @@ JobCoordinator::JobCoordinator(JobOptions options, const std::vector<RankLaunch>
   for (int r = 0; r < world; ++r) classifiers_.emplace_back(r);
   partial_.resize(world);
   fresh_.resize(world);
-  python_ = Join(options_.command, " ").find("python") != std::string::npos;
   start_ns_ = NowNs();
 }
 
@@ -82,13 +82,13 @@ void JobCoordinator::FeedLogs(bool final) {
     size_t start = 0;
     for (size_t nl; (nl = partial_[r].find('\n', start)) != std::string::npos; start = nl + 1) {
       std::string_view line(partial_[r].data() + start, nl - start);
-      observer_->OnLine(static_cast<int>(r), line);
+      observer_->OnLine(static_cast<int>(r), collectors::SanitizeForStream(line));  // for a terminal and JSON
       for (auto& e : classifiers_[r].Feed(line)) job_.events.push_back(std::move(e));
     }
     partial_[r].erase(0, start);
     if (final) {
       if (!partial_[r].empty()) {
-        observer_->OnLine(static_cast<int>(r), partial_[r]);
+        observer_->OnLine(static_cast<int>(r), collectors::SanitizeForStream(partial_[r]));
         for (auto& e : classifiers_[r].Feed(partial_[r])) job_.events.push_back(std::move(e));
         partial_[r].clear();
       }
@@ -181,7 +181,7 @@ void JobCoordinator::TakeStacks(const diagnosis::Diagnosis& d, int64_t now) {
   for (const auto& [rep, members] : class_of)
     if (auto it = stacks.find(rep); it != stacks.end())
       for (int r : members) job_.ranks[r].stack = it->second;
-  if (python_ && !said_no_py_spy_ && !collectors::PySpyAvailable()) {
+  if (options_.python && !said_no_py_spy_ && !collectors::PySpyAvailable()) {
     said_no_py_spy_ = true;
     observer_->OnNotice(
         "py-spy is not installed, so Python ranks show native stacks only (no Python frames): "
@@ -304,11 +304,20 @@ JobResult JobCoordinator::Finish() {
   source_->Tick(NowNs(), job_.ranks, fresh_);
   FeedLogs(true);
   UpdateAgents();
-  if (!options_.log_dir.empty())
-    for (auto& r : job_.ranks)
-      if (!r.unobserved)
-        if (auto t = runtime::ReadTrace(options_.log_dir + "/rank-" + std::to_string(r.rank) + ".trace"); t.ok())
-          collectors::ApplyTrace(*t, &r, t->records.size());
+  // The rings are in the run dir on every node's behalf: written there by the ranks, or by the
+  // coordinator from what a node that does not share it sent (RunDirMirror). A traced rank whose
+  // ring cannot be read is said in the report: its findings rest on less than the others'.
+  if (!options_.run_dir.empty())
+    for (auto& r : job_.ranks) {
+      if (r.unobserved) continue;
+      auto t = runtime::ReadTrace(options_.run_dir.RankTrace(r.rank));
+      if (t.ok())
+        collectors::ApplyTrace(*t, &r, t->records.size());
+      else if (r.has_trace)
+        job_.evidence_missing.push_back(RankFileName(r.rank, RankFile::kTrace) + ": " + t.status().message() +
+                                        " (the final report has only the last 64 records of rank " +
+                                        std::to_string(r.rank) + ")");
+    }
   job_.now_ns = NowNs();
   job_.job_ended = true;
   // The job's code is the first failure's (torchrun's "first observed failure"). Nodes report
@@ -380,16 +389,16 @@ JobResult JobCoordinator::Finish() {
 
 void JobCoordinator::WriteManifest(const diagnosis::JobState& job, const diagnosis::Diagnosis& d,
                                    const StopRecord& stop) const {
-  if (options_.log_dir.empty()) return;
+  if (options_.run_dir.empty()) return;
   nlohmann::json j = diagnosis::RunJson(job, d);
   j["command"] = options_.command;
   j["stall_after_s"] = job.stall_after_s;
   j["hang_after_s"] = job.hang_after_s;
   j["now_ns"] = job.now_ns;
   if (stop.stopped) j["stopped_by_dsdoctor"] = {{"reason", stop.reason}, {"at_ns", stop.at_ns}};
-  auto st = WriteFileAtomic(options_.log_dir + "/run.json",
+  auto st = WriteFileAtomic(options_.run_dir.Manifest(),
                             j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-  if (!st.ok()) log::Get("run")->warn("cannot write {}/run.json: {}", options_.log_dir, st.message());
+  if (!st.ok()) log::Get("run")->warn("cannot write {}: {}", options_.run_dir.Manifest(), st.message());
 }
 
 }  // namespace dsd::coordinator

@@ -15,6 +15,7 @@
 
 #include "collectors/log_classifier.h"
 #include "common/clock.h"
+#include "common/run_files.h"
 #include "coordinator/plan.h"
 #include "coordinator/rank_source.h"
 #include "diagnosis/state.h"
@@ -23,7 +24,8 @@ namespace dsd::coordinator {
 
 struct JobOptions {
   std::vector<std::string> command;
-  std::string log_dir;                                 // rank-<r>.trace are read at the end; run.json is written there
+  bool python = false;                                 // the command runs Python (stacks need py-spy)
+  RunDir run_dir;                                      // rank-<r>.trace are read at the end; run.json is written there
   double timeout_s = 60;                               // the stall threshold (run --timeout)
   double hang_after_s = 5;                             // the missing-rank threshold (run --hang-after)
   bool stop_on_hang = true;                            // --on-hang stop; false: report the hang and keep watching
@@ -99,7 +101,6 @@ class JobCoordinator {
   std::vector<collectors::LogClassifier> classifiers_;
   std::vector<std::string> partial_, fresh_;
   std::set<std::string> announced_;
-  bool python_ = false;
   bool hang_reported_ = false, stopped_by_us_ = false, suspect_said_ = false;
   int64_t start_ns_ = 0, next_stacks_ns_ = 0, first_failure_ns_ = 0, stop_ns_ = 0, hang_ns_ = 0, stop_deadline_ns_ = 0;
   int64_t all_observed_exited_ns_ = 0;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file.h"
+#include "diagnosis/report.h"
 
 namespace dsd::coordinator {
 namespace {
@@ -114,7 +115,7 @@ class JobCoordinatorTest : public ::testing::Test {
 
   std::unique_ptr<JobCoordinator> Make(int world, JobOptions o = {}) {
     source_ = std::make_unique<FakeRankSource>(world, &clock_);
-    o.log_dir = dir_.string();
+    o.run_dir = RunDir(dir_.string());
     if (o.command.empty()) o.command = {"train"};
     std::vector<RankLaunch> ranks;
     for (int r = 0; r < world; ++r) ranks.push_back({r, r % 2, r / 2, "node-" + std::to_string(r / 2), {}});
@@ -151,6 +152,32 @@ TEST_F(JobCoordinatorTest, HealthyJobEndsWithZeroAndItsLines) {
   EXPECT_EQ(recorder_.lines, (std::vector<std::string>{"0:step 1", "0:step 2"}));
   EXPECT_EQ(recorder_.end_code, 0);
   EXPECT_EQ(RunJson()["world_size"], 2);
+}
+
+// A rank that was traced and whose ring is not in the run dir at the end (a node whose files never
+// came): the report says what it is missing instead of reading as complete.
+TEST_F(JobCoordinatorTest, ATracedRanksMissingRingIsSaidInTheReport) {
+  auto job = Make(2);
+  source_->Enter(1, "all_reduce", 1, "train.py:9");
+  EXPECT_TRUE(job->Tick());
+  source_->Exit(0, 0);
+  source_->Exit(1, 0);
+  EXPECT_TRUE(RunFor(*job, 1));
+  JobResult r = job->Finish();
+  ASSERT_EQ(r.job.evidence_missing.size(), 1u);
+  EXPECT_EQ(r.job.evidence_missing[0].rfind("rank-1.trace: ", 0), 0u) << r.job.evidence_missing[0];
+  EXPECT_EQ(RunJson()["evidence_missing"].size(), 1u);
+  const std::string text = diagnosis::RenderRunText(r.job, r.diagnosis);
+  EXPECT_EQ(text.find("no problems found\n"), std::string::npos) << "never a plain green: " << text;
+  EXPECT_NE(text.find("rank-1.trace: "), std::string::npos) << text;
+}
+
+// The lines observers get are safe for a terminal and for JSON; the classifiers read the bytes.
+TEST_F(JobCoordinatorTest, ObserversGetPrintableLines) {
+  auto job = Make(1);
+  source_->Say(0, "caf\xc3\xa9 \x1b[2J done\n");
+  EXPECT_TRUE(job->Tick());
+  EXPECT_EQ(recorder_.lines, (std::vector<std::string>{"0:caf?? ?[2J done"}));
 }
 
 // Like torchrun: the first failure's code, after the others had the grace period to print.

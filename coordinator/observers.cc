@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/run_files.h"
 #include "diagnosis/report.h"
 
 namespace dsd::coordinator {
@@ -62,7 +63,7 @@ void LiveStream::OnLine(int r, std::string_view line) {
   if (lines.size() < tui::kMaxLogLinesPerEvent)
     lines.emplace_back(line);
   else if (lines.size() == tui::kMaxLogLinesPerEvent)
-    lines.push_back("[dsdoctor: more lines in this tick are in rank-" + std::to_string(r) + ".log only]");
+    lines.push_back("[dsdoctor: more lines in this tick are in " + RankFileName(r, RankFile::kLog) + " only]");
 }
 
 void LiveStream::FlushLines(double t) {

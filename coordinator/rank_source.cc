@@ -3,12 +3,10 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 
-#include "collectors/log_dir_space.h"
-#include "collectors/python_tracer.h"
-#include "collectors/stack.h"
 #include "common/file.h"
 #include "common/log.h"
 
@@ -33,58 +31,48 @@ void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from) {
   AdoptWith(into, [&](diagnosis::RankState& s) { s = from; });
 }
 
-Status DirectSource::Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv,
-                           const std::map<std::string, std::string>& env, const std::string& log_dir,
-                           const std::string& cwd, bool trace_python) {
-  python_ = argv[0].find("python") != std::string::npos;
-  if (std::string low = collectors::RaiseOpenFileLimitFor(launches.size()); !low.empty())
-    log::Get("run")->warn("{}", low);
-  if (!launches.empty()) log_dir_monitor_.emplace(log_dir, launches.front().node);
-  std::optional<collectors::PythonTracer> tracer;
-  if (trace_python && !(tracer = collectors::FindPythonTracer()))
-    log::Get("run")->warn(
-        "the Python collective tracer is not installed beside this binary; Python ranks run untraced");
-  for (const auto& l : launches) {
-    std::string base = log_dir + "/rank-" + std::to_string(l.rank);
-    monitors_.emplace_back(l.rank, l.local_rank, l.node, base + ".log", base + ".trace");
-    auto e = env;
-    for (const auto& [k, v] : l.env) e[k] = v;
-    if (tracer) collectors::AddPythonTracer(*tracer, &e);
-    DSD_RETURN_IF_ERROR(monitors_.back().Start(argv, e, cwd));
-  }
-  return Status::Ok();
+Status DirectSource::Start(const RunSpec& spec) {
+  collectors::NodeRanksOptions o;
+  o.node = spec.nodes.nodes.empty() ? std::string("node-0") : spec.nodes.nodes[0].host;
+  o.run_dir = spec.run_dir;
+  o.argv = spec.command;
+  o.env = spec.env;
+  o.cwd = spec.cwd;
+  o.trace_python = spec.trace_python;
+  o.python = spec.python;
+  o.stop_escalation = spec.stop_escalation;
+  ranks_.emplace(std::move(o), clock_);
+  std::vector<collectors::RankToStart> start;
+  for (const auto& l : spec.ranks.ranks) start.push_back({l.rank, l.local_rank, l.env});
+  return ranks_->Start(start);
 }
 
-void DirectSource::Tick(int64_t now, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
-  for (auto& m : monitors_) {
-    m.Tick(now, &logs[m.state().rank]);
-    Adopt(ranks[m.state().rank], m.state());
-    if (log_dir_monitor_ && !m.write_error().empty()) log_dir_monitor_->NoteWriteError(m.write_error());
+void DirectSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
+  if (!ranks_) return;
+  const collectors::NodeSample& s = ranks_->Tick();
+  for (size_t i = 0; i < ranks_->size(); ++i) {
+    const int r = ranks_->state(i).rank;
+    if (r < 0 || r >= static_cast<int>(ranks.size())) continue;
+    logs[r] += s.fresh[i];
+    Adopt(ranks[r], ranks_->state(i));
   }
-  if (log_dir_monitor_)
-    if (auto space = log_dir_monitor_->Poll(now)) log_dir_status_ = std::move(*space);
+  if (s.log_dir) log_dir_ = *s.log_dir;
 }
 
 std::vector<diagnosis::LogDirStatus> DirectSource::LogDirs() const {
-  if (!log_dir_status_) return {};
-  return {*log_dir_status_};
+  if (!log_dir_) return {};
+  return {*log_dir_};
 }
 
 void DirectSource::Signal(int sig) {
-  for (auto& m : monitors_) m.Signal(sig);
+  if (ranks_) ranks_->Signal(sig);
 }
 
 std::map<int, std::string> DirectSource::Stacks(const std::vector<int>& want) {
   std::map<int, std::string> out;
-  for (int r : want) {
-    auto& m = monitors_[r];
-    if (m.state().status != diagnosis::RankStatus::kRunning) continue;
-    auto st = collectors::CaptureStack(m.state().pid, python_);
-    if (!st.ok()) continue;
-    out[r] = st->signature;
-    (void)WriteFileAtomic(m.log_path().substr(0, m.log_path().size() - 4) + ".stack",
-                          "# " + st->tool + "\n" + st->text);
-  }
+  if (!ranks_) return out;
+  for (const auto& s : ranks_->Stacks(want))
+    if (s.error.empty()) out[s.rank] = s.signature;
   return out;
 }
 
@@ -102,37 +90,44 @@ AgentSource::SampleReads AgentSource::sample_reads() const {
   return reads_;
 }
 
-Status AgentSource::Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
-                          const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                          const std::string& log_dir, const std::string& cwd, bool trace_python, bool share_group) {
+Status AgentSource::Start(std::vector<agent::AgentClient> clients, const RunSpec& spec) {
   const int sample_ms =
       static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.sample_period).count());
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  mirror_.emplace(spec.run_dir, std::string(host) + " (coordinator)");
   for (size_t i = 0; i < clients.size(); ++i) {
     auto a = std::make_unique<Agent>(std::move(clients[i]));
-    nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& l : per_node[i]) {
-      ranks.push_back({{"rank", l.rank}, {"local_rank", l.local_rank}, {"env", l.env}});
+    agent::RunRequest req;
+    req.argv = spec.command;
+    req.env = spec.env;
+    req.cwd = spec.cwd;
+    req.run_dir = spec.run_dir.path();
+    req.run_id = spec.run_id;
+    req.sample_ms = sample_ms;
+    req.trace_python = spec.trace_python;
+    req.python = spec.python;
+    req.share_group = spec.share_group;
+    req.stop_escalation_ms =
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.stop_escalation).count());
+    for (const auto& l : spec.NodeRanks(i)) {
+      req.ranks.push_back({l.rank, l.local_rank, l.env});
       a->ranks.push_back(l.rank);
     }
-    nlohmann::json req = {{"type", "run"},
-                          {"argv", argv},
-                          {"env", env},
-                          {"log_dir", log_dir},
-                          {"cwd", cwd},
-                          {"ranks", ranks},
-                          {"sample_ms", sample_ms},
-                          {"trace_python", trace_python},
-                          {"share_group", share_group},
-                          {"sample_deltas", true},     // we read deltas; whole states from older agents too
-                          {"compact_records", true}};  // and records as arrays (objects from older agents)
-    DSD_RETURN_IF_ERROR(net::SendFrame(a->client.link(), req));
+    const std::string name = a->client.agent_name();
+    DSD_RETURN_IF_ERROR(net::SendFrame(a->client.link(), agent::WriteRunRequest(req)));
     auto reply = net::RecvFrame(a->client.link(), a->client.decoder(), std::chrono::seconds(30));
-    if (!reply.ok()) return Unavailable("agent " + a->client.agent_name() + ": " + reply.status().message());
-    if (!reply->contains("type") || (*reply)["type"] != "started") {
-      const auto m = reply->find("message");
-      return Unavailable("agent " + a->client.agent_name() + " could not start its ranks: " +
-                         (m != reply->end() && m->is_string() ? m->get<std::string>() : reply->dump()));
-    }
+    if (!reply.ok()) return Unavailable("agent " + name + ": " + reply.status().message());
+    auto msg = agent::ReadAgentRunMessage(*reply);
+    if (!msg.ok()) return Unavailable("agent " + name + ": " + msg.status().message());
+    if (const auto* error = std::get_if<agent::ErrorMessage>(&*msg))
+      return Unavailable("agent " + name + " could not start its ranks: " + error->message);
+    const auto* started = std::get_if<agent::StartedMessage>(&*msg);
+    if (!started) return Unavailable("agent " + name + " answered the run request with " + reply->dump());
+    a->mirrored = !started->shared_run_dir;
+    if (a->mirrored)
+      log::Get("run")->info("agent {} does not share the run dir {}: its rank files are copied here", name,
+                            spec.run_dir.path());
     a->last_frame = a->last_live = clock_->Now();
     Agent* raw = a.get();
     agents_.push_back(std::move(a));
@@ -165,7 +160,7 @@ void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::v
       // Refused deltas: the agent restates those ranks in full (agents before "resync" ignore it
       // and send their periodic keyframe).
       if (a->connected && !a->done)
-        resyncs.emplace_back(&a->client.link(), nlohmann::json{{"type", "resync"}, {"ranks", a->resync}});
+        resyncs.emplace_back(&a->client.link(), agent::WriteRunControl(agent::ResyncMessage{a->resync}));
       a->resync.clear();
     }
   }
@@ -201,6 +196,10 @@ void AgentSource::TickLocked(std::vector<diagnosis::RankState>& ranks, std::vect
   for (auto& [r, text] : pending_log_)
     if (r >= 0 && r < static_cast<int>(logs.size())) logs[r] += text;
   pending_log_.clear();
+  if (mirror_)
+    if (auto status = mirror_->Poll(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->WallNow().time_since_epoch()).count()))
+      mirror_status_ = std::move(*status);
 }
 
 bool AgentSource::CaughtUp() const {
@@ -216,6 +215,7 @@ std::vector<diagnosis::LogDirStatus> AgentSource::LogDirs() const {
   std::vector<diagnosis::LogDirStatus> out;
   for (const auto& a : agents_)
     if (a->log_dir) out.push_back(*a->log_dir);
+  if (mirror_status_) out.push_back(*mirror_status_);
   return out;
 }
 
@@ -238,7 +238,8 @@ void AgentSource::Signal(int sig) {
     for (auto& a : agents_)
       if (a->connected && !a->done) links.push_back(&a->client.link());
   }
-  for (net::Link* link : links) (void)net::SendFrame(*link, {{"type", "stop"}, {"signal", sig}});
+  const nlohmann::json stop = agent::WriteRunControl(agent::StopMessage{sig});
+  for (net::Link* link : links) (void)net::SendFrame(*link, stop);
 }
 
 std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
@@ -259,7 +260,7 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
       if (mine.empty()) continue;
       asked.push_back(a.get());
       a->stacks_pending = true;
-      requests.emplace_back(&a->client.link(), nlohmann::json{{"type", "stacks"}, {"id", id}, {"ranks", mine}});
+      requests.emplace_back(&a->client.link(), agent::WriteRunControl(agent::StacksRequest{id, mine}));
     }
   }
   for (const auto& [link, request] : requests) (void)net::SendFrame(*link, request);
@@ -279,12 +280,13 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
 
 void AgentSource::Read(Agent& a) {
   auto log = log::Get("run");
-  diagnosis::SampleFrameText sample;  // its entries' storage is reused frame after frame
+  agent::SampleFrameText sample;                        // its entries' storage is reused frame after frame
+  std::vector<std::pair<int, std::string>> mirror_out;  // rank output for the mirror, written unlocked
   while (true) {
-    // Sample frames, nearly all of them, are read in place (diagnosis::ScanSampleFrame); any other
+    // Sample frames, nearly all of them, are read in place (agent::ScanSampleFrame); any other
     // frame, or one of another shape, is parsed as a JSON tree.
     auto text = net::RecvFrameText(a.client.link(), a.client.decoder(), std::chrono::seconds(3600));
-    const bool in_place = text.ok() && diagnosis::ScanSampleFrame(*text, &sample);
+    const bool in_place = text.ok() && agent::ScanSampleFrame(*text, &sample);
     Result<nlohmann::json> msg = nlohmann::json();
     if (!text.ok())
       msg = text.status();
@@ -306,33 +308,52 @@ void AgentSource::Read(Agent& a) {
       cv_.notify_all();
       return;
     }
-    const bool live = !a.client.link().HasPendingInput() && a.client.decoder().buffered() == 0;
-    std::lock_guard<std::mutex> lock(mu_);
-    a.last_frame = clock_->Now();
-    try {
-      if (in_place) {
-        ++reads_.frames_in_place;
-        HandleSample(a, sample, live);
-      } else {
-        Handle(a, *msg, live);
-      }
-    } catch (const nlohmann::json::exception& e) {
-      // An agent's frame of the wrong shape degrades that frame, never the coordinator.
-      log->warn("agent {}: ignoring a malformed frame: {}", a.client.agent_name(), e.what());
+    // A tree: a sample of another shape, or any other message (read and checked here, unlocked).
+    bool is_sample = in_place;
+    Result<agent::AgentRunMessage> typed = agent::AgentRunMessage{agent::DoneMessage{}};
+    if (!in_place) {
+      is_sample = agent::SampleFrameFromJson(*msg, &sample);
+      if (!is_sample) typed = agent::ReadAgentRunMessage(*msg);
     }
+    if (!is_sample && !typed.ok()) {
+      // An agent's frame of the wrong shape degrades that frame, never the coordinator.
+      log->warn("agent {}: ignoring a malformed frame: {}", a.client.agent_name(), typed.status().message());
+      std::lock_guard<std::mutex> lock(mu_);
+      a.last_frame = clock_->Now();
+      continue;
+    }
+    // A node's file for our copy of its run dir: written before the frames after it are handled, so
+    // a rank's ring is on disk before the sample that reports its exit.
+    if (!is_sample && a.mirrored)
+      if (const auto* file = std::get_if<agent::FileMessage>(&*typed)) mirror_->Write(*file);
+    const bool live = !a.client.link().HasPendingInput() && a.client.decoder().buffered() == 0;
+    mirror_out.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      a.last_frame = clock_->Now();
+      if (is_sample) {
+        ++(in_place ? reads_.frames_in_place : reads_.frames_parsed);
+        HandleSample(a, sample, live, &mirror_out);
+      } else {
+        Handle(a, *typed, live, &mirror_out);
+      }
+    }
+    if (a.mirrored)
+      for (const auto& [rank, bytes] : mirror_out) mirror_->AppendLog(rank, bytes);
   }
 }
 
-void AgentSource::HandleSample(Agent& a, const diagnosis::SampleFrameText& frame, bool live) {
+void AgentSource::HandleSample(Agent& a, const agent::SampleFrameText& frame, bool live,
+                               std::vector<std::pair<int, std::string>>* mirror_out) {
   if (live) a.last_live = a.last_frame;
-  std::string fresh;  // a rank's output that came with its entry
+  std::string wire_log, fresh;  // a rank's output that came with its entry (base64, then raw)
   for (const auto& entry : frame.entries) {
     const int r = entry.rank;
     if (std::find(a.ranks.begin(), a.ranks.end(), r) == a.ranks.end()) continue;
     // Each entry holds what changed since the rank's previous one (diagnosis/sample_delta.h).
     auto& reader = deltas_[r];
-    fresh.clear();
-    const Status applied = reader.ApplyText(entry.text, &fresh);
+    wire_log.clear();
+    const Status applied = reader.ApplyText(entry.text, &wire_log);
     ++(reader.last_in_place() ? reads_.entries_in_place : reads_.entries_parsed);
     if (!applied.ok()) {
       if (delta_refused_.insert(r).second) {  // once until one applies again: never a line per tick
@@ -349,7 +370,14 @@ void AgentSource::HandleSample(Agent& a, const diagnosis::SampleFrameText& frame
       sampled_at_[r] = *frame.now_ns;
     else
       sampled_at_.erase(r);
-    if (!fresh.empty()) pending_log_[r] += fresh;
+    if (wire_log.empty()) continue;
+    fresh.clear();
+    if (!agent::DecodeLog(wire_log, &fresh)) {
+      log::Get("run")->warn("agent {}: rank {}'s output in a sample is not base64; dropped", a.client.agent_name(), r);
+      continue;
+    }
+    pending_log_[r] += fresh;
+    if (a.mirrored) mirror_out->emplace_back(r, fresh);
   }
   if (!frame.log_dir.empty()) {
     if (auto space = wire::ParseJsonBounded(frame.log_dir); space.ok()) {
@@ -361,39 +389,30 @@ void AgentSource::HandleSample(Agent& a, const diagnosis::SampleFrameText& frame
   }
 }
 
-void AgentSource::Handle(Agent& a, const nlohmann::json& msg, bool live) {
-  const auto type = msg.find("type");
-  if (type == msg.end() || !type->is_string()) return;
-  if (*type == "sample") {
-    diagnosis::SampleFrameText frame;
-    (void)diagnosis::SampleFrameFromJson(msg, &frame);
-    ++reads_.frames_parsed;
-    HandleSample(a, frame, live);
-  } else if (*type == "log") {
+void AgentSource::Handle(Agent& a, const agent::AgentRunMessage& msg, bool live,
+                         std::vector<std::pair<int, std::string>>* mirror_out) {
+  if (const auto* chunk = std::get_if<agent::LogMessage>(&msg)) {
     // A rank's output that did not fit its sample: it comes first, in order.
-    const auto rank = msg.find("rank");
-    const auto text = msg.find("log");
-    if (rank != msg.end() && rank->is_number_integer() && text != msg.end() && text->is_string() &&
-        std::find(a.ranks.begin(), a.ranks.end(), rank->get<int>()) != a.ranks.end())
-      pending_log_[rank->get<int>()] += text->get<std::string>();
-  } else if (*type == "stacks") {
+    if (std::find(a.ranks.begin(), a.ranks.end(), chunk->rank) == a.ranks.end()) return;
+    pending_log_[chunk->rank] += chunk->bytes;
+    if (a.mirrored) mirror_out->emplace_back(chunk->rank, chunk->bytes);
+  } else if (const auto* reply = std::get_if<agent::StacksReply>(&msg)) {
     // A reply to an earlier request that timed out describes ranks as they were then: dropped.
-    const auto id = msg.find("id");
-    if (id != msg.end() && (!id->is_number_integer() || id->get<int64_t>() != stacks_id_)) return;
-    const auto list = msg.find("stacks");
-    if (list != msg.end() && list->is_array())
-      for (const auto& s : *list)
-        if (s.is_object() && s.contains("signature") && s["signature"].is_string() && s.contains("rank") &&
-            s["rank"].is_number_integer())
-          stacks_[s["rank"].get<int>()] = s["signature"].get<std::string>();
+    if (reply->id != stacks_id_) return;
+    for (const auto& s : reply->stacks)
+      if (s.error.empty() && std::find(a.ranks.begin(), a.ranks.end(), s.rank) != a.ranks.end())
+        stacks_[s.rank] = s.signature;
     a.stacks_answered = true;
     a.stacks_pending = false;
     cv_.notify_all();
-  } else if (*type == "done") {
+  } else if (std::holds_alternative<agent::DoneMessage>(msg)) {
     a.done = true;
     cv_.notify_all();
+  } else if (const auto* error = std::get_if<agent::ErrorMessage>(&msg)) {
+    log::Get("run")->warn("agent {}: {} ({})", a.client.agent_name(), error->message, error->code);
   }
-  // "heartbeat" (between stack captures) and anything else only count as a sign of life.
+  // A heartbeat (between stack captures), a file (mirrored before) and anything else only count as
+  // a sign of life.
 }
 
 }  // namespace dsd::coordinator

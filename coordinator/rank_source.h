@@ -1,6 +1,7 @@
 // Where `run` gets its ranks' states: the agents of the nodes (AgentSource, the default) or
-// children of this process (DirectSource, `run --direct`). The JobCoordinator only sees the
-// RankSource interface, so its tests drive it with a fake.
+// children of this process (DirectSource, `run --direct`: the same collectors::NodeRanks an agent
+// serves, called in-process). The JobCoordinator only sees the RankSource interface, so its tests
+// drive it with a fake.
 // Thread-safety: a RankSource is used from one thread (the coordinator's); AgentSource has
 // reader threads of its own and guards what they share.
 #pragma once
@@ -16,10 +17,12 @@
 #include <vector>
 
 #include "agent/client.h"
-#include "collectors/log_dir_space.h"
-#include "collectors/rank_monitor.h"
+#include "agent/run_protocol.h"
+#include "collectors/node_ranks.h"
 #include "common/clock.h"
 #include "coordinator/plan.h"
+#include "coordinator/run_dir_mirror.h"
+#include "coordinator/run_spec.h"
 #include "diagnosis/sample_delta.h"
 #include "diagnosis/state.h"
 
@@ -40,7 +43,7 @@ class RankSource {
  public:
   virtual ~RankSource() = default;
   // Copies the newest state of every rank into `ranks` (keeping the coordinator's own fields:
-  // stack) and appends each rank's new output to logs[rank].
+  // stack) and appends each rank's new output (raw bytes) to logs[rank].
   virtual void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) = 0;
   virtual void Signal(int sig) = 0;
   // rank → stack signature, for the given ranks (one per class); ranks of lost agents are skipped.
@@ -58,21 +61,22 @@ class RankSource {
 // Copies a sampled state over the coordinator's, keeping the stack the coordinator captured.
 void Adopt(diagnosis::RankState& into, const diagnosis::RankState& from);
 
+// The ranks as children of this process, on this machine (`run --direct`).
 class DirectSource final : public RankSource {
  public:
-  Status Start(const std::vector<RankLaunch>& launches, const std::vector<std::string>& argv,
-               const std::map<std::string, std::string>& env, const std::string& log_dir, const std::string& cwd,
-               bool trace_python);
+  // `clock` is borrowed and must outlive the source.
+  explicit DirectSource(Clock* clock) : clock_(clock) {}
+  // Starts every rank of the spec; on an error none runs.
+  Status Start(const RunSpec& spec);
   void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
   void Signal(int sig) override;
   std::map<int, std::string> Stacks(const std::vector<int>& want) override;
   std::vector<diagnosis::LogDirStatus> LogDirs() const override;
 
  private:
-  std::vector<collectors::RankMonitor> monitors_;
-  bool python_ = false;
-  std::optional<collectors::LogDirMonitor> log_dir_monitor_;
-  std::optional<diagnosis::LogDirStatus> log_dir_status_;  // its newest report
+  Clock* clock_;
+  std::optional<collectors::NodeRanks> ranks_;
+  std::optional<diagnosis::LogDirStatus> log_dir_;  // its newest report
 };
 
 struct AgentSourceOptions {
@@ -88,9 +92,9 @@ class AgentSource final : public RankSource {
   // `clock` is borrowed and must outlive the source.
   AgentSource(AgentSourceOptions options, Clock* clock) : options_(options), clock_(clock) {}
   ~AgentSource() override;
-  Status Start(std::vector<agent::AgentClient> clients, const std::vector<std::vector<RankLaunch>>& per_node,
-               const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-               const std::string& log_dir, const std::string& cwd, bool trace_python, bool share_group = false);
+  // Sends each agent (clients[i] is node i of the spec) the run request for its ranks and waits
+  // for its "started". Errors: an agent that refused or could not start its ranks (named).
+  Status Start(std::vector<agent::AgentClient> clients, const RunSpec& spec);
   void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
   void Signal(int sig) override;
   std::map<int, std::string> Stacks(const std::vector<int>& want) override;
@@ -117,6 +121,7 @@ class AgentSource final : public RankSource {
     bool done = false;
     std::string why;
     std::optional<diagnosis::LogDirStatus> log_dir;  // its newest report
+    bool mirrored = false;                           // its run dir is not ours: its files reach us over the link
     bool stacks_answered = false;
     // Capturing stacks: the agent sends only heartbeats between ranks (py-spy takes a while per rank).
     bool stacks_pending = false;
@@ -125,13 +130,18 @@ class AgentSource final : public RankSource {
   };
   void Read(Agent& a);
   void TickLocked(std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs);  // mu_ held
-  void Handle(Agent& a, const nlohmann::json& msg, bool live);                                // mu_ held
-  void HandleSample(Agent& a, const diagnosis::SampleFrameText& frame, bool live);            // mu_ held
-  bool Lost(const Agent& a, MonoTime now) const;                                              // mu_ held
-  Duration SilenceLimit() const;  // lost_after_samples periods, at least 1 s
+  // The frames' contents; the rank output they carried for the mirror goes to *mirror_out.
+  void Handle(Agent& a, const agent::AgentRunMessage& msg, bool live,
+              std::vector<std::pair<int, std::string>>* mirror_out);  // mu_ held
+  void HandleSample(Agent& a, const agent::SampleFrameText& frame, bool live,
+                    std::vector<std::pair<int, std::string>>* mirror_out);  // mu_ held
+  bool Lost(const Agent& a, MonoTime now) const;                            // mu_ held
+  Duration SilenceLimit() const;                                            // lost_after_samples periods, at least 1 s
 
   AgentSourceOptions options_;
   Clock* clock_;
+  std::optional<RunDirMirror> mirror_;  // the coordinator's copy of the files of nodes that do not share its run dir
+  std::optional<diagnosis::LogDirStatus> mirror_status_;  // its newest report (guarded by mu_)
   std::vector<std::unique_ptr<Agent>> agents_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

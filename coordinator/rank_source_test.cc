@@ -12,6 +12,7 @@
 #include "agent/agent.h"
 #include "agent/client.h"
 #include "common/clock.h"
+#include "common/file.h"
 #include "probe/inventory.h"
 
 namespace dsd::coordinator {
@@ -63,9 +64,17 @@ TEST_F(AgentSourceTest, EachTickTakesTheAgentsStateAndKeepsTheCoordinatorsOwn) {
   AgentSourceOptions options;
   options.sample_period = std::chrono::milliseconds(50);
   source_ = std::make_unique<AgentSource>(options, &RealClock::Instance());
-  std::vector<RankLaunch> launches(2);
-  launches[1].rank = launches[1].local_rank = 1;
-  ASSERT_TRUE(source_->Start(std::move(clients), {launches}, {"sleep", "30"}, {}, logs_, "", false).ok());
+  RunSpec spec;
+  spec.nodes.nodes.push_back({"node-0", {0, 1}});
+  spec.command = {"sleep", "30"};
+  spec.run_dir = RunDir(logs_);
+  spec.run_id = "test-run";
+  spec.trace_python = false;
+  spec.ranks = PlanRanks(spec.nodes, {}, "127.0.0.1", 29500);
+  // The run dir is ours and the agent's (one machine): it finds the run id, and nothing is mirrored.
+  std::filesystem::create_directories(logs_);
+  ASSERT_TRUE(WriteFileAtomic(spec.run_dir.RunId(), spec.run_id + "\n").ok());
+  ASSERT_TRUE(source_->Start(std::move(clients), spec).ok());
   ASSERT_TRUE(TickUntil([&] {
     return ranks_[0].status == diagnosis::RankStatus::kRunning && ranks_[1].status == diagnosis::RankStatus::kRunning;
   }));

@@ -18,7 +18,13 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
     out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) + " running, " +
            std::to_string(exited) + " exited)" +
            (d.hang ? (job.job_ended ? ": the job hung or failed in a collective" : ": the job is hung") : "") + "\n";
-  if (d.findings.empty()) out += paint("32", "no problems found") + "\n";
+  // Never a green built on missing evidence: what is missing is said first.
+  if (d.findings.empty())
+    out += job.evidence_missing.empty() ? paint("32", "no problems found") + "\n"
+                                        : paint("33", "no problems found in what could be read; missing:") + "\n";
+  else if (!job.evidence_missing.empty())
+    out += paint("33", "evidence missing from this report:") + "\n";
+  for (const auto& m : job.evidence_missing) out += "  - " + m + "\n";
   for (const Finding& f : d.findings) {
     const char* c = f.severity == Severity::kError ? "31" : f.severity == Severity::kWarning ? "33" : "36";
     out += "\n" + paint(c, std::string(SeverityName(f.severity)) + " " + f.code) + ": " + f.summary + "\n";
@@ -58,6 +64,7 @@ nlohmann::json RunJson(const JobState& job, const Diagnosis& d) {
       j["agents_lost"].push_back(
           {{"node", a.node}, {"ranks", a.ranks}, {"why", a.why}, {"silent_s", a.silent_s}, {"recovered", a.recovered}});
   }
+  if (!job.evidence_missing.empty()) j["evidence_missing"] = job.evidence_missing;
   if (!job.log_dirs.empty()) {
     j["log_dirs"] = nlohmann::json::array();
     for (const auto& d : job.log_dirs) j["log_dirs"].push_back(ToJson(d));

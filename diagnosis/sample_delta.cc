@@ -37,9 +37,8 @@ bool SameContent(const OpRecord& a, const OpRecord& b) {
          same(a.op, b.op) && same(a.callsite, b.callsite) && same(a.dtype, b.dtype) && same(a.reduce, b.reduce);
 }
 
-void AppendRecord(std::string* out, const OpRecord& r, bool compact) {
+void AppendRecord(std::string* out, const OpRecord& r) {
   using namespace jsontext;
-  if (!compact) return AppendJson(out, ToJson(r));  // objects: only for a coordinator from before arrays
   // ToCompactJson's array, written directly: records are most of a delta's bytes.
   out->push_back('[');
   AppendString(out, r.op);
@@ -102,7 +101,7 @@ struct FieldCodec {
   const char* key;
   bool (*present)(const RankState&);
   bool (*same)(const RankState&, const RankState&);
-  void (*write)(const RankState&, bool compact, std::string* out);
+  void (*write)(const RankState&, std::string* out);
   void (*assign)(RankState& to, const RankState& from);  // the writer's copy of what it sent
 };
 
@@ -113,7 +112,7 @@ bool Exited(const RankState& s) { return s.status == RankStatus::kExited; }
 #define DSD_FIELD(name, present)                                                             \
   FieldCodec{#name, present,                                                                 \
              [](const RankState& a, const RankState& b) { return a.name == b.name; },       \
-             [](const RankState& s, bool, std::string* out) { AppendValue(out, s.name); },     \
+             [](const RankState& s, std::string* out) { AppendValue(out, s.name); },           \
              [](RankState& to, const RankState& from) { to.name = from.name; }}
 // clang-format on
 
@@ -123,7 +122,7 @@ const FieldCodec kFields[] = {
     DSD_FIELD(local_rank, Always),
     DSD_FIELD(pid, Always),
     {"status", Always, [](const RankState& a, const RankState& b) { return a.status == b.status; },
-     [](const RankState& s, bool, std::string* out) { jsontext::AppendString(out, RankStatusName(s.status)); },
+     [](const RankState& s, std::string* out) { jsontext::AppendString(out, RankStatusName(s.status)); },
      [](RankState& to, const RankState& from) { to.status = from.status; }},
     DSD_FIELD(has_trace, Always),
     DSD_FIELD(step, Always),
@@ -137,16 +136,16 @@ const FieldCodec kFields[] = {
     DSD_FIELD(exit_ns, Exited),
     {"in_flight", [](const RankState& s) { return s.in_flight.has_value(); },
      [](const RankState& a, const RankState& b) { return a.in_flight == b.in_flight; },
-     [](const RankState& s, bool compact, std::string* out) { AppendRecord(out, *s.in_flight, compact); },
+     [](const RankState& s, std::string* out) { AppendRecord(out, *s.in_flight); },
      [](RankState& to, const RankState& from) { to.in_flight = from.in_flight; }},
     {"last", [](const RankState& s) { return s.last.has_value(); },
      [](const RankState& a, const RankState& b) { return a.last == b.last; },
-     [](const RankState& s, bool compact, std::string* out) { AppendRecord(out, *s.last, compact); },
+     [](const RankState& s, std::string* out) { AppendRecord(out, *s.last); },
      [](RankState& to, const RankState& from) { to.last = from.last; }},
     DSD_FIELD(last_error, [](const RankState& s) { return !s.last_error.empty(); }),
     {"proc", [](const RankState& s) { return s.proc.valid; },
      [](const RankState& a, const RankState& b) { return a.proc == b.proc; },
-     [](const RankState& s, bool, std::string* out) { AppendProc(out, s.proc); },
+     [](const RankState& s, std::string* out) { AppendProc(out, s.proc); },
      [](RankState& to, const RankState& from) { to.proc = from.proc; }},
     DSD_FIELD(stack, [](const RankState& s) { return !s.stack.empty(); }),
     DSD_FIELD(last_output_ns, [](const RankState& s) { return s.last_output_ns != 0; }),
@@ -156,11 +155,11 @@ const FieldCodec kFields[] = {
 
 #undef DSD_FIELD
 
-void AppendTail(std::string* out, const std::vector<OpRecord>& recent, size_t from, bool compact) {
+void AppendTail(std::string* out, const std::vector<OpRecord>& recent, size_t from) {
   out->push_back('[');
   for (size_t i = from; i < recent.size(); ++i) {
     if (i != from) out->push_back(',');
-    AppendRecord(out, recent[i], compact);
+    AppendRecord(out, recent[i]);
   }
   out->push_back(']');
 }
@@ -186,10 +185,10 @@ void SampleDeltaWriter::EncodeTo(const RankState& state, std::string* out) {
       f.assign(previous_, state);
       if (!f.present(state) || std::string_view(f.key) == "rank") continue;
       AppendKey(out, f.key, &first);
-      f.write(state, compact_, out);
+      f.write(state, out);
     }
     AppendKey(out, "recent_tail", &first);
-    AppendTail(out, state.recent, 0, compact_);
+    AppendTail(out, state.recent, 0);
     sent_window_.assign(state.recent.begin(), state.recent.end());
   } else {
     bool any_unset = false;
@@ -199,7 +198,7 @@ void SampleDeltaWriter::EncodeTo(const RankState& state, std::string* out) {
       const bool now = f.present(state), before = f.present(previous_);
       if (now && (!before || !f.same(previous_, state))) {
         AppendKey(out, f.key, &first);
-        f.write(state, compact_, out);
+        f.write(state, out);
       } else if (!now && before) {
         unset.push_back(any_unset ? ',' : '[');
         any_unset = true;
@@ -228,14 +227,16 @@ void SampleDeltaWriter::EncodeTo(const RankState& state, std::string* out) {
       }
     }
     size_t keep = 0;
-    while (drop + keep < held.size() && keep < state.recent.size() && SameContent(held[drop + keep], state.recent[keep])) ++keep;
+    while (drop + keep < held.size() && keep < state.recent.size() &&
+           SameContent(held[drop + keep], state.recent[keep]))
+      ++keep;
     if (drop || keep != held.size() || keep != state.recent.size()) {
       AppendKey(out, "recent_drop", &first);
       AppendUInt(out, drop);
       AppendKey(out, "recent_keep", &first);
       AppendUInt(out, keep);
       AppendKey(out, "recent_tail", &first);
-      AppendTail(out, state.recent, keep, compact_);
+      AppendTail(out, state.recent, keep);
       // The reader's edit, on our copy: only the tail's few records are copied.
       sent_window_.erase(sent_window_.begin(), sent_window_.begin() + static_cast<long>(drop));
       sent_window_.resize(keep);
@@ -254,18 +255,6 @@ Status SampleDeltaReader::Apply(const json& entry) {
 
 Status SampleDeltaReader::Merge(const json& entry) {
   if (!entry.is_object()) return InvalidArgument("sample: rank entry is not a JSON object");
-  if (auto whole = entry.find("recent"); whole != entry.end()) {
-    // A whole state (an agent from before deltas).
-    DSD_ASSIGN_OR_RETURN(RankState st, RankStateFromJson(entry));
-    if (st.recent.size() > kMaxHeldRecentRecords)
-      return InvalidArgument("sample: rank " + std::to_string(st.rank) + " sent " + std::to_string(st.recent.size()) +
-                             " recent records (at most " + std::to_string(kMaxHeldRecentRecords) + ")");
-    recent_.assign(st.recent.begin(), st.recent.end());
-    st.recent.clear();
-    parsed_ = std::move(st);
-    primed_ = has_state_ = true;
-    return Status::Ok();
-  }
   const auto full_field = entry.find("full");
   if (full_field != entry.end() && !full_field->is_boolean())
     return InvalidArgument("sample: field 'full' must be true or false");
@@ -303,6 +292,7 @@ Status SampleDeltaReader::Merge(const json& entry) {
                              std::to_string(kMaxHeldRecentRecords) + ")");
     tail.reserve(t->size());
     for (const auto& r : *t) {
+      if (!r.is_array()) return InvalidArgument("sample: a recent record must be an array (docs/agent-protocol.md)");
       DSD_ASSIGN_OR_RETURN(OpRecord rec, OpRecordFromJson(r));
       tail.push_back(std::move(rec));
     }
@@ -490,7 +480,7 @@ bool SampleDeltaReader::MergeText(std::string_view text, std::string* log) {
       else if (key == "log")
         k = kLog;
       else
-        return false;  // "recent" (a whole state), or a field this reader does not know
+        return false;  // a field this reader does not know
     }
     if (seen >> k & 1) return false;
     seen |= uint64_t{1} << k;
@@ -567,95 +557,6 @@ Status SampleDeltaReader::StateInto(RankState* out) const {
   window.assign(recent_.begin(), recent_.end());  // over the old records: their storage is reused
   out->recent = std::move(window);
   return Status::Ok();
-}
-
-}  // namespace dsd::diagnosis
-
-namespace dsd::diagnosis {
-
-bool ScanSampleFrame(std::string_view payload, SampleFrameText* out) {
-  out->Clear();
-  // Depths as wire::ParseJsonBounded counts them: the frame is 1, "ranks" 2, an entry 3.
-  constexpr int kBelowFrame = static_cast<int>(wire::kMaxJsonDepth) - 1;
-  constexpr int kBelowEntry = static_cast<int>(wire::kMaxJsonDepth) - 3;
-  jsontext::Reader in(payload);
-  if (!in.Consume('{') || in.Peek() == '}') return false;
-  bool sample = false;
-  unsigned seen = 0;
-  do {
-    std::string_view key;
-    if (!in.PlainString(&key) || !in.Consume(':')) return false;
-    const unsigned bit = key == "type" ? 1 : key == "now_ns" ? 2 : key == "ranks" ? 4 : key == "log_dir" ? 8 : 0;
-    if (seen & bit) return false;  // a key twice: the full parser keeps the last, we would read the first
-    seen |= bit;
-    bool ok = true;
-    if (bit == 1) {
-      std::string_view type;
-      ok = in.PlainString(&type);
-      sample = type == "sample";
-    } else if (bit == 2) {
-      int64_t now = 0;
-      ok = in.Int(&now);
-      out->now_ns = now;
-    } else if (bit == 4) {
-      ok = in.Consume('[');
-      if (ok && !in.Consume(']')) {
-        do {
-          // An entry: an object with one integer "rank", its text kept whole for ApplyText.
-          if (in.Peek() != '{') return false;
-          const size_t start = in.position();
-          in.Consume('{');
-          SampleFrameText::Entry entry;
-          bool have_rank = false;
-          if (!in.Consume('}')) {
-            do {
-              std::string_view field;
-              if (!in.PlainString(&field) || !in.Consume(':')) return false;
-              if (field == "rank") {
-                if (have_rank || !in.Integer(&entry.rank)) return false;
-                have_rank = true;
-              } else if (!in.Skip(nullptr, kBelowEntry)) {
-                return false;
-              }
-            } while (in.Consume(','));
-            if (!in.Consume('}')) return false;
-          }
-          if (!have_rank) return false;
-          entry.text = payload.substr(start, in.position() - start);
-          out->entries.push_back(entry);
-        } while (in.Consume(','));
-        ok = in.Consume(']');
-      }
-    } else {
-      std::string_view span;
-      ok = in.Skip(&span, kBelowFrame);
-      if (bit == 8) out->log_dir = span;
-    }
-    if (!ok) return false;
-  } while (in.Consume(','));
-  return in.Consume('}') && in.AtEnd() && sample;
-}
-
-bool SampleFrameFromJson(const json& frame, SampleFrameText* out) {
-  out->Clear();
-  const auto type = frame.is_object() ? frame.find("type") : frame.end();
-  if (type == frame.end() || !type->is_string() || *type != "sample") return false;
-  if (const auto now = frame.find("now_ns"); now != frame.end() && now->is_number_integer())
-    out->now_ns = now->get<int64_t>();
-  // Each part as text, as ScanSampleFrame finds it; the views are made once `owned` stops growing.
-  std::vector<int> ranks;
-  if (const auto list = frame.find("ranks"); list != frame.end() && list->is_array())
-    for (const auto& j : *list) {
-      const auto rank = j.is_object() ? j.find("rank") : j.end();
-      if (rank == j.end() || !rank->is_number_integer()) continue;
-      ranks.push_back(rank->get<int>());
-      out->owned.push_back(j.dump(-1, ' ', false, json::error_handler_t::replace));
-    }
-  const auto log_dir = frame.find("log_dir");
-  if (log_dir != frame.end()) out->owned.push_back(log_dir->dump(-1, ' ', false, json::error_handler_t::replace));
-  for (size_t i = 0; i < ranks.size(); ++i) out->entries.push_back({ranks[i], out->owned[i]});
-  if (log_dir != frame.end()) out->log_dir = out->owned.back();
-  return true;
 }
 
 }  // namespace dsd::diagnosis

@@ -7,11 +7,9 @@
 //
 // Entry: {"rank", "full"?, <changed fields of ToJson(RankState) except "recent">, "unset"?:[names],
 //         "recent_drop"?: n, "recent_keep"?: k, "recent_tail"?: [records]}
-// Records (recent_tail, in_flight, last) are objects, or 13-element arrays (ToCompactJson) when the
-// writer was made for a reader that asked for them; the reader takes both.
+// Records (recent_tail, in_flight, last) are 13-element arrays (ToCompactJson).
 // The reader drops the n oldest recent records, keeps the next k and appends the tail (records
-// whose content changed are resent in the tail with everything after them). An entry with a
-// "recent" array is a whole state (agents before deltas), read as a keyframe.
+// whose content changed are resent in the tail with everything after them).
 // Neither class is thread-safe; one instance per rank and direction.
 #pragma once
 
@@ -30,14 +28,11 @@ namespace dsd::diagnosis {
 // A reader that refuses a delta asks for a keyframe (the "resync" run message); the periodic one
 // is the fallback for a request that never arrives.
 inline constexpr int kKeyframeEvery = 300;             // 60 s at the default 200 ms period
-inline constexpr int kLegacyKeyframeEvery = 50;        // for a coordinator that never sends resync
 inline constexpr size_t kMaxHeldRecentRecords = 1024;  // a reader refuses a window larger than this
 
 class SampleDeltaWriter {
  public:
-  // With compact_records, records go as arrays (ToCompactJson): for a reader that asked for them.
-  explicit SampleDeltaWriter(bool compact_records = false, int keyframe_every = kKeyframeEvery)
-      : compact_(compact_records), keyframe_every_(keyframe_every) {}
+  explicit SampleDeltaWriter(int keyframe_every = kKeyframeEvery) : keyframe_every_(keyframe_every) {}
   // Appends the entry that brings a reader from the previously encoded state to `state`, as JSON
   // text (written directly: no JSON tree is built, docs/performance.md "Run sampling").
   void EncodeTo(const RankState& state, std::string* out);
@@ -47,7 +42,6 @@ class SampleDeltaWriter {
   void Reset() { primed_ = false; }
 
  private:
-  bool compact_;
   int keyframe_every_;
   bool primed_ = false;
   int since_keyframe_ = 0;
@@ -90,36 +84,10 @@ class SampleDeltaReader {
   bool primed_ = false;     // deltas are accepted
   bool has_state_ = false;  // an entry applied: parsed_ and recent_ are a state
   bool last_in_place_ = false;
-  RankState parsed_;        // the state's fields (its window is recent_)
+  RankState parsed_;  // the state's fields (its window is recent_)
   std::deque<OpRecord> recent_;
   RankState staged_;            // MergeText's patch, made on a copy: nothing held changes before it is read
   std::vector<OpRecord> tail_;  // MergeText's records, kept for their storage
 };
-
-// A "sample" frame as the coordinator reads it: the agent's clock, and each rank entry's text
-// with its rank (for SampleDeltaReader::ApplyText).
-struct SampleFrameText {
-  std::optional<int64_t> now_ns;  // absent, or not an integer: unknown
-  struct Entry {
-    int rank = -1;
-    std::string_view text;
-  };
-  std::vector<Entry> entries;      // objects with an integer "rank"; other entries are left out
-  std::string_view log_dir;        // the "log_dir" value's text; empty when absent
-  std::vector<std::string> owned;  // the text the views point into, when made from a JSON value
-  void Clear() {  // keeps the vectors' storage
-    now_ns.reset();
-    entries.clear();
-    log_dir = {};
-    owned.clear();
-  }
-};
-
-// Finds a sample frame's parts in its payload text, without building a JSON tree. False when the
-// payload is not a sample frame or not of the shape agents write (an entry without a rank, a key
-// twice, anything that is not JSON): the caller parses it then, and SampleFrameFromJson reads it.
-bool ScanSampleFrame(std::string_view payload, SampleFrameText* out);
-// The same parts of a parsed frame; false when it is not a sample frame with a "ranks" array.
-bool SampleFrameFromJson(const nlohmann::json& frame, SampleFrameText* out);
 
 }  // namespace dsd::diagnosis

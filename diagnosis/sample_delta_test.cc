@@ -47,8 +47,8 @@ struct Readers {
 };
 
 // Writer → JSON text → readers, as on the wire; both must hold exactly the writer's state. The
-// writer's text with records as arrays is read in place.
-void Deliver(SampleDeltaWriter& w, Readers& r, const RankState& s, bool compact, size_t* bytes = nullptr) {
+// writer's text is read in place unless its strings hold bytes above 0x7f (`in_place` false).
+void Deliver(SampleDeltaWriter& w, Readers& r, const RankState& s, size_t* bytes = nullptr, bool in_place = true) {
   std::string text;
   w.EncodeTo(s, &text);
   if (bytes) *bytes = text.size();
@@ -56,7 +56,7 @@ void Deliver(SampleDeltaWriter& w, Readers& r, const RankState& s, bool compact,
   ASSERT_TRUE(r.tree.Apply(entry).ok()) << r.tree.Apply(entry).ToString();
   std::string log;
   ASSERT_TRUE(r.text.ApplyText(text, &log).ok()) << text;
-  if (compact) {
+  if (in_place) {
     EXPECT_TRUE(r.text.last_in_place()) << text;
   }
   for (const SampleDeltaReader* reader : {&r.tree, &r.text}) {
@@ -66,57 +66,53 @@ void Deliver(SampleDeltaWriter& w, Readers& r, const RankState& s, bool compact,
   }
 }
 
-class SampleDeltaFormsTest : public ::testing::TestWithParam<bool> {};
-
-TEST_P(SampleDeltaFormsTest, DeltasRebuildEveryStateAndCarryOnlyWhatChanged) {
-  const bool compact = GetParam();
-  SampleDeltaWriter w(compact);
+TEST(SampleDeltaTest, DeltasRebuildEveryStateAndCarryOnlyWhatChanged) {
+  SampleDeltaWriter w;
   Readers r;
   RankState s = Running(3);
   int64_t t = 1000;
   for (int i = 0; i < 64; ++i) s.recent.push_back(Record(t += 1000, i));
   size_t full_bytes = 0, bytes = 0;
-  Deliver(w, r, s, compact, &full_bytes);
+  Deliver(w, r, s, &full_bytes);
   // A quiet tick: nothing changed but the sample time.
   s.sample_ns = 77;
-  Deliver(w, r, s, compact, &bytes);
+  Deliver(w, r, s, &bytes);
   EXPECT_LT(bytes, 40u) << "only rank and sample_ns";
   // A step: the oldest record falls out of the window, a new one starts (in flight).
   s.recent.erase(s.recent.begin());
   s.recent.push_back(Record(t += 1000, 64, "started"));
   s.in_flight = s.recent.back();
   s.step = 1;
-  Deliver(w, r, s, compact, &bytes);
+  Deliver(w, r, s, &bytes);
   EXPECT_LT(bytes * 8, full_bytes) << "one record and a few fields, not the window";
   // It completes in place, and the in-flight call is gone.
   s.recent.back().state = "completed";
   s.recent.back().ended_ns = t + 10;
   s.last = s.recent.back();
   s.in_flight.reset();
-  Deliver(w, r, s, compact);
+  Deliver(w, r, s);
   // Three at once, two of them pushing out the oldest.
   for (int i = 0; i < 3; ++i) s.recent.push_back(Record(t += 1000, 65 + i));
   s.recent.erase(s.recent.begin(), s.recent.begin() + 2);
-  Deliver(w, r, s, compact);
+  Deliver(w, r, s);
   // Its process exits: proc goes away, exit fields appear.
   s.status = RankStatus::kExited;
   s.proc.valid = false;
   s.exit_code = 1;
   s.exit_ns = t;
-  Deliver(w, r, s, compact);
+  Deliver(w, r, s);
   // The trace is replaced by one with nothing in common (a restarted rank).
   s.recent = {Record(1, 0), Record(2, 1)};
-  Deliver(w, r, s, compact);
+  Deliver(w, r, s);
   s.recent.clear();
-  Deliver(w, r, s, compact);
+  Deliver(w, r, s);
 }
 
 // Every field of the state changes now and then, records come, change and leave, the process
-// exits and starts again: the reader holds exactly the writer's state after every entry, with
-// records as objects and as arrays.
-TEST_P(SampleDeltaFormsTest, RandomHistoriesStayInStep) {
+// exits and starts again: the reader holds exactly the writer's state after every entry.
+TEST(SampleDeltaTest, RandomHistoriesStayInStep) {
   std::mt19937 rng(7);
-  SampleDeltaWriter w(/*compact_records=*/GetParam());
+  SampleDeltaWriter w;
   Readers r;
   RankState s = Running(0);
   int64_t t = 0;
@@ -155,13 +151,10 @@ TEST_P(SampleDeltaFormsTest, RandomHistoriesStayInStep) {
     s.last_output_ns = maybe(3) ? t : s.last_output_ns;
     s.unobserved = maybe(12);
     s.sample_ns = maybe(25) ? 0 : tick;
-    Deliver(w, r, s, GetParam());
+    Deliver(w, r, s);
     if (HasFailure()) return;
   }
 }
-
-INSTANTIATE_TEST_SUITE_P(RecordForms, SampleDeltaFormsTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "Arrays" : "Objects"; });
 
 // The writer compares fields on the structs with its own table: its keyframe must name exactly
 // the fields ToJson writes, with the same values (a field added to ToJson and not to the table
@@ -180,7 +173,10 @@ TEST(SampleDeltaTest, AKeyframeHoldsExactlyToJsonsFields) {
     json key = SampleDeltaWriter().Encode(s);
     key.erase("full");
     key.erase("recent_tail");
-    EXPECT_EQ(key, ToJson(s, /*with_recent=*/false)) << (exited ? "exited" : "running");
+    json expected = ToJson(s, /*with_recent=*/false);
+    expected["in_flight"] = ToCompactJson(*s.in_flight);  // records travel as arrays
+    expected["last"] = ToCompactJson(*s.last);
+    EXPECT_EQ(key, expected) << (exited ? "exited" : "running");
   }
 }
 
@@ -188,8 +184,8 @@ TEST(SampleDeltaTest, AKeyframeHoldsExactlyToJsonsFields) {
 // strings hold (quotes, control characters, non-ASCII, bytes that are not UTF-8) must arrive as
 // JSON would carry them, and doubles exactly.
 TEST(SampleDeltaTest, TextEntriesCarryAnyStringAndExactDoubles) {
-  for (bool compact : {false, true}) {
-    SampleDeltaWriter w(compact);
+  {
+    SampleDeltaWriter w;
     Readers r;
     RankState s = Running(2);
     s.node = "n\u00f6de \"1\"";
@@ -201,11 +197,11 @@ TEST(SampleDeltaTest, TextEntriesCarryAnyStringAndExactDoubles) {
     odd.callsite = "say \"hi\" \u20ac";
     s.recent.push_back(odd);
     s.in_flight = odd;
-    Deliver(w, r, s, /*compact=*/false);  // text with bytes above 0x7f: parsed, not read in place
+    Deliver(w, r, s, nullptr, /*in_place=*/false);  // bytes above 0x7f: parsed, not read in place
     s.recent.push_back(Record(20, 2));
     s.recent.back().callsite = "back\\slash\x7f";
     s.last_error = "line one\nline two";
-    Deliver(w, r, s, /*compact=*/false);  // text with bytes above 0x7f: parsed, not read in place
+    Deliver(w, r, s, nullptr, /*in_place=*/false);  // bytes above 0x7f: parsed, not read in place
     // Bytes that are not UTF-8 become U+FFFD, as in every other frame (wire::EncodeFrame).
     s.recent.back().callsite = "cut \xe2\x82";
     s.stack = "\xff";
@@ -219,12 +215,11 @@ TEST(SampleDeltaTest, TextEntriesCarryAnyStringAndExactDoubles) {
   }
 }
 
-TEST(SampleDeltaTest, ArrayRecordsAreSmallerAndTheirErrorsNameTheElement) {
+TEST(SampleDeltaTest, RecordsAreArraysAndTheirErrorsNameTheElement) {
   RankState s = Running(1);
   for (int i = 0; i < 64; ++i) s.recent.push_back(Record(1000 + i, i));
-  json objects = SampleDeltaWriter(false).Encode(s), arrays = SampleDeltaWriter(true).Encode(s);
-  EXPECT_LT(arrays.dump().size() * 2, objects.dump().size() + objects.dump().size() / 4)
-      << "arrays drop the keys: well under 2/3 of the bytes";
+  json arrays = SampleDeltaWriter().Encode(s);
+  ASSERT_TRUE(arrays["recent_tail"][0].is_array());
   SampleDeltaReader r;
   ASSERT_TRUE(r.Apply(arrays).ok());
   EXPECT_EQ(ToJson(*r.State()), ToJson(s));
@@ -238,11 +233,17 @@ TEST(SampleDeltaTest, ArrayRecordsAreSmallerAndTheirErrorsNameTheElement) {
   st = SampleDeltaReader().Apply(bad);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("12 elements, not 13"), std::string::npos) << st.ToString();
+  // Records as objects were the shape of protocol 2's agents: refused in a window.
+  bad = arrays;
+  bad["recent_tail"][0] = ToJson(Record(1000, 0));
+  st = SampleDeltaReader().Apply(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("must be an array"), std::string::npos) << st.ToString();
 }
 
 // The coordinator keeps one state per rank and has the reader assign over it.
 TEST(SampleDeltaTest, StateIntoAssignsTheHeldStateOverAnother) {
-  SampleDeltaWriter w(true);
+  SampleDeltaWriter w;
   SampleDeltaReader r;
   RankState out;
   EXPECT_FALSE(r.StateInto(&out).ok());
@@ -327,12 +328,14 @@ TEST(SampleDeltaTest, AResetWriterSendsAKeyframe) {
   EXPECT_EQ(ToJson(*r.State()), ToJson(s));
 }
 
-TEST(SampleDeltaTest, AWholeStateFromAnOlderAgentIsAKeyframe) {
+// A whole state with its "recent" window was what agents before deltas sent (protocol 2): it is no
+// keyframe now, so a reader that has nothing yet refuses it.
+TEST(SampleDeltaTest, AWholeStateIsNotAKeyframe) {
   RankState s = Running(4);
   s.recent = {Record(10, 0), Record(20, 1, "started")};
   SampleDeltaReader r;
-  ASSERT_TRUE(r.Apply(ToJson(s)).ok());
-  EXPECT_EQ(ToJson(*r.State()), ToJson(s));
+  EXPECT_FALSE(r.Apply(ToJson(s)).ok());
+  EXPECT_FALSE(r.State().ok());
 }
 
 // What ApplyText reads in place it must read as Apply reads the parsed entry; what it does not
@@ -372,7 +375,7 @@ TEST(SampleDeltaTest, EntryTextReadsAsItsParsedTree) {
       {R"({"rank":1,"node":"caf\u00e9 \ud83d\ude00"})", false},       // a surrogate pair
       {"{\"rank\":1,\"node\":\"caf\xc3\xa9\"}", false},               // UTF-8 in a string
       {R"({"rank":1,"in_flight":{"op":"barrier","seq":3}})", false},  // a record as an object
-      {R"({"rank":1,"recent":[)" + rec + "]}", false},                // a whole state (older agents)
+      {R"({"rank":1,"recent":[)" + rec + "]}", false},                // not a field of deltas: ignored there
       {R"({"rank":1,"proc":{"state":"R","extra":1}})", false},
       {R"({"rank":1,"proc":{"cpu_fraction":1e999}})", false},  // out of double's range
       {R"({"rank":1,"log":5})", false},
@@ -402,7 +405,7 @@ TEST(SampleDeltaTest, EntryTextReadsAsItsParsedTree) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.text);
     Readers r;
-    SampleDeltaWriter w(/*compact_records=*/true);
+    SampleDeltaWriter w;
     const json key = w.Encode(primer);
     ASSERT_TRUE(r.tree.Apply(key).ok());
     std::string ignored;
@@ -429,72 +432,6 @@ TEST(SampleDeltaTest, EntryTextReadsAsItsParsedTree) {
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(ToJson(*b), ToJson(*a));
   }
-}
-
-TEST(SampleDeltaTest, ASampleFrameIsFoundInItsTextAsInItsTree) {
-  RankState s = Running(3);
-  s.recent = {Record(10, 0)};
-  std::string e3, e4;
-  SampleDeltaWriter(true).EncodeTo(s, &e3);
-  s.rank = 4;
-  SampleDeltaWriter(true).EncodeTo(s, &e4);
-  e4.pop_back();
-  e4 += R"(,"log":"]}\"{"})";  // output that looks like the frame's own brackets
-  const std::string log_dir = R"({"node":"n","path":"/tmp/x","free_bytes":1})";
-  const std::string frame =
-      R"({"type":"sample","now_ns":123,"ranks":[)" + e3 + "," + e4 + R"(],"log_dir":)" + log_dir + "}";
-  SampleFrameText text, tree;
-  ASSERT_TRUE(ScanSampleFrame(frame, &text));
-  ASSERT_TRUE(SampleFrameFromJson(json::parse(frame), &tree));
-  for (const SampleFrameText* f : {&text, &tree}) {
-    EXPECT_EQ(f->now_ns, 123);
-    ASSERT_EQ(f->entries.size(), 2u);
-    EXPECT_EQ(f->entries[0].rank, 3);
-    EXPECT_EQ(f->entries[1].rank, 4);
-    EXPECT_EQ(json::parse(f->entries[1].text), json::parse(e4));
-    EXPECT_EQ(json::parse(f->log_dir), json::parse(log_dir));
-  }
-  EXPECT_EQ(text.entries[0].text, e3);  // the frame's own bytes
-  // Frames of other shapes: left to the tree (which skips what it cannot use).
-  for (std::string other : {
-           R"({"type":"log","rank":1,"log":"x"})",
-           R"({"type":"sample","ranks":[{"step":1}]})",           // an entry without a rank
-           R"({"type":"sample","ranks":[5]})",                    // not an object
-           R"({"type":"sample","ranks":[{"rank":1,"rank":2}]})",  // a key twice
-           R"({"type":"sample","now_ns":1,"now_ns":2,"ranks":[]})",
-           R"({"type":"sample","now_ns":"1","ranks":[]})",
-           R"({"type":"sample","ranks":{}})",
-           R"({"type":"sample","ranks":[]} trailing)",
-           R"({"type":"sample","ranks":[{"rank":1,"x":[[[[]]]]}])"
-           "\x01"
-           "}",
-           // Numbers the full parser refuses (out of a double's range), where the scan only skips.
-           R"({"type":"sample","ranks":[],"x":1e999})",
-           R"({"type":"sample","ranks":[{"rank":0,"x":-1e999}]})",
-           R"({"type":"sample","ranks":[],"log_dir":{"free_bytes":1e999}})",
-       }) {
-    SCOPED_TRACE(other);
-    EXPECT_FALSE(ScanSampleFrame(other, &text));
-    if (other.find("1e999") != std::string::npos) {
-      EXPECT_FALSE(wire::ParseFramePayload(other).ok());
-    }
-  }
-  // Its parts elsewhere, keys the coordinator does not read, no ranks at all: still a sample frame.
-  ASSERT_TRUE(
-      ScanSampleFrame(R"({"ranks":[{"x":{"y":[1,2.5e3,true,null]},"rank":9}],"extra":{},"type":"sample"})", &text));
-  ASSERT_EQ(text.entries.size(), 1u);
-  EXPECT_EQ(text.entries[0].rank, 9);
-  EXPECT_FALSE(text.now_ns.has_value());
-  ASSERT_TRUE(ScanSampleFrame(R"({"type":"sample"})", &text));
-  EXPECT_TRUE(text.entries.empty());
-  // Nesting as deep as any frame may hold, and one level more.
-  const auto nested = [](int levels) {
-    return R"({"type":"sample","ranks":[{"rank":1,"x":)" + std::string(levels, '[') + std::string(levels, ']') + "}]}";
-  };
-  EXPECT_TRUE(ScanSampleFrame(nested(61), &text));
-  EXPECT_TRUE(wire::ParseFramePayload(nested(61)).ok());
-  EXPECT_FALSE(ScanSampleFrame(nested(62), &text));
-  EXPECT_FALSE(wire::ParseFramePayload(nested(62)).ok());
 }
 
 }  // namespace

@@ -168,6 +168,9 @@ struct JobState {
   std::vector<Finding> network;        // findings of a `check` run, to correlate with stalls
   std::vector<AgentLoss> agents_lost;  // run: agents lost now, and those that came back
   std::vector<LogDirStatus> log_dirs;  // run: one per node that reported its log dir
+  // Evidence the report should have had and does not ("rank-3.trace: not found …"): the report says
+  // so, so that no finding's absence reads as a clean bill of health.
+  std::vector<std::string> evidence_missing;
 };
 
 // Ranks whose state is the same (status, op, callsite, process state, stack): 1,000 ranks read as

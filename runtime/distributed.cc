@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/run_files.h"
 #include "common/strings.h"
 #include "probe/mpi_comm.h"
 #include "runtime/backends.h"
@@ -210,7 +211,7 @@ Result<std::unique_ptr<World>> InitDistributed(const DistributedOptions& options
   if (const std::string* f = Find(env, "DSDOCTOR_TRACE_FILE"))
     trace_path = *f;
   else if (const std::string* d = Find(env, "DSDOCTOR_TRACE_DIR"))
-    trace_path = *d + "/rank-" + std::to_string(w->env_.rank) + ".trace";
+    trace_path = RunDir(*d).RankTrace(w->env_.rank);
   TraceIdentity id{w->env_.rank, world_size, w->env_.local_rank, Hostname(), backend};
   auto trace = TraceWriter::Create(trace_path, id, options.trace_capacity);
   if (!trace.ok() && !trace_path.empty()) {

@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/run_files.h"
+
 namespace dsd::tui {
 
 static_assert(kKeyUp == KEY_UP && kKeyDown == KEY_DOWN && kKeyPageDown == KEY_NPAGE && kKeyPageUp == KEY_PPAGE &&
-              kKeyEnter == KEY_ENTER && kKeyBackspace == KEY_BACKSPACE && kKeyLeft == KEY_LEFT && kKeyRight == KEY_RIGHT &&
-              kKeyHome == KEY_HOME && kKeyEnd == KEY_END);
+              kKeyEnter == KEY_ENTER && kKeyBackspace == KEY_BACKSPACE && kKeyLeft == KEY_LEFT &&
+              kKeyRight == KEY_RIGHT && kKeyHome == KEY_HOME && kKeyEnd == KEY_END);
 
 Result<std::unique_ptr<View>> View::Open() {
   if (!::isatty(0) || !::isatty(1)) return InvalidArgument("--tui needs a terminal on stdin and stdout");
@@ -27,10 +29,10 @@ Result<std::unique_ptr<View>> View::Open() {
   if (v->color_) {
     start_color();
     use_default_colors();
-    init_pair(1, COLOR_CYAN, -1);    // title
-    init_pair(2, COLOR_GREEN, -1);   // ok
-    init_pair(3, COLOR_YELLOW, -1);  // waiting
-    init_pair(4, COLOR_RED, -1);     // error
+    init_pair(1, COLOR_CYAN, -1);           // title
+    init_pair(2, COLOR_GREEN, -1);          // ok
+    init_pair(3, COLOR_YELLOW, -1);         // waiting
+    init_pair(4, COLOR_RED, -1);            // error
     init_pair(5, COLOR_BLACK, COLOR_CYAN);  // selected
   }
   return v;
@@ -46,13 +48,26 @@ void View::Draw(const Frame& frame) {
   for (const auto& run : frame.runs) {
     attr_t a = A_NORMAL;
     switch (run.tone) {
-      case Tone::kTitle: a = color_ ? COLOR_PAIR(1) | A_BOLD : A_BOLD; break;
-      case Tone::kOk: a = color_ ? COLOR_PAIR(2) : A_NORMAL; break;
-      case Tone::kWaiting: a = color_ ? COLOR_PAIR(3) : A_NORMAL; break;
-      case Tone::kError: a = color_ ? COLOR_PAIR(4) | A_BOLD : A_BOLD | A_UNDERLINE; break;
-      case Tone::kDim: a = A_DIM; break;
-      case Tone::kSelected: a = color_ ? COLOR_PAIR(5) : A_REVERSE; break;
-      case Tone::kNormal: break;
+      case Tone::kTitle:
+        a = color_ ? COLOR_PAIR(1) | A_BOLD : A_BOLD;
+        break;
+      case Tone::kOk:
+        a = color_ ? COLOR_PAIR(2) : A_NORMAL;
+        break;
+      case Tone::kWaiting:
+        a = color_ ? COLOR_PAIR(3) : A_NORMAL;
+        break;
+      case Tone::kError:
+        a = color_ ? COLOR_PAIR(4) | A_BOLD : A_BOLD | A_UNDERLINE;
+        break;
+      case Tone::kDim:
+        a = A_DIM;
+        break;
+      case Tone::kSelected:
+        a = color_ ? COLOR_PAIR(5) : A_REVERSE;
+        break;
+      case Tone::kNormal:
+        break;
     }
     attrset(a);
     mvaddnstr(run.y, run.x, run.text.c_str(), static_cast<int>(run.text.size()));
@@ -99,7 +114,8 @@ void RunPager(const std::string& path) {
 }  // namespace
 
 bool Interact(View& view, const Snapshot& s, const LogTails* logs, ViewState& vs, const Chrome& chrome,
-              std::chrono::steady_clock::time_point until, const std::string& log_dir, const std::function<bool(int)>& extra) {
+              std::chrono::steady_clock::time_point until, const std::string& log_dir,
+              const std::function<bool(int)>& extra) {
   while (true) {
     Frame frame = BuildFrame(s, ComputeLayout(view.cols(), view.rows()), vs, logs, chrome);
     view.Draw(frame);
@@ -112,7 +128,7 @@ bool Interact(View& view, const Snapshot& s, const LogTails* logs, ViewState& vs
     if (ApplyKey(vs, key, rows, std::max(view.rows() / 2, 1))) return true;
     if (vs.open_pager) {
       vs.open_pager = false;
-      std::string path = log_dir + "/rank-" + std::to_string(frame.selected_rank) + ".log";
+      std::string path = RunDir(log_dir).RankLog(frame.selected_rank);
       std::error_code ec;
       if (frame.selected_rank >= 0 && !log_dir.empty() && std::filesystem::is_regular_file(path, ec)) {
         view.Suspend();

@@ -2,20 +2,21 @@
 // (and a real PyTorch job) as 2 simulated nodes x 2 slots, and the findings must name the right
 // rank(s), op, seq and callsite; the logs must be on disk; `analyze` must agree post-mortem.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/file.h"
 #include "common/process.h"
-#include "tests/e2e/run_report.h"
 #include "common/subprocess.h"
 #include "runtime/trace.h"
+#include "tests/e2e/placement.h"
+#include "tests/e2e/run_report.h"
 
 namespace dsd {
 namespace {
@@ -37,14 +38,14 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
+// 2 nodes x 2 slots, placed as asked (tests/e2e/placement.h).
 RunResult RunJob(const std::string& name, std::vector<std::string> command, std::vector<std::string> flags = {},
-              std::map<std::string, std::string> env = {}) {
+                 std::map<std::string, std::string> env = {}, e2e::Placement placement = e2e::Placement::kLocal) {
   RunResult r;
-  r.dir = FreshDir(name);
-  std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "2", "--slots", "2", "--log-dir", r.dir, "--json", r.dir + "/report.json", "--quiet"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), command.begin(), command.end());
+  r.dir = FreshDir(name + (placement == e2e::Placement::kLocal ? "" : "-sn"));
+  std::vector<std::string> all_flags = {"--log-dir", r.dir, "--json", r.dir + "/report.json", "--quiet"};
+  all_flags.insert(all_flags.end(), flags.begin(), flags.end());
+  std::vector<std::string> argv = e2e::PlacedRunArgv(placement, 2, 2, r.dir, all_flags, command, &env);
   CommandOptions opts;
   opts.timeout = std::chrono::seconds(120);
   opts.env = std::move(env);
@@ -60,6 +61,11 @@ RunResult RunJob(const std::string& name, std::vector<std::string> command, std:
 
 std::string Example(const std::string& name) { return std::string(EXAMPLES_DIR) + "/" + name; }
 
+// Runs on simulated nodes of this machine and on nodes that share nothing with the coordinator
+// but the network: the same findings, and the same files in the coordinator's run dir.
+class RunPlacementTest : public ::testing::TestWithParam<e2e::Placement> {};
+INSTANTIATE_TEST_SUITE_P(RunE2eTest, RunPlacementTest,
+                         ::testing::Values(e2e::Placement::kLocal, e2e::Placement::kSharedNothing), e2e::PlacementName);
 
 void ExpectLogsOnDisk(const std::string& dir, int world) {
   for (int r = 0; r < world; ++r) {
@@ -69,8 +75,9 @@ void ExpectLogsOnDisk(const std::string& dir, int world) {
   }
 }
 
-TEST(RunE2eTest, RankZeroOnlySaveCheckpointNamesRankZeroAndSaysEveryRankMustCallIt) {
-  auto r = RunJob("ckpt", {Example("rank0_only_checkpoint")}, {"--timeout", "30"});
+TEST_P(RunPlacementTest, RankZeroOnlySaveCheckpointNamesRankZeroAndSaysEveryRankMustCallIt) {
+  REQUIRE_PLACEMENT(GetParam());
+  auto r = RunJob("ckpt", {Example("rank0_only_checkpoint")}, {"--timeout", "30"}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   ASSERT_TRUE(r.report.is_object()) << r.out;
   ASSERT_FALSE(r.report["findings"].empty());
@@ -81,7 +88,8 @@ TEST(RunE2eTest, RankZeroOnlySaveCheckpointNamesRankZeroAndSaysEveryRankMustCall
   EXPECT_NE(summary.find("barrier#5 @save_checkpoint"), std::string::npos) << summary;
   EXPECT_NE(summary.find("all_reduce#5"), std::string::npos);
   EXPECT_NE(summary.find("@engine.step"), std::string::npos);
-  EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call it: DeepSpeed's engine.save_checkpoint()"), std::string::npos);
+  EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call it: DeepSpeed's engine.save_checkpoint()"),
+            std::string::npos);
   EXPECT_EQ(f["nodes"], nlohmann::json::array({"node-0"}));
   EXPECT_TRUE(r.report["hang"].get<bool>());
   // Found from the traces long before the 30 s timeout; the stopped ranks are not blamed.
@@ -106,8 +114,9 @@ TEST(RunE2eTest, RankZeroOnlySaveCheckpointNamesRankZeroAndSaysEveryRankMustCall
   EXPECT_EQ(Ranks(aj["findings"][0]), std::vector<int>{0});
 }
 
-TEST(RunE2eTest, SegfaultingRankIsExitedWithItsSignalAndLastOp) {
-  auto r = RunJob("segv", {Example("crash_rank"), "--how", "segv", "--rank", "2"});
+TEST_P(RunPlacementTest, SegfaultingRankIsExitedWithItsSignalAndLastOp) {
+  REQUIRE_PLACEMENT(GetParam());
+  auto r = RunJob("segv", {Example("crash_rank"), "--how", "segv", "--rank", "2"}, {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 139) << r.out;  // the job's code: 128 + SIGSEGV
   const auto* f = FindingOf(r.report, "RANK_EXITED");
   ASSERT_NE(f, nullptr) << r.report.dump(2);
@@ -125,9 +134,10 @@ TEST(RunE2eTest, RankKilledWithSigkillIsRankExited) {
   SubprocessOptions so;
   so.log_path = dir + ".out";
   fs::remove(so.log_path);
-  auto run = Subprocess::Start({DSDOCTOR_BIN, "run", "--local", "2", "--slots", "2", "--log-dir", dir, "--json", dir + "/report.json",
-                                "--", Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
-                               so);
+  auto run = Subprocess::Start(
+      {DSDOCTOR_BIN, "run", "--local", "2", "--slots", "2", "--log-dir", dir, "--json", dir + "/report.json", "--",
+       Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
+      so);
   ASSERT_TRUE(run.ok());
   // Rank 3's pid from its trace, once it trains.
   int pid = 0;
@@ -151,8 +161,9 @@ TEST(RunE2eTest, RankKilledWithSigkillIsRankExited) {
   EXPECT_NE(report["findings"][0]["remedy"].get<std::string>().find("OOM"), std::string::npos);
 }
 
-TEST(RunE2eTest, MismatchedSizeNamesTheOddRankAndCallsite) {
-  auto r = RunJob("size", {Example("mismatched_collective"), "--mode", "size"});
+TEST_P(RunPlacementTest, MismatchedSizeNamesTheOddRankAndCallsite) {
+  REQUIRE_PLACEMENT(GetParam());
+  auto r = RunJob("size", {Example("mismatched_collective"), "--mode", "size"}, {}, {}, GetParam());
   EXPECT_NE(r.exit_code, 0);
   ASSERT_FALSE(r.report["findings"].empty()) << r.out;
   const auto& f = r.report["findings"][0];
@@ -163,8 +174,9 @@ TEST(RunE2eTest, MismatchedSizeNamesTheOddRankAndCallsite) {
   EXPECT_NE(f["remedy"].get<std::string>().find("element count"), std::string::npos);
 }
 
-TEST(RunE2eTest, MismatchedReduceOpIsFoundAlthoughTheJobSucceeds) {
-  auto r = RunJob("op", {Example("mismatched_collective"), "--mode", "op"});
+TEST_P(RunPlacementTest, MismatchedReduceOpIsFoundAlthoughTheJobSucceeds) {
+  REQUIRE_PLACEMENT(GetParam());
+  auto r = RunJob("op", {Example("mismatched_collective"), "--mode", "op"}, {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 0) << "run returns the job's own code";
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.report.dump(2);
@@ -173,16 +185,18 @@ TEST(RunE2eTest, MismatchedReduceOpIsFoundAlthoughTheJobSucceeds) {
   EXPECT_FALSE(r.report["hang"].get<bool>());
 }
 
-TEST(RunE2eTest, SlowRankIsAStraggler) {
-  auto r = RunJob("slow", {Example("slow_rank"), "--rank", "2", "--steps", "12"});
+TEST_P(RunPlacementTest, SlowRankIsAStraggler) {
+  REQUIRE_PLACEMENT(GetParam());
+  auto r = RunJob("slow", {Example("slow_rank"), "--rank", "2", "--steps", "12"}, {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   const auto* f = FindingOf(r.report, "STRAGGLER");
   ASSERT_NE(f, nullptr) << r.report.dump(2);
   EXPECT_EQ(Ranks(*f), std::vector<int>{2});
 }
 
-TEST(RunE2eTest, WrongWorldSizeIsFoundInInitDistributed) {
-  auto r = RunJob("world", {Example("wrong_world_size")});
+TEST_P(RunPlacementTest, WrongWorldSizeIsFoundInInitDistributed) {
+  REQUIRE_PLACEMENT(GetParam());
+  auto r = RunJob("world", {Example("wrong_world_size")}, {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   ASSERT_FALSE(r.report["findings"].empty()) << r.out;
   const auto& f = r.report["findings"][0];
@@ -191,21 +205,27 @@ TEST(RunE2eTest, WrongWorldSizeIsFoundInInitDistributed) {
   EXPECT_NE(f["summary"].get<std::string>().find("expect 5"), std::string::npos);
 }
 
-TEST(RunE2eTest, HealthyTrainingHasNoFindingsAndRankEnvironment) {
-  auto r = RunJob("healthy", {Example("train_healthy"), "--steps", "5"});
+TEST_P(RunPlacementTest, HealthyTrainingHasNoFindingsAndRankEnvironment) {
+  REQUIRE_PLACEMENT(GetParam());
+  auto r = RunJob("healthy", {Example("train_healthy"), "--steps", "5"}, {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(r.report["findings"].empty()) << r.report.dump(2);
   ExpectLogsOnDisk(r.dir, 4);
   // Every rank got the rank environment of DESIGN.md.
-  auto env = RunJob("env", {"/bin/sh", "-c", "echo R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LS=$LOCAL_SIZE C=$CROSS_RANK CS=$CROSS_SIZE T=$DSDOCTOR_TRACE_FILE"});
+  auto env = RunJob(
+      "env",
+      {"/bin/sh", "-c",
+       "echo R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LS=$LOCAL_SIZE C=$CROSS_RANK CS=$CROSS_SIZE T=$DSDOCTOR_TRACE_FILE"},
+      {}, {}, GetParam());
   EXPECT_EQ(env.exit_code, 0);
   auto log3 = ReadFile(env.dir + "/rank-3.log");
   ASSERT_TRUE(log3.ok());
   EXPECT_NE(log3->find("R=3 L=1 W=4 LS=2 C=1 CS=2 T=" + env.dir + "/rank-3.trace"), std::string::npos) << *log3;
 }
 
-TEST(RunE2eTest, ProgramThatCannotStartExits127AndIsReported) {
-  auto r = RunJob("missing", {"/nonexistent/program"});
+TEST_P(RunPlacementTest, ProgramThatCannotStartExits127AndIsReported) {
+  REQUIRE_PLACEMENT(GetParam());
+  auto r = RunJob("missing", {"/nonexistent/program"}, {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 127);
   const auto* f = FindingOf(r.report, "RANK_EXITED");
   ASSERT_NE(f, nullptr) << r.out;
@@ -222,7 +242,8 @@ std::vector<int> WaitForTraining(const std::string& dir, int ranks, uint64_t min
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     pids.clear();
     for (int r = 0; r < ranks; ++r)
-      if (auto t = runtime::ReadTrace(dir + "/rank-" + std::to_string(r) + ".trace"); t.ok() && t->step >= min_step) pids.push_back(t->pid);
+      if (auto t = runtime::ReadTrace(dir + "/rank-" + std::to_string(r) + ".trace"); t.ok() && t->step >= min_step)
+        pids.push_back(t->pid);
   }
   return pids;
 }
@@ -243,7 +264,8 @@ TEST(RunE2eTest, DeadCoordinatorLeavesNoOrphans) {
   for (int pid : pids) {
     bool gone = false;
     for (int i = 0; i < 100 && !gone; ++i) {
-      gone = ::kill(pid, 0) != 0 || ReadFile("/proc/" + std::to_string(pid) + "/stat").value_or("").find(") Z ") != std::string::npos;
+      gone = ::kill(pid, 0) != 0 ||
+             ReadFile("/proc/" + std::to_string(pid) + "/stat").value_or("").find(") Z ") != std::string::npos;
       if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     EXPECT_TRUE(gone) << "rank pid " << pid << " outlived its coordinator";
@@ -296,8 +318,9 @@ TEST(RunE2eTest, HostfileNodesGetTheirSlotsThroughAgents) {
   std::string dir = FreshDir("hostfile");
   fs::create_directories(dir);
   ASSERT_TRUE(WriteFileAtomic(dir + "/hostfile", "# two simulated nodes\nworker-a slots=1\nworker-b slots=3\n").ok());
-  auto r = RunCommand({DSDOCTOR_BIN, "run", "--hostfile", dir + "/hostfile", "--launcher", "local", "--log-dir", dir + "/logs", "--json",
-                       dir + "/report.json", "--quiet", "--", "/bin/sh", "-c", "echo node=$DSDOCTOR_NODE R=$RANK L=$LOCAL_RANK LS=$LOCAL_SIZE"},
+  auto r = RunCommand({DSDOCTOR_BIN, "run", "--hostfile", dir + "/hostfile", "--launcher", "local", "--log-dir",
+                       dir + "/logs", "--json", dir + "/report.json", "--quiet", "--", "/bin/sh", "-c",
+                       "echo node=$DSDOCTOR_NODE R=$RANK L=$LOCAL_RANK LS=$LOCAL_SIZE"},
                       {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
@@ -348,8 +371,8 @@ TEST(RunE2eTest, HealthySixtyFourRankJobOnTwoCoresFinishesUntouched) {
   // 8 simulated nodes x 8 ranks on this machine's cores: samples from busy nodes lag, ranks arrive
   // at collectives seconds apart. Nothing may be called a hang, let alone stopped.
   std::string dir = FreshDir("h64");
-  auto res = RunCommand({DSDOCTOR_BIN, "run", "--local", "8", "--slots", "8", "--log-dir", dir, "--json", dir + "/report.json", "--quiet", "--",
-                         Example("train_healthy"), "--steps", "30"},
+  auto res = RunCommand({DSDOCTOR_BIN, "run", "--local", "8", "--slots", "8", "--log-dir", dir, "--json",
+                         dir + "/report.json", "--quiet", "--", Example("train_healthy"), "--steps", "30"},
                         e2e::WithTimeout(200));
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->exit_code, 0) << res->out << res->err;
@@ -363,12 +386,12 @@ TEST(RunE2eTest, HealthySixtyFourRankJobOnTwoCoresFinishesUntouched) {
   EXPECT_EQ(exited_zero, 64);
 }
 
-
-TEST(RunE2eTest, PytorchRankSkippingABarrierIsDiagnosedFromLogsAndProcessState) {
+TEST_P(RunPlacementTest, PytorchRankSkippingABarrierIsDiagnosedFromLogsAndProcessState) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
   // --no-trace: the path for programs dsdoctor cannot trace (logs, /proc and stacks only).
-  auto r = RunJob("torch", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2", "--on-hang", "wait", "--no-trace"},
-                  {{"STEP_TIMEOUT", "10"}});
+  auto r = RunJob("torch", {"/usr/bin/python3", TORCH_SKIP_BARRIER},
+                  {"--hang-after", "2", "--on-hang", "wait", "--no-trace"}, {{"STEP_TIMEOUT", "10"}}, GetParam());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   // Live: every rank blocked with flat CPU, before torch's own timeout ended them.
   EXPECT_NE(r.out.find("COLLECTIVE_STALL: all 4 ranks are blocked"), std::string::npos) << r.out;
@@ -382,16 +405,18 @@ TEST(RunE2eTest, PytorchRankSkippingABarrierIsDiagnosedFromLogsAndProcessState) 
   EXPECT_NE(summary.find("rank 1 in all_reduce() at torch_skip_barrier.py:13"), std::string::npos) << summary;
 }
 
-TEST(RunE2eTest, PytorchHangIsPinpointedLiveFromPythonStacks) {
+TEST_P(RunPlacementTest, PytorchHangIsPinpointedLiveFromPythonStacks) {
+  REQUIRE_PLACEMENT(GetParam());
   if (!e2e::TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed";
   if (::access(PY_SPY, X_OK) != 0) {
-    if (std::getenv("DSDOCTOR_REQUIRE_TORCH")) FAIL() << "py-spy missing at " << PY_SPY << " (scripts/setup.sh fetches it)";
+    if (std::getenv("DSDOCTOR_REQUIRE_TORCH"))
+      FAIL() << "py-spy missing at " << PY_SPY << " (scripts/setup.sh fetches it)";
     GTEST_SKIP() << "py-spy not fetched";
   }
   // Torch's own timeout is far away (60 s): the finding must come from the live stacks.
   auto t0 = std::chrono::steady_clock::now();
   auto r = RunJob("torchlive", {"/usr/bin/python3", TORCH_SKIP_BARRIER}, {"--hang-after", "2", "--no-trace"},
-                  {{"STEP_TIMEOUT", "60"}, {"DSDOCTOR_PY_SPY", PY_SPY}});
+                  {{"STEP_TIMEOUT", "60"}, {"DSDOCTOR_PY_SPY", PY_SPY}}, GetParam());
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_LT(took, 50) << "stopped on the hang, long before torch's timeout";
@@ -411,9 +436,10 @@ TEST(RunE2eTest, PytorchHangIsPinpointedLiveFromPythonStacks) {
 // The ranks get NCCL's WARN lines by default and every library's debug output at debug level;
 // a value the user set wins (docs/run.md, "Rank environment").
 TEST(RunE2eTest, RanksGetTheDiagnosticProfile) {
-  const std::vector<std::string> show = {"/bin/sh", "-c",
-                                         "echo NCCL_DEBUG=$NCCL_DEBUG TDD=$TORCH_DISTRIBUTED_DEBUG CPP=$TORCH_CPP_LOG_LEVEL "
-                                         "ST=$TORCH_SHOW_CPP_STACKTRACES LL=$DSDOCTOR_LOG_LEVEL"};
+  const std::vector<std::string> show = {
+      "/bin/sh", "-c",
+      "echo NCCL_DEBUG=$NCCL_DEBUG TDD=$TORCH_DISTRIBUTED_DEBUG CPP=$TORCH_CPP_LOG_LEVEL "
+      "ST=$TORCH_SHOW_CPP_STACKTRACES LL=$DSDOCTOR_LOG_LEVEL"};
   auto plain = RunJob("profile-default", show, {}, {{"DSDOCTOR_LOG_LEVEL", ""}});
   EXPECT_EQ(plain.exit_code, 0) << plain.out;
   auto log = ReadFile(plain.dir + "/rank-1.log");

@@ -13,6 +13,7 @@
 
 #include "common/file.h"
 #include "common/process.h"
+#include "tests/e2e/placement.h"
 #include "tests/e2e/run_report.h"
 
 namespace dsd {
@@ -45,7 +46,8 @@ bool DeepSpeedAvailable() {
 // `python` and `program` pick the interpreter and the script: Debian's python3 with torch_train.py,
 // or the DeepSpeed venv's with ds_train.py.
 Run RunPython(const std::string& python, const std::string& program, const std::string& scenario,
-              std::vector<std::string> flags = {}, std::map<std::string, std::string> env = {});
+              std::vector<std::string> flags = {}, std::map<std::string, std::string> env = {},
+              e2e::Placement placement = e2e::Placement::kLocal);
 
 // dsdoctor ended the ranks on the hang it proved (run.json's stopped_by_dsdoctor): found while the
 // job hung, not after torch's own timeout (STEP_TIMEOUT, 120 s) ended them. Behaviour, not a wall
@@ -61,25 +63,25 @@ void ExpectStoppedOnTheHang(const Run& r) {
 }
 
 Run RunTorch(const std::string& scenario, std::vector<std::string> flags = {},
-             std::map<std::string, std::string> env = {}) {
-  return RunPython("/usr/bin/python3", TORCH_TRAIN, scenario, std::move(flags), std::move(env));
+             std::map<std::string, std::string> env = {}, e2e::Placement placement = e2e::Placement::kLocal) {
+  return RunPython("/usr/bin/python3", TORCH_TRAIN, scenario, std::move(flags), std::move(env), placement);
 }
 
 Run RunDeepSpeed(const std::string& scenario, std::vector<std::string> flags = {},
-                 std::map<std::string, std::string> env = {}) {
+                 std::map<std::string, std::string> env = {}, e2e::Placement placement = e2e::Placement::kLocal) {
   env["DS_ACCELERATOR"] = "cpu";
-  return RunPython(DS_PYTHON, DS_TRAIN, "ds-" + scenario, std::move(flags), std::move(env));
+  return RunPython(DS_PYTHON, DS_TRAIN, "ds-" + scenario, std::move(flags), std::move(env), placement);
 }
 
 Run RunPython(const std::string& python, const std::string& program, const std::string& scenario,
-              std::vector<std::string> flags, std::map<std::string, std::string> env) {
+              std::vector<std::string> flags, std::map<std::string, std::string> env, e2e::Placement placement) {
   Run r;
-  r.dir = fs::temp_directory_path() / ("dsd-torch-" + scenario + "-" + std::to_string(::getpid()));
+  r.dir = fs::temp_directory_path() / ("dsd-torch-" + scenario + (placement == e2e::Placement::kLocal ? "" : "-sn") +
+                                       "-" + std::to_string(::getpid()));
   fs::remove_all(r.dir);
-  std::vector<std::string> argv = {DSDOCTOR_BIN, "run",       "--local", "2",      "--slots",
-                                   "1",          "--log-dir", r.dir,     "--json", r.dir + "/report.json"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.insert(argv.end(), {"--", python, program});
+  std::vector<std::string> all_flags = {"--log-dir", r.dir, "--json", r.dir + "/report.json"};
+  all_flags.insert(all_flags.end(), flags.begin(), flags.end());
+  std::vector<std::string> argv = e2e::PlacedRunArgv(placement, 2, 1, r.dir, all_flags, {python, program}, &env);
   CommandOptions opts;
   opts.timeout = std::chrono::seconds(150);
   env["SCENARIO"] = scenario.rfind("ds-", 0) == 0 ? scenario.substr(3) : scenario;
@@ -129,6 +131,15 @@ std::string Site(const std::string& code, const std::string& program = TORCH_TRA
   return ::testing::AssertionSuccess();
 }
 
+// The scenarios below run on simulated nodes of this machine and on nodes that share nothing with
+// the coordinator but the network (tests/e2e/placement.h): the same findings either way.
+class TorchPlacementTest : public ::testing::TestWithParam<e2e::Placement> {};
+INSTANTIATE_TEST_SUITE_P(TorchE2eTest, TorchPlacementTest,
+                         ::testing::Values(e2e::Placement::kLocal, e2e::Placement::kSharedNothing), e2e::PlacementName);
+class DeepSpeedPlacementTest : public ::testing::TestWithParam<e2e::Placement> {};
+INSTANTIATE_TEST_SUITE_P(DeepSpeedE2eTest, DeepSpeedPlacementTest,
+                         ::testing::Values(e2e::Placement::kLocal, e2e::Placement::kSharedNothing), e2e::PlacementName);
+
 bool HasError(const nlohmann::json& report) {
   for (const auto& f : report["findings"])
     if (f["severity"] == "error") return true;
@@ -162,9 +173,10 @@ TEST(TorchE2eTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFinishesUnto
   EXPECT_NE(r.out.find("warning RANK_MISSING: rank 0 blocked outside any collective"), std::string::npos) << r.out;
 }
 
-TEST(TorchE2eTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite) {
+TEST_P(TorchPlacementTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
-  auto r = RunTorch("ckpt_rank0");
+  auto r = RunTorch("ckpt_rank0", {}, {}, GetParam());
   // Rank 1 waits in DDP's gradient all-reduce, which runs in C++: its stack says so.
   ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "stacks"));
   const auto& f = r.report["findings"][0];
@@ -195,9 +207,10 @@ TEST(TorchE2eTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite
   EXPECT_EQ(FindingOf(j, "RANK_EXITED"), nullptr) << "dsdoctor's own stop is not a rank failure: " << j.dump(2);
 }
 
-TEST(TorchE2eTest, AllReduceOfADifferentSizeNamesBothSizes) {
+TEST_P(TorchPlacementTest, AllReduceOfADifferentSizeNamesBothSizes) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
-  auto r = RunTorch("size_mismatch");
+  auto r = RunTorch("size_mismatch", {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
@@ -234,9 +247,10 @@ TEST(TorchE2eTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheMismatchI
   EXPECT_NE((*f)["remedy"].get<std::string>().find("join()"), std::string::npos) << (*f)["remedy"];
 }
 
-TEST(TorchE2eTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
+TEST_P(TorchPlacementTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
-  auto r = RunTorch("p2p_deadlock");
+  auto r = RunTorch("p2p_deadlock", {}, {}, GetParam());
   ASSERT_TRUE(FailedWithFirstFinding(r, "P2P_DEADLOCK", {0, 1}, "trace"));
   const auto& f = r.report["findings"][0];
   EXPECT_NE(f["evidence"][0].get<std::string>().find("recv#1 from 1"), std::string::npos) << f.dump(2);
@@ -307,9 +321,10 @@ TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
   EXPECT_EQ(hashes[0], hashes[1]) << "the traced DDP job computed different parameters";
 }
 
-TEST(DeepSpeedE2eTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepSpeedsRemedy) {
+TEST_P(DeepSpeedPlacementTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepSpeedsRemedy) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_DEEPSPEED();
-  auto r = RunDeepSpeed("ckpt_rank0");
+  auto r = RunDeepSpeed("ckpt_rank0", {}, {}, GetParam());
   ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "trace"));
   const auto& f = r.report["findings"][0];
   std::string summary = f["summary"];
@@ -329,9 +344,10 @@ TEST(DeepSpeedE2eTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepSpeedsRem
       << r.report["ranks"][0]["stack"];
 }
 
-TEST(DeepSpeedE2eTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesThePeersErrors) {
+TEST_P(DeepSpeedPlacementTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesThePeersErrors) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_DEEPSPEED();
-  auto r = RunDeepSpeed("exception");
+  auto r = RunDeepSpeed("exception", {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   ASSERT_TRUE(r.report.is_object()) << r.out;
   const auto* exited = FindingOf(r.report, "RANK_EXITED");

@@ -2,15 +2,16 @@
 // (diagnosis/sample_delta.cc, diagnosis/state.cc): each line of the input is one entry, applied to a
 // reader that holds a rank's state, and to a fresh one. Any bytes must give a state or an error,
 // never a crash or an exception; and whatever state a reader holds, a writer's keyframe and deltas
-// of it must rebuild exactly that state in another reader (both record forms). The coordinator's
+// of it must rebuild exactly that state in another reader. The coordinator's
 // in-place reading must agree with the tree: an entry's text read by ApplyText leaves a reader where
 // Apply of the parsed entry leaves another, and a line read as a sample frame by ScanSampleFrame has
-// the parts SampleFrameFromJson finds in its tree.
+// the parts SampleFrameFromJson finds in its tree (agent/run_protocol.cc).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "agent/run_protocol.h"
 #include "common/framing.h"
 #include "diagnosis/sample_delta.h"
 
@@ -43,8 +44,8 @@ RankState Primer() {
 void CheckRoundTrip(const dsd::diagnosis::SampleDeltaReader& reader) {
   RankState held;
   if (!reader.StateInto(&held).ok()) return;
-  for (bool compact : {false, true}) {
-    dsd::diagnosis::SampleDeltaWriter w(compact);
+  {
+    dsd::diagnosis::SampleDeltaWriter w;
     dsd::diagnosis::SampleDeltaReader again;
     // A keyframe of the primer, then a delta to the held state: both paths of the writer.
     for (const RankState* s : {static_cast<const RankState*>(nullptr), static_cast<const RankState*>(&held)}) {
@@ -66,10 +67,10 @@ void CheckSame(const dsd::diagnosis::SampleDeltaReader& a, const dsd::diagnosis:
 
 // A line read as a sample frame in place must be one, with the parts its tree has.
 void CheckFrame(std::string_view line) {
-  dsd::diagnosis::SampleFrameText text, tree;
-  if (!dsd::diagnosis::ScanSampleFrame(line, &text)) return;
+  dsd::agent::SampleFrameText text, tree;
+  if (!dsd::agent::ScanSampleFrame(line, &text)) return;
   auto parsed = dsd::wire::ParseFramePayload(line);
-  if (!parsed.ok() || !dsd::diagnosis::SampleFrameFromJson(*parsed, &tree)) std::abort();
+  if (!parsed.ok() || !dsd::agent::SampleFrameFromJson(*parsed, &tree)) std::abort();
   if (text.now_ns != tree.now_ns || text.entries.size() != tree.entries.size()) std::abort();
   for (size_t i = 0; i < text.entries.size(); ++i) {
     auto a = dsd::wire::ParseJsonBounded(text.entries[i].text), b = dsd::wire::ParseJsonBounded(tree.entries[i].text);

@@ -1,0 +1,169 @@
+#include "collectors/node_ranks.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "common/file.h"
+
+namespace dsd::collectors {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Dir(const std::string& name) {
+  std::string d = fs::temp_directory_path() / ("dsd-node-ranks-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+NodeRanksOptions Options(const std::string& dir, std::vector<std::string> argv) {
+  NodeRanksOptions o;
+  o.node = "node-7";
+  o.run_dir = RunDir(dir);
+  o.argv = std::move(argv);
+  o.env = {{"JOB", "job-wide"}, {"PATH", "/usr/bin:/bin"}};
+  o.trace_python = false;
+  return o;
+}
+
+// Ticks (real time passes for the processes; the fake clock only for escalation) until `done` or
+// 20 s; everything printed is appended to `out[i]`.
+template <typename Done>
+bool TickUntil(NodeRanks& ranks, std::vector<std::string>& out, Done done) {
+  out.resize(ranks.size());
+  for (int i = 0; i < 400; ++i) {
+    const NodeSample& s = ranks.Tick();
+    for (size_t k = 0; k < s.fresh.size(); ++k) out[k] += s.fresh[k];
+    if (done(s)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+class FakeStacks final : public StackTaker {
+ public:
+  Result<StackCapture> Take(pid_t pid, bool python) override {
+    pids.push_back(pid);
+    this->python = python;
+    if (fail) return Unavailable("ptrace not permitted");
+    return StackCapture{"fake-tool", "frame one\nframe two\n", "one < two"};
+  }
+  std::vector<pid_t> pids;
+  bool python = false;
+  bool fail = false;
+};
+
+TEST(NodeRanksTest, RanksGetTheJobAndTheirOwnEnvironmentAndLeaveTheirFiles) {
+  const std::string d = Dir("env");
+  FakeClock clock;
+  NodeRanks ranks(Options(d, {"/bin/sh", "-c", "echo \"$JOB $RANK_ONLY\"; exit $EXIT"}), &clock);
+  ASSERT_TRUE(ranks
+                  .Start({{4, 0, {{"RANK_ONLY", "four"}, {"EXIT", "0"}}},
+                          {5, 1, {{"RANK_ONLY", "five"}, {"EXIT", "3"}, {"JOB", "overridden"}}}})
+                  .ok());
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks.state(1).rank, 5);
+  EXPECT_EQ(ranks.state(1).local_rank, 1);
+  EXPECT_EQ(ranks.state(1).node, "node-7");
+  std::vector<std::string> out;
+  std::vector<size_t> exited;
+  ASSERT_TRUE(TickUntil(ranks, out, [&](const NodeSample& s) {
+    exited.insert(exited.end(), s.exited.begin(), s.exited.end());
+    return ranks.AllExited();
+  }));
+  EXPECT_EQ(out[0], "job-wide four\n");
+  EXPECT_EQ(out[1], "overridden five\n");
+  EXPECT_EQ(exited.size(), 2u) << "each exit is reported once";
+  EXPECT_EQ(ranks.state(1).exit_code, 3);
+  EXPECT_EQ(*ReadFile(RunDir(d).RankExit(5)), "3\n");
+  EXPECT_EQ(*ReadFile(RunDir(d).RankLog(4)), "job-wide four\n");
+}
+
+// A stop that SIGTERM does not end becomes SIGKILL once the escalation delay has passed on the
+// node's clock, and not before.
+TEST(NodeRanksTest, AStopEscalatesToSigkillAfterTheDelay) {
+  const std::string d = Dir("escalate");
+  FakeClock clock;
+  auto o = Options(d, {"/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"});
+  o.stop_escalation = std::chrono::seconds(3);
+  NodeRanks ranks(o, &clock);
+  ASSERT_TRUE(ranks.Start({{0, 0, {}}}).ok());
+  std::vector<std::string> out;
+  ASSERT_TRUE(TickUntil(ranks, out, [&](const NodeSample&) { return out[0].find("ready") != std::string::npos; }));
+  ranks.Signal(SIGTERM);
+  clock.Advance(std::chrono::milliseconds(2900));
+  // Real time passes too: the rank ignores SIGTERM and keeps running.
+  for (int i = 0; i < 10; ++i) {
+    ranks.Tick();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(ranks.AllExited()) << "SIGTERM is trapped: only the escalation can end it";
+  clock.Advance(std::chrono::milliseconds(200));
+  ASSERT_TRUE(TickUntil(ranks, out, [&](const NodeSample&) { return ranks.AllExited(); }));
+  EXPECT_EQ(ranks.state(0).signal, SIGKILL);
+}
+
+TEST(NodeRanksTest, StacksAreTakenOfRunningRanksAndWrittenBesideTheirLogs) {
+  const std::string d = Dir("stacks");
+  FakeClock clock;
+  FakeStacks fake;
+  auto o = Options(d, {"/bin/sh", "-c", "if [ \"$RANK\" = 1 ]; then exit 0; fi; exec sleep 30"});
+  o.python = true;
+  NodeRanks ranks(o, &clock, &fake);
+  ASSERT_TRUE(ranks.Start({{0, 0, {{"RANK", "0"}}}, {1, 1, {{"RANK", "1"}}}, {2, 2, {{"RANK", "2"}}}}).ok());
+  std::vector<std::string> out;
+  ASSERT_TRUE(TickUntil(ranks, out,
+                        [&](const NodeSample&) { return ranks.state(1).status == diagnosis::RankStatus::kExited; }));
+  int between = 0;
+  auto stacks = ranks.Stacks({0, 1, 2, 9}, [&] { ++between; });
+  ASSERT_EQ(stacks.size(), 2u) << "rank 1 has exited, rank 9 is not this node's";
+  EXPECT_EQ(stacks[0].rank, 0);
+  EXPECT_EQ(stacks[1].rank, 2);
+  EXPECT_EQ(stacks[1].signature, "one < two");
+  EXPECT_EQ(stacks[1].tool, "fake-tool");
+  EXPECT_EQ(between, 1) << "between two captures, not before the first";
+  EXPECT_TRUE(fake.python) << "a Python command's stacks come from py-spy";
+  EXPECT_EQ(fake.pids, (std::vector<pid_t>{ranks.state(0).pid, ranks.state(2).pid}));
+  EXPECT_EQ(*ReadFile(RunDir(d).RankStack(2)), "# fake-tool\nframe one\nframe two\n");
+  fake.fail = true;
+  stacks = ranks.Stacks({0});
+  ASSERT_EQ(stacks.size(), 1u);
+  EXPECT_EQ(stacks[0].error, "ptrace not permitted");
+  EXPECT_TRUE(stacks[0].signature.empty());
+  ranks.Signal(SIGKILL);
+  ASSERT_TRUE(TickUntil(ranks, out, [&](const NodeSample&) { return ranks.AllExited(); }));
+}
+
+// A rank whose files cannot be made is an error naming the rank, and the ranks already started are
+// killed with it (a node never runs half a job).
+TEST(NodeRanksTest, AFailedStartNamesTheRankAndKillsTheStartedOnes) {
+  const std::string d = Dir("fail");
+  FakeClock clock;
+  auto o = Options(d + "/missing", {"/bin/sleep", "30"});
+  NodeRanks ranks(o, &clock);
+  Status st = ranks.Start({{3, 0, {}}});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rank 3"), std::string::npos) << st.ToString();
+}
+
+// The node's run dir file system is reported once a second with the first tick.
+TEST(NodeRanksTest, TheFirstTickReportsTheRunDirFileSystem) {
+  const std::string d = Dir("space");
+  FakeClock clock;
+  NodeRanks ranks(Options(d, {"/bin/true"}), &clock);
+  ASSERT_TRUE(ranks.Start({{0, 0, {}}}).ok());
+  const NodeSample& s = ranks.Tick();
+  ASSERT_TRUE(s.log_dir.has_value());
+  EXPECT_EQ(s.log_dir->node, "node-7");
+  EXPECT_EQ(s.log_dir->path, d);
+  EXPECT_GT(s.log_dir->total_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace dsd::collectors

@@ -1,0 +1,72 @@
+// Every file name of a run dir (docs/run.md "Log dir"), in one place, like leveldb's filename.h:
+// the coordinator, the agents, direct mode, the bundled runtime, `analyze` and the TUI build a run
+// dir's paths only through RunDir, and read names back only through ParseRunFileName.
+//
+//   rank-<r>.log     the rank's stdout+stderr
+//   rank-<r>.trace   its collective trace ring (docs/trace.md)
+//   rank-<r>.exit    its exit status as a shell reports it ("139" = 128 + SIGSEGV)
+//   rank-<r>.stack   the stack captured when it hung ("# tool" first)
+//   run.json         the coordinator's manifest and report
+//   run.id           the run's id, written first: an agent that finds it under the same path shares
+//                    the coordinator's file system (docs/agent-protocol.md "Run stream")
+//   events.jsonl     the live view's event stream
+//   viewer.addr      where `dsdoctor tui --attach` connects
+//   viewer.token     the viewers' token
+// Values only; thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dsd {
+
+enum class RankFile { kLog, kTrace, kExit, kStack };
+
+// "log", "trace", "exit", "stack": the extension of a rank's file.
+std::string_view RankFileExtension(RankFile kind);
+
+// "rank-3.log"
+std::string RankFileName(int rank, RankFile kind);
+
+struct ParsedRunFileName {
+  int rank = -1;
+  RankFile kind = RankFile::kLog;
+};
+// A rank's file name ("rank-3.trace": rank 3, kTrace), or nullopt for any other name. Ranks have at
+// most 7 digits, so a name can never overflow an int.
+std::optional<ParsedRunFileName> ParseRunFileName(std::string_view name);
+// The same for a path: its last component ("/logs/rank-2.log", "rank-2.log").
+std::optional<ParsedRunFileName> ParseRunFilePath(std::string_view path);
+
+class RunDir {
+ public:
+  RunDir() = default;
+  explicit RunDir(std::string path) : path_(std::move(path)) {}
+
+  const std::string& path() const { return path_; }
+  bool empty() const { return path_.empty(); }
+
+  std::string RankPath(int rank, RankFile kind) const { return Join(RankFileName(rank, kind)); }
+  std::string RankLog(int rank) const { return RankPath(rank, RankFile::kLog); }
+  std::string RankTrace(int rank) const { return RankPath(rank, RankFile::kTrace); }
+  std::string RankExit(int rank) const { return RankPath(rank, RankFile::kExit); }
+  std::string RankStack(int rank) const { return RankPath(rank, RankFile::kStack); }
+  std::string Manifest() const { return Join(kManifest); }
+  std::string RunId() const { return Join(kRunId); }
+  std::string Events() const { return Join(kEvents); }
+  std::string ViewerAddr() const { return Join(kViewerAddr); }
+  std::string ViewerToken() const { return Join(kViewerToken); }
+
+  static constexpr const char* kManifest = "run.json";
+  static constexpr const char* kRunId = "run.id";
+  static constexpr const char* kEvents = "events.jsonl";
+  static constexpr const char* kViewerAddr = "viewer.addr";
+  static constexpr const char* kViewerToken = "viewer.token";
+
+ private:
+  std::string Join(std::string_view name) const;
+  std::string path_;
+};
+
+}  // namespace dsd

@@ -1,0 +1,52 @@
+// The coordinator's copy of the rank files of nodes that do not share its run dir (docs/run.md
+// "Nodes that share nothing"): each rank's output as it streams in, and the exit status, stack and
+// trace ring the node sends (agent/run_protocol.h FileMessage), so the coordinator's run dir alone
+// gives `analyze` and the final report what a shared run dir would. A write that fails costs that
+// write, never the job: it is counted (bytes not written) and reported as a log dir error of the
+// coordinator's node (LOG_DIR_FULL on ENOSPC).
+// Thread-safe: the agents' reader threads call it at once (each for its own ranks).
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "agent/run_protocol.h"
+#include "collectors/log_dir_space.h"
+#include "common/net.h"
+#include "common/run_files.h"
+#include "diagnosis/state.h"
+
+namespace dsd::coordinator {
+
+class RunDirMirror {
+ public:
+  // `node`: the coordinator's own node name in reports.
+  RunDirMirror(RunDir dir, std::string node);
+
+  // Appends a rank's output to rank-<r>.log (the file is started afresh by the first append).
+  void AppendLog(int rank, std::string_view bytes);
+  // One piece of a rank's file; the file replaces any older one, atomically, with its last piece.
+  void Write(const agent::FileMessage& piece);
+  // The coordinator's run dir file system with the writes that failed, when a report is due (once
+  // a second) and anything was mirrored; nothing otherwise.
+  std::optional<diagnosis::LogDirStatus> Poll(int64_t now_ns);
+  // Bytes of rank output not written so far (a full disk).
+  uint64_t lost_log_bytes() const;
+
+ private:
+  void Failed(const std::string& what);  // mu_ held
+
+  const RunDir dir_;
+  mutable std::mutex mu_;
+  std::map<int, net::Fd> logs_;                              // open for appending
+  std::map<std::pair<int, RankFile>, std::string> partial_;  // files whose last piece has not come
+  std::map<int, uint64_t> lost_;                             // by rank: output bytes not written
+  collectors::LogDirMonitor monitor_;
+  bool used_ = false;
+};
+
+}  // namespace dsd::coordinator

@@ -1,0 +1,185 @@
+#include "coordinator/run_session.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "agent/client.h"
+#include "agent/token.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "coordinator/observers.h"
+#include "coordinator/rank_source.h"
+#include "tui/live.h"
+#include "tui/view.h"
+
+namespace dsd::coordinator {
+
+namespace {
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The run dir, private by default (docs/run.md "Log dir"), with the run's id in run.id before any
+// agent is asked to start: a node that finds it there shares this file system.
+Status MakeRunDir(const RunSpec& spec, std::FILE* err) {
+  // Logs may hold secrets (tokens in a traceback, data paths): what we create is private.
+  UsePrivateUmask(spec.share_group);
+  std::error_code ec;
+  std::filesystem::create_directories(spec.run_dir.path(), ec);
+  if (ec) return InvalidArgument("cannot create log dir " + spec.run_dir.path() + ": " + ec.message());
+  if (struct stat st; ::stat(spec.run_dir.path().c_str(), &st) == 0 && (st.st_mode & 0007))
+    std::fprintf(err, "dsdoctor run: warning: log dir %s is open to other users (mode %o): chmod 700 %s\n",
+                 spec.run_dir.path().c_str(), st.st_mode & 0777, spec.run_dir.path().c_str());
+  if (Status st = WriteFileAtomic(spec.run_dir.RunId(), spec.run_id + "\n"); !st.ok())
+    return InvalidArgument("cannot write in log dir " + spec.run_dir.path() + ": " + st.message());
+  return Status::Ok();
+}
+
+// The live view's event stream: recorded in events.jsonl (dsdoctor tui --replay) and served to
+// viewers (dsdoctor tui --attach) with a token of their own: a viewer only watches, so it must not
+// hold the agents' token, which runs commands.
+Result<std::unique_ptr<tui::Publisher>> StartPublisher(const RunSpec& spec) {
+  DSD_ASSIGN_OR_RETURN(std::string viewer_token, agent::GenerateToken());
+  tui::Publisher::Options po{spec.run_dir.Events(), spec.serve == "off" ? "" : spec.serve, viewer_token};
+  DSD_ASSIGN_OR_RETURN(auto publisher, tui::Publisher::Start(po));
+  if (publisher->endpoint().port > 0) {
+    DSD_RETURN_IF_ERROR(agent::WriteTokenFile(spec.run_dir.ViewerToken(), viewer_token));
+    DSD_RETURN_IF_ERROR(WriteFileAtomic(spec.run_dir.ViewerAddr(), publisher->endpoint().ToString() + "\n"));
+  }
+  return publisher;
+}
+
+// The built-in ncurses view, one more observer: it takes the live stream's snapshot each tick, and
+// between ticks it draws and reads keys. Paused, the screen keeps its snapshot and logs.
+class ViewObserver final : public JobObserver {
+ public:
+  ViewObserver(std::unique_ptr<tui::View> view, const LiveStream& live, std::string log_dir)
+      : view_(std::move(view)), live_(live), log_dir_(std::move(log_dir)) {}
+
+  void OnTick(const diagnosis::JobState&, const diagnosis::Diagnosis&, int64_t) override {
+    if (!state_.paused) snapshot_ = live_.snapshot();
+  }
+  // The terminal goes back to the caller (the view ends; the observer stays for OnEnd).
+  void Close() { view_.reset(); }
+  // Until `until`; true when the person pressed q.
+  bool WaitUntil(std::chrono::steady_clock::time_point until) {
+    const bool was_paused = state_.paused;
+    const bool quit =
+        tui::Interact(*view_, snapshot_, was_paused ? &paused_tails_ : &live_.tails(), state_, {}, until, log_dir_);
+    if (state_.paused && !was_paused) paused_tails_ = live_.tails();
+    return quit;
+  }
+
+ private:
+  std::unique_ptr<tui::View> view_;
+  const LiveStream& live_;
+  std::string log_dir_;
+  tui::ViewState state_;
+  tui::Snapshot snapshot_;
+  tui::LogTails paused_tails_;
+};
+
+// Agents first, one per node; their failures name the node and the launcher's own error.
+Result<std::unique_ptr<AgentSource>> StartAgents(const RunSpec& spec, Launcher& launcher, const std::string& token) {
+  std::vector<AgentHandle> handles = launcher.Start(spec.nodes.nodes, token);
+  for (const auto& h : handles)
+    if (!h.error.empty()) return Unavailable("agent on " + h.name + " did not start: " + h.error);
+  std::vector<agent::AgentClient> clients;
+  for (const auto& h : handles) {
+    auto c = agent::AgentClient::Connect(h.endpoint, token, std::chrono::seconds(10));
+    if (!c.ok())
+      return Unavailable("agent " + h.name + " at " + h.endpoint.host + ":" + std::to_string(h.endpoint.port) + ": " +
+                         c.status().message());
+    clients.push_back(std::move(*c));
+  }
+  auto source = std::make_unique<AgentSource>(AgentSourceOptions{spec.sample_period}, &RealClock::Instance());
+  if (Status st = source->Start(std::move(clients), spec); !st.ok()) return Unavailable(st.message());
+  return source;
+}
+
+}  // namespace
+
+Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launcher_choice, const RunSessionIo& io) {
+  auto log = log::Get("run");
+  for (const auto& note : spec.nodes.notes) std::fprintf(io.err, "dsdoctor run: note: %s\n", note.c_str());
+  DSD_RETURN_IF_ERROR(MakeRunDir(spec, io.err));
+  DSD_ASSIGN_OR_RETURN(std::unique_ptr<tui::Publisher> publisher, StartPublisher(spec));
+  const bool serving = publisher->endpoint().port > 0;
+
+  std::unique_ptr<Launcher> launcher;
+  std::string token;
+  if (spec.launcher != "direct") {
+    auto setup = MakeLauncher(launcher_choice, spec.nodes.nodes.size());
+    if (!setup.ok())
+      return setup.status().code() == StatusCode::kInternal ? setup.status()
+                                                            : InvalidArgument(setup.status().message());
+    launcher = std::move(setup->launcher);
+    token = setup->token;
+  }
+  // The agents' ranks are started once the view (if any) has the terminal.
+  std::unique_ptr<tui::View> view;
+  if (spec.tui) {
+    auto v = tui::View::Open();
+    if (!v.ok()) return InvalidArgument(v.status().message());
+    view = std::move(*v);
+  }
+  std::unique_ptr<RankSource> source;
+  if (launcher) {
+    DSD_ASSIGN_OR_RETURN(source, StartAgents(spec, *launcher, token));
+  } else {
+    auto direct = std::make_unique<DirectSource>(&RealClock::Instance());
+    if (Status st = direct->Start(spec); !st.ok()) return Internal("cannot start the ranks: " + st.message());
+    source = std::move(direct);
+  }
+  const int world = spec.nodes.world_size();
+  const int nnodes = static_cast<int>(spec.nodes.nodes.size());
+  log->info("started {} ranks on {} nodes, logs in {}", world, nnodes, spec.run_dir.path());
+  if (!spec.quiet && !spec.tui) {
+    std::fprintf(io.out, "dsdoctor: %d ranks on %d nodes%s, logs and traces in %s\n", world, nnodes,
+                 launcher ? " (agents)" : " (direct)", spec.run_dir.path().c_str());
+    if (serving) std::fprintf(io.out, "dsdoctor: live view: dsdoctor tui --attach %s\n", spec.run_dir.path().c_str());
+  }
+
+  JobOptions jo;
+  jo.command = spec.command;
+  jo.python = spec.python;
+  jo.run_dir = spec.run_dir;
+  jo.timeout_s = spec.timeout_s;
+  jo.hang_after_s = spec.hang_after_s;
+  jo.stop_on_hang = spec.stop_on_hang;
+  jo.stop_escalation = spec.stop_escalation;
+  LiveStream live(std::move(publisher), Join(spec.command, " "), world, WallMs());
+  TextPrinter printer(io.out, /*echo=*/!spec.quiet && !view);
+  std::unique_ptr<ViewObserver> viewer;
+  std::vector<JobObserver*> observers = {&live};
+  if (view) {
+    viewer = std::make_unique<ViewObserver>(std::move(view), live, spec.run_dir.path());
+    observers.push_back(viewer.get());  // after the live stream: it shows the stream's snapshot
+  } else {
+    observers.push_back(&printer);  // under --tui a printed line would tear the screen
+  }
+  FanOut fan_out(observers);
+  JobCoordinator job(jo, spec.ranks.ranks, source.get(), &RealClock::Instance(), &fan_out);
+  auto interrupted = [&] { return io.interrupt ? io.interrupt->load() : 0; };
+  while (job.Tick()) {
+    if (int sig = interrupted()) job.RequestStop("interrupt", sig);
+    const auto next_tick = std::chrono::steady_clock::now() + spec.sample_period;
+    if (!viewer)
+      std::this_thread::sleep_until(next_tick);
+    else if (viewer->WaitUntil(next_tick) && !job.stopping())
+      job.RequestStop("viewer");  // q: the person is done with this job
+  }
+  if (viewer) viewer->Close();       // the terminal is ours again for the report
+  job.NoteInterrupt(interrupted());  // Ctrl-C during the last tick still counts
+  JobResult result = job.Finish();
+  source.reset();
+  if (launcher) launcher->Stop();
+  return result;
+}
+
+}  // namespace dsd::coordinator

@@ -1,0 +1,34 @@
+// The run session of `dsdoctor run` (docs/run.md), the counterpart of the check session: from a
+// planned RunSpec it makes the run dir (run.id first), starts the live stream (events.jsonl, the
+// viewers' port and token), starts an agent per node through the launcher (or the ranks directly),
+// hands the ranks to the JobCoordinator and ticks it until the job is over, then stops the agents.
+// Its observers are the text printer, the live stream and, under --tui, the ncurses view, which
+// also paces the ticks (it draws and reads keys between them).
+// Blocking; the agents' readers and the viewers' server run on threads of their own.
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/job_coordinator.h"
+#include "coordinator/launcher.h"
+#include "coordinator/run_spec.h"
+
+namespace dsd::coordinator {
+
+struct RunSessionIo {
+  std::FILE* out = stdout;  // the ranks' lines, findings, notices (unless --quiet / --tui)
+  std::FILE* err = stderr;  // notes and warnings about the setup
+  // Set by the caller's SIGINT/SIGTERM handler to the signal's number: the job is stopped, and its
+  // exit code is 128 + the signal.
+  const std::atomic<int>* interrupt = nullptr;
+};
+
+// The job's result, or why it could not run: kInvalidArgument for what the user gave (a log dir
+// that cannot be made, --serve, a terminal the view cannot use), kUnavailable when an agent or its
+// ranks could not start (a problem of the cluster), anything else an internal failure.
+Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launcher, const RunSessionIo& io);
+
+}  // namespace dsd::coordinator

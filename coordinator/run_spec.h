@@ -1,0 +1,79 @@
+// A `dsdoctor run`, planned once from its options (PlanRun) and then only read: which nodes, which
+// launcher, the command and where it runs, the job environment every rank gets, the tracing
+// choices, the thresholds, the stop escalation, MASTER_ADDR/MASTER_PORT and each rank's launch.
+// The run session (coordinator/run_session.h), the agents' requests and --dry-run all read the
+// same RunSpec, so a run feature is added here once. Values only; thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/net.h"
+#include "common/run_files.h"
+#include "common/status.h"
+#include "coordinator/job_env.h"
+#include "coordinator/plan.h"
+
+namespace dsd::coordinator {
+
+// The options of `run` that shape the job (cli/commands.h turns flags into these).
+struct RunPlanOptions {
+  NodeSourceOptions nodes;            // --local/--slots, --hostfile, --agents and DeepSpeed's filters
+  std::vector<net::Endpoint> agents;  // --agents
+  std::string launcher;               // --launcher; "": attach with --agents, local when simulated, else ssh
+  bool direct = false;                // --direct: the ranks are children of dsdoctor, no agents
+  std::vector<std::string> command;
+  std::string log_dir = "dsdoctor-logs";
+  std::string master_addr;   // --master_addr; "": the first node (its agent's address when simulated)
+  int master_port = 0;       // --master_port; 0: a free port (simulated), else 29500
+  double timeout_s = 60;     // --timeout: the stall threshold, and the ranks' DSDOCTOR_TIMEOUT
+  double hang_after_s = 5;   // --hang-after
+  std::string on_hang;       // stop | wait; "": stop, wait under --tui
+  bool tui = false;          // --tui
+  bool trace = true;         // false: --no-trace
+  bool share_group = false;  // --share-group
+  bool debug = false;        // the debug log level: the ranks get the debug diagnostic profile
+  bool dry_run = false;      // --dry-run: nothing starts, so no free port is picked
+  std::string serve = "127.0.0.1:0";
+  bool quiet = false;
+};
+
+struct RunSpec {
+  JobNodes nodes;
+  std::string launcher;    // direct | local | ssh | pdsh | mpirun | attach
+  bool simulated = false;  // every node on this machine
+  std::vector<std::string> command;
+  bool python = false;  // the command runs Python (IsPythonCommand): stacks through py-spy
+  std::string cwd;      // where every rank starts (this process's working directory)
+  RunDir run_dir;       // absolute
+  std::string run_id;   // random, written to run.id first: a node that finds it there shares the run dir
+  EnvMap env;           // every rank's: the job environment, the diagnostic profile, run's own variables
+  bool trace_python = true;
+  bool share_group = false;
+  std::string master_addr;
+  int master_port = 0;  // 0 only in a dry run's plan: picked when the job starts
+  RankPlan ranks;       // each rank's launch, node after node
+  double timeout_s = 60;
+  double hang_after_s = 5;
+  bool stop_on_hang = true;
+  bool tui = false;
+  bool quiet = false;
+  std::string serve;
+  Duration sample_period = std::chrono::milliseconds(200);
+  // A stop that is not SIGKILL becomes SIGKILL after this, on the coordinator and on every node.
+  Duration stop_escalation = std::chrono::seconds(3);
+
+  // The ranks of node `index` (its launches in rank order).
+  std::vector<RankLaunch> NodeRanks(size_t index) const;
+};
+
+// Errors (kInvalidArgument, the message for the user): the plan's (hostfile:line, a filter, a flag),
+// --direct with nodes that are not this machine.
+Result<RunSpec> PlanRun(const RunPlanOptions& options);
+
+// Whether argv runs a Python interpreter: its program is python*/pypy* by name, or a script whose
+// `#!` line names one (found on PATH when argv[0] has no slash).
+bool IsPythonCommand(const std::vector<std::string>& argv);
+
+}  // namespace dsd::coordinator

@@ -1,0 +1,151 @@
+#include "coordinator/run_spec.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/file.h"
+
+namespace dsd::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+
+RunPlanOptions Local(int nodes, int slots) {
+  RunPlanOptions o;
+  o.nodes.local = nodes;
+  o.nodes.local_slots = slots;
+  o.command = {"python3", "train.py"};
+  o.log_dir = "logs-of-this-test";
+  return o;
+}
+
+TEST(RunSpecTest, APlanHoldsEveryRanksLaunchAndTheRunsChoices) {
+  auto o = Local(2, 2);
+  o.timeout_s = 45;
+  auto s = PlanRun(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->launcher, "local");
+  EXPECT_TRUE(s->simulated);
+  EXPECT_TRUE(s->python);
+  EXPECT_TRUE(s->trace_python);
+  EXPECT_TRUE(s->stop_on_hang);
+  EXPECT_EQ(s->run_dir.path(), (fs::current_path() / "logs-of-this-test").string()) << "absolute";
+  EXPECT_EQ(s->run_id.size(), 32u);
+  EXPECT_EQ(s->master_addr, "127.0.0.2") << "the first local agent's address";
+  EXPECT_GT(s->master_port, 0) << "a free port";
+  ASSERT_EQ(s->ranks.ranks.size(), 4u);
+  auto node1 = s->NodeRanks(1);
+  ASSERT_EQ(node1.size(), 2u);
+  EXPECT_EQ(node1[0].rank, 2);
+  EXPECT_EQ(node1[1].env.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(node1[1].env.at("MASTER_PORT"), std::to_string(s->master_port));
+  EXPECT_EQ(s->env.at("DSDOCTOR_TIMEOUT"), "45");
+  EXPECT_EQ(s->env.at("PYTHONUNBUFFERED"), "1");
+  EXPECT_EQ(s->env.at("NCCL_DEBUG"), "WARN") << "the diagnostic profile";
+  EXPECT_EQ(s->stop_escalation, std::chrono::seconds(3));
+  // A dry run starts nothing: no port picked, no run id.
+  o.dry_run = true;
+  auto dry = PlanRun(o);
+  ASSERT_TRUE(dry.ok());
+  EXPECT_EQ(dry->master_port, 0);
+  EXPECT_TRUE(dry->run_id.empty());
+}
+
+TEST(RunSpecTest, TheTuiWaitsOnAHangAndFlagsAreKept) {
+  auto o = Local(1, 1);
+  o.tui = true;
+  o.trace = false;
+  o.share_group = true;
+  auto s = PlanRun(o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->stop_on_hang) << "--tui shows a hang until q";
+  EXPECT_FALSE(s->trace_python);
+  EXPECT_EQ(s->env.at("DSDOCTOR_TRACE_MODE"), "0640");
+  o.on_hang = "stop";
+  EXPECT_TRUE(PlanRun(o)->stop_on_hang);
+}
+
+TEST(RunSpecTest, MasterAddressAndLauncherFollowTheNodes) {
+  RunPlanOptions o;
+  o.command = {"./train"};
+  o.agents = {{"198.18.0.10", 47000}, {"198.18.0.11", 47000}};
+  o.nodes.attach_agents = 2;
+  auto attached = PlanRun(o);
+  ASSERT_TRUE(attached.ok());
+  EXPECT_EQ(attached->launcher, "attach");
+  EXPECT_EQ(attached->master_addr, "198.18.0.10");
+  EXPECT_EQ(attached->master_port, 29500);
+  o.master_addr = "10.0.0.1";
+  o.master_port = 1234;
+  EXPECT_EQ(PlanRun(o)->master_addr, "10.0.0.1");
+  EXPECT_EQ(PlanRun(o)->ranks.ranks[1].env.at("MASTER_PORT"), "1234");
+  auto direct = Local(1, 2);
+  direct.direct = true;
+  EXPECT_EQ(PlanRun(direct)->launcher, "direct");
+  EXPECT_EQ(PlanRun(direct)->master_addr, "127.0.0.1");
+}
+
+TEST(RunSpecTest, DirectModeWithAHostfileIsRefused) {
+  const std::string hostfile = fs::temp_directory_path() / ("dsd_spec_hosts_" + std::to_string(::getpid()));
+  ASSERT_TRUE(WriteFileAtomic(hostfile, "w1 slots=2\nw2 slots=2\n").ok());
+  RunPlanOptions o;
+  o.nodes.hostfile = hostfile;
+  o.direct = true;
+  o.command = {"x"};
+  auto s = PlanRun(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("--direct starts ranks on this machine only"), std::string::npos);
+  o.direct = false;
+  auto ssh = PlanRun(o);
+  ASSERT_TRUE(ssh.ok());
+  EXPECT_EQ(ssh->launcher, "ssh");
+  EXPECT_EQ(ssh->master_addr, "w1");
+  fs::remove(hostfile);
+}
+
+// One rule for "is it Python", by the program's name or its #! line, never a substring of a path.
+TEST(RunSpecTest, PythonIsTheInterpreterNotAWordInAPath) {
+  EXPECT_TRUE(IsPythonCommand({"python3", "train.py"}));
+  EXPECT_TRUE(IsPythonCommand({"/opt/venv/bin/python3.11", "-m", "torch.distributed.run"}));
+  EXPECT_TRUE(IsPythonCommand({"pypy3", "x.py"}));
+  EXPECT_FALSE(IsPythonCommand({"/home/u/python-projects/run.sh"}));
+  EXPECT_FALSE(IsPythonCommand({"bash", "run_python.sh"}));
+  EXPECT_FALSE(IsPythonCommand({}));
+  const std::string dir = fs::temp_directory_path() / ("dsd_spec_py_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteFileAtomic(dir + "/train", "#!/usr/bin/env python3\nprint(1)\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/job.sh", "#!/bin/sh\npython3 train.py\n").ok());
+  ::chmod((dir + "/train").c_str(), 0755);
+  EXPECT_TRUE(IsPythonCommand({dir + "/train"}));
+  EXPECT_FALSE(IsPythonCommand({dir + "/job.sh"}));
+  fs::remove_all(dir);
+}
+
+TEST(JobEnvTest, OnlyTheNamedFamiliesTravelAndDeepSpeedEnvWins) {
+  const EnvMap shell = {{"NCCL_SOCKET_IFNAME", "eth0"},
+                        {"GLOO_SOCKET_IFNAME", "eth0"},
+                        {"TORCH_NCCL_BLOCKING_WAIT", "1"},
+                        {"PYTHONPATH", "/src"},
+                        {"UCX_TLS", "tcp"},
+                        {"DSDOCTOR_TIMEOUT", "30"},
+                        {"HOME", "/root"},
+                        {"SSH_AUTH_SOCK", "/tmp/agent"},
+                        {"CUDA_VISIBLE_DEVICES", "0"},
+                        {"DSDOCTOR_TRACE_FILE", "/x"}};
+  const EnvMap env = JobEnvironment(shell, {{"NCCL_SOCKET_IFNAME", "ib0"}, {"CUSTOM", "1"}});
+  EXPECT_EQ(env, (EnvMap{{"NCCL_SOCKET_IFNAME", "ib0"},
+                         {"GLOO_SOCKET_IFNAME", "eth0"},
+                         {"TORCH_NCCL_BLOCKING_WAIT", "1"},
+                         {"PYTHONPATH", "/src"},
+                         {"UCX_TLS", "tcp"},
+                         {"DSDOCTOR_TIMEOUT", "30"},
+                         {"CUSTOM", "1"}}));
+  for (const auto& f : JobEnvFamilies()) EXPECT_FALSE(f.why.empty()) << f.prefix << " is explained";
+}
+
+}  // namespace
+}  // namespace dsd::coordinator
