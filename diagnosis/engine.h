@@ -17,6 +17,8 @@
 //    untraced rank blocked with flat CPU for hang_after_s.
 //  - STRAGGLER: one rank arrives last at most recent collectives by a wide margin.
 //  - WATCHDOG_TIMEOUT, NCCL_ERROR, COMM_ERROR, LOG_ERROR: log events, grouped across ranks.
+//  - AGENT_LOST, LOG_DIR_FULL: what the nodes report about themselves.
+// This list is the index; each family of rules is a file of its own (diagnosis/rules.h names them).
 #pragma once
 
 #include "diagnosis/state.h"

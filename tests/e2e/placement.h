@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ enum class Placement { kLocal, kSharedNothing };
 inline std::string PlacementName(const ::testing::TestParamInfo<Placement>& info) {
   return info.param == Placement::kLocal ? "Local" : "SharedNothing";
 }
+// How gtest (and so ctest's test list) prints the parameter.
+inline void PrintTo(Placement p, std::ostream* os) { *os << (p == Placement::kLocal ? "Local" : "SharedNothing"); }
 
 // Whether the placement can run here; a reason to skip when not.
 inline std::string PlacementUnavailable(Placement p) {

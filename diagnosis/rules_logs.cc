@@ -1,0 +1,311 @@
+#include <string.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "common/strings.h"
+#include "diagnosis/rules.h"
+
+namespace dsd::diagnosis::rules {
+
+// ---- log events and watchdogs --------------------------------------------------------------------
+
+void Watchdogs(Ctx& c) {
+  std::vector<int> ranks;
+  Finding f;
+  for (const RankState& r : c.job.ranks) {
+    if (!r.watchdog_fired) continue;
+    ranks.push_back(r.rank);
+    if (f.evidence.size() < 8)
+      f.evidence.push_back("rank " + std::to_string(r.rank) + ": " +
+                           (r.in_flight ? r.in_flight->Describe()
+                            : r.last    ? r.last->Describe()
+                                        : std::string("?")));
+  }
+  if (ranks.empty()) return;
+  f.code = codes::kWatchdogTimeout;
+  f.severity = Severity::kWarning;
+  f.ranks = ranks;
+  f.summary = "the runtime's watchdog fired on " + RankWord(ranks) + ": a call stayed in flight past its timeout";
+  int aborted = 0;
+  for (int r : ranks) aborted += c.job.ranks[r].signal == 6;
+  if (aborted) f.summary += " (" + std::to_string(aborted) + " ended by its abort policy)";
+  f.remedy =
+      "See the finding that explains why the call could not finish; raise DSDOCTOR_TIMEOUT only if the call is "
+      "legitimately slow.";
+  f.proof = proof::kTrace;
+  c.Add(std::move(f), false);
+}
+
+// "job.log:12 (rank 3, node-1): <text>"
+std::string EventEvidence(const LogEvent& e) {
+  std::string who;
+  if (e.rank >= 0) who = "rank " + std::to_string(e.rank);
+  if (!e.host.empty()) who += (who.empty() ? "" : ", ") + e.host;
+  return e.Where() + (who.empty() ? "" : " (" + who + ")") + ": " + e.text.substr(0, 300);
+}
+
+namespace {
+// Two events of one combined log are ordered by their position; of different files only by
+// timestamps.
+bool Ordered(const LogEvent& a, const LogEvent& b) {
+  return (a.file == b.file && !a.file.empty() && a.offset >= 0 && b.offset >= 0) || (a.time_ns && b.time_ns);
+}
+bool Before(const LogEvent& a, const LogEvent& b) {
+  return a.file == b.file && !a.file.empty() && a.offset >= 0 && b.offset >= 0 ? a.offset < b.offset
+                                                                               : a.time_ns < b.time_ns;
+}
+bool IsTimeout(const LogEvent& e) {
+  return e.code == codes::kWatchdogTimeout || e.kind.find("timeout") != std::string::npos ||
+         !e.Field("timeout_ms").empty() || e.summary.find("timed out") != std::string::npos ||
+         e.summary.find("Timed out") != std::string::npos;
+}
+}  // namespace
+
+// ---- watchdog reports: who timed out in a collective and who never got there ---------------------
+
+void WatchdogCulprits(Ctx& c) {
+  struct Report {
+    const LogEvent* e;
+    std::string op;
+  };
+  std::map<int, Report> first;  // rank → its first watchdog report (default process group)
+  for (const LogEvent& e : c.job.events) {
+    if ((e.kind != "torch_watchdog" && e.kind != "torch_blocking_wait_timeout") || e.rank < 0 || e.Field("seq").empty())
+      continue;
+    if (!e.Field("pg").empty() && e.Field("pg") != "0") continue;
+    first.emplace(e.rank, Report{&e, e.Field("op")});
+  }
+  if (first.empty()) return;
+  // The collective most ranks report timing out in.
+  std::map<std::string, std::vector<int>> by_seq;
+  for (auto& [rank, r] : first) by_seq[r.e->Field("seq")].push_back(rank);
+  auto top = std::max_element(by_seq.begin(), by_seq.end(),
+                              [](auto& a, auto& b) { return a.second.size() < b.second.size(); });
+  const std::string seq = top->first;
+  std::vector<int> reporters = top->second;
+  // Different OpTypes at one SeqNum: the ranks called different collectives.
+  std::map<std::string, std::vector<int>> by_op;
+  for (int r : reporters) by_op[first[r].op].push_back(r);
+  if (by_op.size() > 1) {
+    Finding f;
+    f.code = codes::kCollectiveMismatch;
+    std::vector<std::string> sides;
+    for (auto& [op, ranks] : by_op) {
+      sides.push_back(RankWord(ranks) + " in " + op);
+      f.ranks.insert(f.ranks.end(), ranks.begin(), ranks.end());
+      f.evidence.push_back(EventEvidence(*first[ranks[0]].e));
+    }
+    std::sort(f.ranks.begin(), f.ranks.end());
+    f.summary = "the ranks timed out in different collectives at SeqNum " + seq + ": " + Join(sides, ", ");
+    f.remedy =
+        "The ranks issued different collectives at the same position: a rank-dependent branch or uneven data. Every "
+        "rank must call the same collectives in the same order; TORCH_DISTRIBUTED_DEBUG=DETAIL names the call sites.";
+    f.proof = proof::kLog;
+    for (int r : reporters) c.echoes[first[r].e] = "the ranks disagree on the collective (see above)";
+    c.Add(std::move(f), false);
+    return;
+  }
+  const std::string op = first[reporters[0]].op;
+  std::vector<int> missing;
+  // Ranks with an error of their own are explained by it (the first-failure rule), not missing.
+  std::set<int> with_error;
+  for (const LogEvent& e : c.job.events)
+    if (e.rank >= 0 && e.severity == Severity::kError && !IsTimeout(e) && !e.consequence) with_error.insert(e.rank);
+  for (int r = 0; r < static_cast<int>(c.job.ranks.size()); ++r)
+    if (!std::binary_search(reporters.begin(), reporters.end(), r) && !with_error.count(r)) missing.push_back(r);
+  if (missing.empty()) return;  // every rank waits in it: the collective itself is stuck (network), Events says so
+  // Most ranks silent: the logs at hand are more likely partial than most ranks missing.
+  if (missing.size() > reporters.size()) return;
+  // Ranks that visibly failed before are named by Exits(); this rule is about silent ones.
+  bool all_failed = std::all_of(missing.begin(), missing.end(), [&](int r) { return Failed(c.job.ranks[r]); });
+  if (all_failed) return;
+  Finding f;
+  f.code = codes::kRankMissing;
+  f.ranks = missing;
+  f.summary = RankWord(missing) + " never reached " + op + " SeqNum=" + seq + ": " + RankWord(reporters) +
+              " timed out waiting in it (PyTorch's watchdog), " + (missing.size() == 1 ? "it" : "they") + " did not";
+  for (int r : missing) {
+    std::string where = "rank " + std::to_string(r) + ": ";
+    if (auto it = first.find(r); it != first.end())
+      where += "timed out elsewhere (" + it->second.op + " SeqNum=" + it->second.e->Field("seq") + ") at " +
+               it->second.e->Where();
+    else if (Failed(c.job.ranks[r]))
+      where += "exited (" +
+               std::string(c.job.ranks[r].signal ? std::string("signal ") + std::to_string(c.job.ranks[r].signal)
+                                                 : "exit code " + std::to_string(c.job.ranks[r].exit_code)) +
+               ")";
+    else
+      where +=
+          "reported no timeout: it was elsewhere (a data loader, a rank-0-only step such as a checkpoint or "
+          "evaluation, "
+          "I/O, or a hang) when the others entered the collective";
+    f.evidence.push_back(where);
+  }
+  for (size_t i = 0; i < reporters.size() && i < 3; ++i) f.evidence.push_back(EventEvidence(*first[reporters[i]].e));
+  f.remedy =
+      "The ranks that timed out are the consequence; look at what " + RankWord(missing) +
+      " did instead (its last lines, or its stack on a live run: `dsdoctor run` captures it). Common causes: work only "
+      "rank 0 does (saving, evaluation, logging) while the others continue into a collective, a rank-dependent branch "
+      "that skips a collective, or uneven data. Every rank must make the same collective calls; raise "
+      "init_process_group(timeout=...) only for legitimately slow rank-0 work.";
+  f.proof = proof::kLog;
+  for (int r : missing) c.explained.insert(r);
+  const std::set<int> waiting(reporters.begin(), reporters.end());
+  for (const LogEvent& e : c.job.events)
+    if (waiting.count(e.rank) && (IsTimeout(e) || e.consequence)) c.echoes[&e] = "waited for " + RankWord(missing);
+  c.Add(std::move(f), false);
+}
+
+// Ranks that timed out on the c10d store waited for a key its owner writes (rank 0, or the rank
+// the message names): when that rank reported no failure of its own, it was busy elsewhere
+// (preprocessing data before init_process_group, a slow first step) or hung.
+void StoreCulprits(Ctx& c) {
+  std::map<int, std::vector<const LogEvent*>> by_owner;  // owner → reports
+  std::set<int> with_error;                              // ranks that logged an error of their own
+  for (const LogEvent& e : c.job.events)
+    if (e.rank >= 0 && e.severity == Severity::kError && e.kind != "torch_store_get_timeout" && !e.consequence)
+      with_error.insert(e.rank);
+  for (const LogEvent& e : c.job.events) {
+    if (e.rank < 0 || c.echoes.count(&e)) continue;
+    if (e.kind == "torch_store_get_timeout" ||
+        (e.kind == "python_traceback" && e.Field("cause_kind") == "torch_store_get_timeout"))
+      by_owner[0].push_back(&e);
+    else if (e.kind == "torch_nccl_uniqueid_store" && e.subject_rank >= 0 &&
+             e.Field("error").find("imeout") != std::string::npos)
+      by_owner[e.subject_rank].push_back(&e);
+  }
+  for (auto& [key, reports] : by_owner) {
+    const int owner = key;  // clang 14 cannot capture a structured binding
+    if (owner >= static_cast<int>(c.job.ranks.size()) || c.explained.count(owner) || Failed(c.job.ranks[owner]))
+      continue;
+    if (with_error.count(owner)) continue;  // it failed itself: the first-failure rule says so
+    std::vector<int> waiters;
+    for (const LogEvent* e : reports)
+      if (std::find(waiters.begin(), waiters.end(), e->rank) == waiters.end()) waiters.push_back(e->rank);
+    std::sort(waiters.begin(), waiters.end());
+    Finding f;
+    f.code = codes::kRankMissing;
+    f.ranks = {owner};
+    f.summary = "rank " + std::to_string(owner) + " never wrote the c10d store key " + RankWord(waiters) +
+                " timed out waiting for, and reported no error of its own";
+    for (size_t i = 0; i < reports.size() && i < 4; ++i) f.evidence.push_back(EventEvidence(*reports[i]));
+    f.remedy = "Rank " + std::to_string(owner) +
+               " was busy or stuck while the others set up communication: slow work on it alone (tokenising or "
+               "preprocessing a dataset, downloading a model, `main_process_first`) before init_process_group, "
+               "new_group or the first collective, or a hang. Do that work before every rank reaches the setup (or "
+               "cache it), or raise init_process_group(timeout=...); its own last lines say where it was.";
+    f.proof = proof::kLog;
+    c.explained.insert(owner);
+    for (const LogEvent* e : reports) c.echoes[e] = "waited for rank " + std::to_string(owner);
+    c.Add(std::move(f), false);
+  }
+}
+
+// The first failure of a combined log: the errors of other ranks after it (timeouts, lost
+// connections, remote errors) are its echo.
+void FirstFailure(Ctx& c) {
+  const LogEvent* root = nullptr;
+  for (const LogEvent& e : c.job.events) {
+    if (e.severity != Severity::kError || e.consequence || IsTimeout(e) || e.code == codes::kRankExited || e.rank < 0)
+      continue;
+    if (c.echoes.count(&e)) continue;
+    if (root && !Ordered(*root, e)) return;  // the logs do not say what came first
+    if (!root || Before(e, *root)) root = &e;
+  }
+  if (!root) return;
+  int echoes = 0;
+  for (const LogEvent& e : c.job.events) {
+    if (&e == root || c.echoes.count(&e) || !Ordered(*root, e) || !Before(*root, e)) continue;
+    // Timeouts, lost connections, remote and store errors follow a death; a cause of its own (an IB
+    // link error, a missing interface on another node) stays an error.
+    bool echo = e.consequence || IsTimeout(e) || e.code == codes::kRendezvousError ||
+                e.code == codes::kWatchdogTimeout || (e.kind == "python_traceback" && e.code == codes::kCommError);
+    if (!echo) continue;
+    c.echoes[&e] = "after rank " + std::to_string(root->rank) + " failed first (" + root->Where() + ")";
+    echoes += e.rank != root->rank;
+  }
+  // Only worth saying when other ranks' errors followed it.
+  if (echoes) c.first_failure = root->summary;
+}
+
+void Events(Ctx& c) {
+  struct Bucket {
+    const LogEvent* first;
+    std::vector<int> ranks;
+    std::vector<std::string> evidence;
+    std::set<std::string> hosts;
+    std::string echo;  // why every event of the bucket is a consequence ("" when one is not)
+    bool all_echo = true;
+    std::set<int> rank_set;
+  };
+  std::vector<Bucket> buckets;
+  std::map<std::string, size_t> index;
+  // A mismatch the traces or watchdog reports proved: the ranks' own complaints about it (Gloo's
+  // size check aborting a rank) are its echo.
+  const bool mismatch_known = c.HasCode(codes::kCollectiveMismatch);
+  for (const LogEvent& e : c.job.events)
+    if (mismatch_known && e.code == codes::kCollectiveMismatch && !c.echoes.count(&e))
+      c.echoes[&e] = "the ranks' collectives differ (above)";
+  for (const LogEvent& e : c.job.events) {
+    if (!e.collective.empty() && mismatch_known) continue;  // already explained
+    if (e.code == codes::kRankExited && e.subject_rank >= 0 && e.subject_rank < static_cast<int>(c.job.ranks.size()) &&
+        c.job.ranks[e.subject_rank].status == RankStatus::kExited)
+      continue;  // the launcher's line repeats what the rank's exit says (Exits() reports it)
+    auto echo = c.echoes.find(&e);
+    // Lines that differ only in numbers (ports, pids, sizes) are one finding.
+    std::string shape;
+    for (char ch : e.summary)
+      if (!(ch >= '0' && ch <= '9'))
+        shape += ch;
+      else if (shape.empty() || shape.back() != '#')
+        shape += '#';
+    std::string key = e.code + "\x1f" + e.kind + "\x1f" + shape + (echo != c.echoes.end() ? "\x1f" + echo->second : "");
+    auto [it, inserted] = index.emplace(key, buckets.size());
+    if (inserted) buckets.push_back({&e, {}, {}, {}, echo != c.echoes.end() ? echo->second : "", true, {}});
+    Bucket& b = buckets[it->second];
+    b.all_echo = b.all_echo && echo != c.echoes.end();
+    int subject = e.subject_rank >= 0 ? e.subject_rank : e.rank;
+    if (subject >= 0 && b.rank_set.insert(subject).second) b.ranks.push_back(subject);
+    if (!e.host.empty()) b.hosts.insert(e.host);
+    if (b.evidence.size() < 4) b.evidence.push_back(EventEvidence(e));
+  }
+  for (Bucket& b : buckets) {
+    Finding f;
+    f.code = b.first->code;
+    f.severity = b.first->severity;
+    std::sort(b.ranks.begin(), b.ranks.end());
+    f.ranks = b.ranks;
+    std::string who = !b.ranks.empty() ? RankWord(b.ranks)
+                      : !b.hosts.empty()
+                          ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")
+                          : std::string("the log");
+    f.summary = who + ": " + b.first->summary;
+    if (b.all_echo && !b.echo.empty()) {
+      f.severity = Severity::kWarning;
+      f.summary += " (a consequence: " + b.echo + ")";
+    } else if ((f.code == codes::kCommError || b.first->consequence) &&
+               (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch) ||
+                c.HasCode(codes::kRankMissing))) {
+      // Connection errors after a rank died or the ranks diverged are the echo, not the cause.
+      f.severity = Severity::kWarning;
+      f.summary += " (a consequence of the error above)";
+    }
+    if (!c.first_failure.empty() && b.first->summary == c.first_failure && f.severity == Severity::kError)
+      f.evidence.insert(f.evidence.begin(),
+                        "the first failure in the log: the errors of other ranks after it follow from it");
+    for (auto& ev : b.evidence) f.evidence.push_back(std::move(ev));
+    f.remedy = b.first->remedy;
+    f.proof = proof::kLog;
+    c.Add(std::move(f), false);
+  }
+}
+
+// Agents `run` lost sight of (docs/run.md "Agent liveness"). Their ranks' states are the last ones
+// seen, so nothing about those ranks is proof: findings that rest only on them are dropped, and
+// the job is never called hung (and so never stopped) while some of its ranks are out of sight.
+
+}  // namespace dsd::diagnosis::rules
