@@ -43,7 +43,7 @@ struct RunRequest {
   bool trace_python = true;       // Python ranks get the collective tracer
   bool python = false;            // the command runs Python: stacks are taken with py-spy
   bool share_group = false;       // the run dir is 0750/0640 instead of 0700/0600
-  int stop_escalation_ms = 3000;  // a stop that is not SIGKILL becomes SIGKILL after this
+  int stop_escalation_ms = 3000;  // a stop that is not SIGKILL becomes SIGKILL after this (the run's plan sets it)
   std::vector<RunRankLaunch> ranks;
 };
 nlohmann::json WriteRunRequest(const RunRequest& request);

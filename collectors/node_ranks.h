@@ -35,6 +35,10 @@ class StackTaker {
 // The process-wide real taker (stateless).
 StackTaker& RealStackTaker();
 
+// How long a stop other than SIGKILL waits before SIGKILL, unless the run's plan says otherwise
+// (coordinator/run_spec.h: the same on the coordinator and on every node).
+inline constexpr Duration kStopEscalation = std::chrono::seconds(3);
+
 struct NodeRanksOptions {
   std::string node;  // the node's name in every rank's state
   RunDir run_dir;    // where this node writes rank-<r>.log, .trace, .exit, .stack
@@ -43,7 +47,7 @@ struct NodeRanksOptions {
   std::string cwd;
   bool trace_python = true;  // Python ranks get the collective tracer (collectors/python_tracer.h)
   bool python = false;       // the command runs Python: stacks through py-spy
-  Duration stop_escalation = std::chrono::seconds(3);
+  Duration stop_escalation = kStopEscalation;
   size_t recent = 64;  // trace records per rank state
 };
 

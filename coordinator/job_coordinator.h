@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectors/log_classifier.h"
+#include "collectors/node_ranks.h"
 #include "common/clock.h"
 #include "common/run_files.h"
 #include "coordinator/plan.h"
@@ -24,13 +25,13 @@ namespace dsd::coordinator {
 
 struct JobOptions {
   std::vector<std::string> command;
-  bool python = false;                                 // the command runs Python (stacks need py-spy)
-  RunDir run_dir;                                      // rank-<r>.trace are read at the end; run.json is written there
-  double timeout_s = 60;                               // the stall threshold (run --timeout)
-  double hang_after_s = 5;                             // the missing-rank threshold (run --hang-after)
-  bool stop_on_hang = true;                            // --on-hang stop; false: report the hang and keep watching
-  double fail_fast_grace_s = 10;                       // like torchrun: a failed rank stops the others after this
-  Duration stop_escalation = std::chrono::seconds(3);  // SIGTERM, then SIGKILL after this
+  bool python = false;            // the command runs Python (stacks need py-spy)
+  RunDir run_dir;                 // rank-<r>.trace are read at the end; run.json is written there
+  double timeout_s = 60;          // the stall threshold (run --timeout)
+  double hang_after_s = 5;        // the missing-rank threshold (run --hang-after)
+  bool stop_on_hang = true;       // --on-hang stop; false: report the hang and keep watching
+  double fail_fast_grace_s = 10;  // like torchrun: a failed rank stops the others after this
+  Duration stop_escalation = collectors::kStopEscalation;  // SIGTERM, then SIGKILL after this
   // A lost agent's ranks are given up on this long after every other rank exited.
   Duration lost_give_up = std::chrono::seconds(30);
 };

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collectors/node_ranks.h"
 #include "common/clock.h"
 #include "common/net.h"
 #include "common/run_files.h"
@@ -62,7 +63,7 @@ struct RunSpec {
   std::string serve;
   Duration sample_period = std::chrono::milliseconds(200);
   // A stop that is not SIGKILL becomes SIGKILL after this, on the coordinator and on every node.
-  Duration stop_escalation = std::chrono::seconds(3);
+  Duration stop_escalation = collectors::kStopEscalation;
 
   // The ranks of node `index` (its launches in rank order).
   std::vector<RankLaunch> NodeRanks(size_t index) const;
