@@ -21,6 +21,10 @@ namespace dsd::agent {
 
 namespace {
 
+static_assert(kDefaultStopEscalationMs ==
+                  std::chrono::duration_cast<std::chrono::milliseconds>(collectors::kStopEscalation).count(),
+              "a run request's default escalation is the nodes' (collectors::kStopEscalation)");
+
 // Output inlined in one sample frame at most, all ranks together; the rest goes ahead of it in
 // "log" messages, so no frame nears the 16 MiB limit however many ranks print at once.
 constexpr size_t kInlineLogBytesPerFrame = 1u << 20;

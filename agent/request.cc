@@ -50,6 +50,7 @@ Status ValidateRequest(const json& request) {
   } else if (type == "p2p_send") {
     f.Endpoint("target", true).Number("seconds", 0, 3600).Int("max_bytes", 1, int64_t{1} << 40);
   } else if (type == "run") {
+    if (!f.status().ok()) return f.status();  // its "id"
     return ReadRunRequest(request).status();  // the run protocol's reader (agent/run_protocol.h)
   } else if (type == "sink" || type == "shutdown") {
     // no fields

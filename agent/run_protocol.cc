@@ -27,10 +27,11 @@ T Get(const json& j, const char* key, T fallback) {
   return it == j.end() || it->is_null() ? fallback : it->get<T>();
 }
 
+// The files a node sends whole; a rank's log streams (sample entries and "log" messages) instead.
 Result<RankFile> RankFileFromName(std::string_view name) {
-  for (RankFile kind : {RankFile::kLog, RankFile::kTrace, RankFile::kExit, RankFile::kStack})
+  for (RankFile kind : {RankFile::kTrace, RankFile::kExit, RankFile::kStack})
     if (name == RankFileExtension(kind)) return kind;
-  return InvalidArgument("file: field 'kind' must be one of log, trace, exit, stack");
+  return InvalidArgument("file: field 'kind' must be one of trace, exit, stack");
 }
 
 Result<std::string> Base64Field(const json& j, const char* key, const char* what) {
@@ -90,7 +91,7 @@ Result<RunRequest> ReadRunRequest(const json& j) {
   r.trace_python = Get(j, "trace_python", true);
   r.python = Get(j, "python", false);
   r.share_group = Get(j, "share_group", false);
-  r.stop_escalation_ms = Get(j, "stop_escalation_ms", 3000);
+  r.stop_escalation_ms = Get(j, "stop_escalation_ms", kDefaultStopEscalationMs);
   for (const auto& rank : j.at("ranks"))
     r.ranks.push_back({rank.at("rank").get<int>(), Get(rank, "local_rank", 0),
                        Get(rank, "env", std::map<std::string, std::string>{})});
@@ -189,10 +190,10 @@ Result<AgentRunMessage> ReadAgentRunMessage(const json& j) {
   if (type == "file") {
     f.Int("rank", 0, kMaxRank, true)
         .String("kind", 16, true)
-        .Int("offset", 0, int64_t{1} << 40, true)
+        .Int("offset", 0, static_cast<int64_t>(kMaxFileBytes), true)
         .String("bytes", kMaxValue, true)
         .Bool("end")
-        .Int("size", 0, int64_t{1} << 40);
+        .Int("size", 0, static_cast<int64_t>(kMaxFileBytes));
     DSD_RETURN_IF_ERROR(f.status());
     DSD_ASSIGN_OR_RETURN(RankFile kind, RankFileFromName(j.at("kind").get<std::string>()));
     DSD_ASSIGN_OR_RETURN(std::string raw, Base64Field(j, "bytes", "file"));
@@ -202,6 +203,8 @@ Result<AgentRunMessage> ReadAgentRunMessage(const json& j) {
     if (m.end && !j.contains("size")) return InvalidArgument("file: field 'size' is missing");
     if (m.end && m.size < m.offset + m.bytes.size())
       return InvalidArgument("file: field 'size' is below the end of its last piece");
+    if (m.offset + m.bytes.size() > kMaxFileBytes)
+      return InvalidArgument("file: a piece past " + std::to_string(kMaxFileBytes) + " bytes");
     return AgentRunMessage{std::move(m)};
   }
   if (type == "stacks") {
@@ -276,6 +279,34 @@ const std::string& SampleFrameWriter::Finish() {
 }
 
 bool DecodeLog(std::string_view wire_text, std::string* raw) { return Base64Decode(wire_text, raw); }
+
+bool EntryLog(std::string_view entry, std::string* wire_log) {
+  jsontext::Reader in(entry);
+  if (in.Consume('{') && !in.Consume('}')) {
+    bool ok = true;
+    do {
+      std::string_view key;
+      if (!in.PlainString(&key) || !in.Consume(':')) {
+        ok = false;
+        break;
+      }
+      if (key == "log") return in.String(wire_log);  // base64: plain, never escaped
+      if (!in.Skip(nullptr, static_cast<int>(wire::kMaxJsonDepth) - 3)) {
+        ok = false;
+        break;
+      }
+    } while (in.Consume(','));
+    if (ok) return true;  // no "log": nothing to add
+  }
+  // Text of another shape: the full parser decides.
+  auto parsed = wire::ParseJsonBounded(entry);
+  if (!parsed.ok() || !parsed->is_object()) return false;
+  const auto log = parsed->find("log");
+  if (log == parsed->end()) return true;
+  if (!log->is_string()) return false;
+  wire_log->append(log->get_ref<const std::string&>());
+  return true;
+}
 
 bool ScanSampleFrame(std::string_view payload, SampleFrameText* out) {
   out->Clear();

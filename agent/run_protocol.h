@@ -33,6 +33,9 @@ struct RunRankLaunch {
   std::map<std::string, std::string> env;  // the rank's own variables (RANK, LOCAL_RANK, …)
 };
 
+// The nodes' default (collectors::kStopEscalation; agent_run.cc checks they agree).
+inline constexpr int kDefaultStopEscalationMs = 3000;
+
 struct RunRequest {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // every rank's (the job environment)
@@ -40,10 +43,11 @@ struct RunRequest {
   std::string run_dir;  // the coordinator's run dir; the node writes its rank files under the same path
   std::string run_id;   // the content of the coordinator's run.id: finding it tells a shared run dir
   int sample_ms = 200;
-  bool trace_python = true;       // Python ranks get the collective tracer
-  bool python = false;            // the command runs Python: stacks are taken with py-spy
-  bool share_group = false;       // the run dir is 0750/0640 instead of 0700/0600
-  int stop_escalation_ms = 3000;  // a stop that is not SIGKILL becomes SIGKILL after this (the run's plan sets it)
+  bool trace_python = true;  // Python ranks get the collective tracer
+  bool python = false;       // the command runs Python: stacks are taken with py-spy
+  bool share_group = false;  // the run dir is 0750/0640 instead of 0700/0600
+  int stop_escalation_ms =
+      kDefaultStopEscalationMs;  // a stop that is not SIGKILL becomes SIGKILL after this (the run's plan sets it)
   std::vector<RunRankLaunch> ranks;
 };
 nlohmann::json WriteRunRequest(const RunRequest& request);
@@ -130,6 +134,9 @@ Result<AgentRunMessage> ReadAgentRunMessage(const nlohmann::json& j);
 // Pieces of at most this many raw bytes per "log" or "file" message (well inside a frame's 16 MiB
 // once in base64).
 inline constexpr size_t kFilePieceBytes = 4u << 20;
+// The largest file a node may send (a ring of 8 M records): a reader refuses more, so a bad message
+// can never make the coordinator hold more than this for one rank's file.
+inline constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
 // A rank's output rides in its sample entry up to this size; more goes ahead in "log" messages.
 inline constexpr size_t kInlineLogBytes = 256u << 10;
 
@@ -190,10 +197,15 @@ struct SampleFrameText {
 // payload is not a sample frame or not of the shape agents write (an entry without a rank, a key
 // twice, anything that is not JSON): the caller parses it then, and SampleFrameFromJson reads it.
 bool ScanSampleFrame(std::string_view payload, SampleFrameText* out);
-// The same parts of a parsed frame; false when it is not a sample frame with a "ranks" array.
+// The same parts of a parsed frame; false when it is not a sample frame (entries that are not objects
+// with an integer "rank" are left out).
 bool SampleFrameFromJson(const nlohmann::json& frame, SampleFrameText* out);
 // A rank entry's "log" (what SampleDeltaReader::ApplyText appended) decoded to the raw bytes; false
 // when it is not base64.
 bool DecodeLog(std::string_view wire_text, std::string* raw);
+// The "log" of a rank entry whatever its state fields hold (an entry whose delta was refused still
+// carries the rank's output): appended to *wire_log as on the wire; false when the entry is not a
+// JSON object or its "log" is not a string.
+bool EntryLog(std::string_view entry, std::string* wire_log);
 
 }  // namespace dsd::agent

@@ -148,6 +148,15 @@ TEST(RunProtocolTest, BadAgentMessagesNameTheField) {
       {{{"type", "log"}, {"rank", 1}, {"log", "not base64!"}}, "field 'log' is not base64"},
       {{{"type", "log"}, {"rank", -1}, {"log", ""}}, "field 'rank'"},
       {{{"type", "file"}, {"rank", 1}, {"kind", "exe"}, {"offset", 0}, {"bytes", ""}}, "field 'kind' must be one of"},
+      {{{"type", "file"}, {"rank", 1}, {"kind", "log"}, {"offset", 0}, {"bytes", ""}}, "field 'kind' must be one of"},
+      {{{"type", "file"},
+        {"rank", 1},
+        {"kind", "trace"},
+        {"offset", 0},
+        {"bytes", ""},
+        {"end", true},
+        {"size", int64_t{1} << 40}},
+       "field 'size' must be an integer"},
       {{{"type", "file"}, {"rank", 1}, {"kind", "exit"}, {"offset", 0}, {"bytes", "MA=="}, {"end", true}},
        "field 'size' is missing"},
       {{{"type", "file"}, {"rank", 1}, {"kind", "exit"}, {"offset", 4}, {"bytes", "MA=="}, {"end", true}, {"size", 2}},
@@ -216,6 +225,24 @@ TEST(RunProtocolTest, TheSampleFrameWriterWritesWhatTheScanFinds) {
   // The writer starts afresh for the next frame.
   w.Begin(100);
   EXPECT_EQ(w.Finish(), R"({"type":"sample","now_ns":100,"ranks":[]})");
+}
+
+// An entry's output is found whatever its state fields hold (a refused delta still carries output).
+TEST(RunProtocolTest, AnEntrysLogIsFoundWhateverItsFields) {
+  std::string log;
+  ASSERT_TRUE(EntryLog(R"({"rank":1,"step":-5,"recent_drop":99,"log":"aGk="})", &log));
+  EXPECT_EQ(log, "aGk=");
+  log.clear();
+  ASSERT_TRUE(EntryLog(R"({"rank":1,"x":{"y":[1,2]},"log":"QQ==","z":null})", &log));
+  EXPECT_EQ(log, "QQ==");
+  log.clear();
+  ASSERT_TRUE(EntryLog(R"({"rank":1,"step":3})", &log)) << "no output: nothing to add";
+  EXPECT_TRUE(log.empty());
+  EXPECT_FALSE(EntryLog(R"({"rank":1,"log":5})", &log));
+  EXPECT_FALSE(EntryLog("not json", &log));
+  // Escaped text (not what agents write) goes through the full parser, with the same result.
+  ASSERT_TRUE(EntryLog("{\"rank\":1,\"log\":\"Q\\u0051==\"}", &log));
+  EXPECT_EQ(log, "QQ==");
 }
 
 TEST(RunProtocolTest, ASampleFrameIsFoundInItsTextAsInItsTree) {

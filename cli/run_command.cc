@@ -86,12 +86,15 @@ int RunJob(const RunOptions& o) {
       std::cout << coordinator::PlanText(spec->nodes, spec->ranks, spec->launcher);
     return kExitOk;
   }
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  // Ctrl-C stops the job once its ranks start; before that it ends dsdoctor and its agents at once.
+  const auto install_handlers = [] {
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+  };
   auto result = coordinator::RunJobSession(*spec, LauncherChoiceFrom(o, spec->launcher, *endpoints, spec->simulated),
-                                           {stdout, stderr, &g_stop_signal});
+                                           {stdout, stderr, &g_stop_signal, install_handlers});
   if (!result.ok()) {
     std::cerr << "dsdoctor run: " << result.status().message() << "\n";
     switch (result.status().code()) {

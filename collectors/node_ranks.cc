@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <set>
+
 #include "collectors/python_tracer.h"
 #include "common/file.h"
 #include "common/log.h"
@@ -88,7 +90,9 @@ void NodeRanks::Signal(int sig) {
 
 std::vector<NodeStack> NodeRanks::Stacks(const std::vector<int>& ranks, const std::function<void()>& between) {
   std::vector<NodeStack> out;
+  std::set<int> asked;  // each rank once, however often the request names it
   for (int want : ranks) {
+    if (!asked.insert(want).second) continue;
     for (auto& m : monitors_) {
       if (m.state().rank != want || m.state().status != diagnosis::RankStatus::kRunning) continue;
       if (!out.empty() && between) between();

@@ -70,7 +70,9 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
     while ((n = ::pread(log_fd_.get(), buf, sizeof buf, static_cast<off_t>(log_offset_))) > 0) {
       new_log->append(buf, static_cast<size_t>(n));
       log_offset_ += static_cast<size_t>(n);
-      if (new_log->size() > (4u << 20)) break;  // the rest next tick
+      // The rest next tick, while the rank runs; once it has exited there is no next tick for it,
+      // and everything it wrote goes out before its exit is reported.
+      if (new_log->size() > (4u << 20) && state_.status == diagnosis::RankStatus::kRunning) break;
     }
     if (!new_log->empty()) state_.last_output_ns = now_ns;
   }

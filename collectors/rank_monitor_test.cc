@@ -49,6 +49,22 @@ TEST(RankMonitorTest, TheOpenFileLimitIsRaisedForTheRanksOrNamed) {
   }
 }
 
+// A running rank's output is read 4 MiB a tick at most; once it has exited, all that is left is
+// read in the tick that sees the exit, so nothing it wrote is missing when its exit is reported.
+TEST(RankMonitorTest, EverythingARankWroteIsReadByTheTickThatSeesItExit) {
+  std::string d = Dir("tail");
+  RankMonitor m(0, 0, "n", RunDir(d));
+  const size_t bytes = 9u << 20;
+  ASSERT_TRUE(m.Start({"/bin/sh", "-c", "head -c " + std::to_string(bytes) + " /dev/zero | tr '\\0' x"}, {}, "").ok());
+  std::string out;
+  for (int i = 0; i < 400 && m.state().status == diagnosis::RankStatus::kRunning; ++i) {
+    m.Tick(runtime::TraceNowNs(), &out);
+    if (m.state().status == diagnosis::RankStatus::kRunning) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(m.state().status, diagnosis::RankStatus::kExited);
+  EXPECT_EQ(out.size(), bytes);
+}
+
 TEST(RankMonitorTest, TellsSpinningFromBlocked) {
   std::string d = Dir("cpu");
   RankMonitor spin(0, 0, "n", RunDir(d));

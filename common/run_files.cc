@@ -39,6 +39,7 @@ std::optional<ParsedRunFileName> ParseRunFileName(std::string_view name) {
     if (++digits > kMaxRankDigits) return std::nullopt;
   }
   if (digits == 0 || digits >= name.size() || name[digits] != '.') return std::nullopt;
+  if (digits > 1 && name[0] == '0') return std::nullopt;  // never written so: "rank-07.log" is another file
   std::string_view ext = name.substr(digits + 1);
   for (RankFile kind : {RankFile::kLog, RankFile::kTrace, RankFile::kExit, RankFile::kStack})
     if (ext == RankFileExtension(kind)) return ParsedRunFileName{rank, kind};

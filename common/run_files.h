@@ -33,8 +33,8 @@ struct ParsedRunFileName {
   int rank = -1;
   RankFile kind = RankFile::kLog;
 };
-// A rank's file name ("rank-3.trace": rank 3, kTrace), or nullopt for any other name. Ranks have at
-// most 7 digits, so a name can never overflow an int.
+// A rank's file name ("rank-3.trace": rank 3, kTrace), or nullopt for any other name, including one
+// RankFileName would not write ("rank-07.log"). Ranks have at most 7 digits: no int overflow.
 std::optional<ParsedRunFileName> ParseRunFileName(std::string_view name);
 // The same for a path: its last component ("/logs/rank-2.log", "rank-2.log").
 std::optional<ParsedRunFileName> ParseRunFilePath(std::string_view path);

@@ -22,7 +22,8 @@ TEST(RunFilesTest, OtherNamesAreNotRankFiles) {
   for (const char* name : {"run.json", "events.jsonl", "rank-.log", "rank-3", "rank-3.", "rank-3.txt", "rank-3.log.tmp",
                            "rank-12345678.log", "Rank-3.log", "rank--3.log", "rank-3x.log", "xrank-3.log", ""})
     EXPECT_FALSE(ParseRunFileName(name).has_value()) << name;
-  EXPECT_EQ(ParseRunFileName("rank-007.log")->rank, 7) << "leading zeros read as the number";
+  EXPECT_FALSE(ParseRunFileName("rank-007.log").has_value()) << "RankFileName never writes leading zeros";
+  EXPECT_EQ(ParseRunFileName("rank-0.log")->rank, 0);
 }
 
 TEST(RunFilesTest, PathsAreTheDirsFiles) {

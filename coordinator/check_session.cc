@@ -306,7 +306,9 @@ agent::ClusterCheckInput RunCheckSession(const JobNodes& nodes, Launcher& launch
     clients[i].emplace(std::move(c).value());
   });
   {
-    const std::string tail = ",\"type\":\"inventory\",\"job_env\":" + json(job_env).dump() + "}";
+    const std::string tail =
+        ",\"type\":\"inventory\",\"job_env\":" + json(job_env).dump(-1, ' ', false, json::error_handler_t::replace) +
+        "}";
     agent::CallEach(
         Callees(clients), [&](size_t, int id) { return "{\"id\":" + std::to_string(id) + tail; }, call_timeout,
         [&](size_t i, Result<json> reply) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "collectors/rank_monitor.h"
 #include "common/file.h"
 #include "common/log.h"
 
@@ -96,6 +97,7 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const RunSpec
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   mirror_.emplace(spec.run_dir, std::string(host) + " (coordinator)");
+  size_t mirrored_ranks = 0;
   for (size_t i = 0; i < clients.size(); ++i) {
     auto a = std::make_unique<Agent>(std::move(clients[i]));
     agent::RunRequest req;
@@ -124,15 +126,27 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const RunSpec
       return Unavailable("agent " + name + " could not start its ranks: " + error->message);
     const auto* started = std::get_if<agent::StartedMessage>(&*msg);
     if (!started) return Unavailable("agent " + name + " answered the run request with " + reply->dump());
-    a->mirrored = !started->shared_run_dir;
-    if (a->mirrored)
-      log::Get("run")->info("agent {} does not share the run dir {}: its rank files are copied here", name,
-                            spec.run_dir.path());
+    // A node that did not find run.id has its rank files copied here, unless they turn out to be
+    // here after all (a shared file system slow to show run.id to the node).
+    if (!started->shared_run_dir) {
+      a->mirrored = mirror_->Adopt(a->ranks);
+      mirrored_ranks += a->ranks.size();
+      if (a->mirrored)
+        log::Get("run")->info("agent {} does not share the run dir {}: its rank files are copied here", name,
+                              spec.run_dir.path());
+      else
+        log::Get("run")->info("agent {} did not find run.id, but its rank logs are in {}: not copied", name,
+                              spec.run_dir.path());
+    }
     a->last_frame = a->last_live = clock_->Now();
     Agent* raw = a.get();
     agents_.push_back(std::move(a));
     raw->reader = std::thread([this, raw] { Read(*raw); });
   }
+  // A copied rank's log stays open here (RunDirMirror): room for them beside the links.
+  if (mirrored_ranks)
+    if (std::string low = collectors::RaiseOpenFileLimitFor(mirrored_ranks); !low.empty())
+      log::Get("run")->warn("copying the nodes' rank files: {}", low);
   last_tick_ = resumed_ = clock_->Now();
   return Status::Ok();
 }
@@ -152,8 +166,15 @@ Duration AgentSource::SilenceLimit() const {
 
 void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
   std::vector<std::pair<net::Link*, nlohmann::json>> resyncs;  // sent after unlocking: a send may block
+  // The coordinator's own run dir, when it copies nodes' files: probed without holding mu_, so a
+  // slow disk never holds up the agents' readers.
+  std::optional<diagnosis::LogDirStatus> mirror_status;
+  if (mirror_)
+    mirror_status = mirror_->Poll(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->WallNow().time_since_epoch()).count());
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (mirror_status) mirror_status_ = std::move(mirror_status);
     TickLocked(ranks, logs);
     for (auto& a : agents_) {
       if (a->resync.empty()) continue;
@@ -196,10 +217,6 @@ void AgentSource::TickLocked(std::vector<diagnosis::RankState>& ranks, std::vect
   for (auto& [r, text] : pending_log_)
     if (r >= 0 && r < static_cast<int>(logs.size())) logs[r] += text;
   pending_log_.clear();
-  if (mirror_)
-    if (auto status = mirror_->Poll(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->WallNow().time_since_epoch()).count()))
-      mirror_status_ = std::move(*status);
 }
 
 bool AgentSource::CaughtUp() const {
@@ -322,24 +339,38 @@ void AgentSource::Read(Agent& a) {
       a.last_frame = clock_->Now();
       continue;
     }
-    // A node's file for our copy of its run dir: written before the frames after it are handled, so
-    // a rank's ring is on disk before the sample that reports its exit.
-    if (!is_sample && a.mirrored)
-      if (const auto* file = std::get_if<agent::FileMessage>(&*typed)) mirror_->Write(*file);
     const bool live = !a.client.link().HasPendingInput() && a.client.decoder().buffered() == 0;
     mirror_out.clear();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      a.last_frame = clock_->Now();
-      if (is_sample) {
-        ++(in_place ? reads_.frames_in_place : reads_.frames_parsed);
-        HandleSample(a, sample, live, &mirror_out);
-      } else {
-        Handle(a, *typed, live, &mirror_out);
+    try {
+      // A node's file for our copy of its run dir (only its own ranks'): written before the frames
+      // after it are handled, so a rank's ring is on disk before the sample that reports its exit.
+      if (!is_sample && a.mirrored)
+        if (const auto* file = std::get_if<agent::FileMessage>(&*typed)) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            a.last_frame = clock_->Now();  // a sign of life while the file is written
+          }
+          if (std::find(a.ranks.begin(), a.ranks.end(), file->rank) != a.ranks.end())
+            mirror_->Write(*file);
+          else
+            log->warn("agent {}: ignoring a file of rank {}, which is not its own", a.client.agent_name(), file->rank);
+        }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        a.last_frame = clock_->Now();
+        if (is_sample) {
+          ++(in_place ? reads_.frames_in_place : reads_.frames_parsed);
+          HandleSample(a, sample, live, &mirror_out);
+        } else {
+          Handle(a, *typed, live, &mirror_out);
+        }
       }
+      if (a.mirrored)
+        for (const auto& [rank, bytes] : mirror_out) mirror_->AppendLog(rank, bytes);
+    } catch (const std::exception& e) {
+      // Whatever an agent sends costs at most that frame, never the coordinator.
+      log->warn("agent {}: a frame could not be handled: {}", a.client.agent_name(), e.what());
     }
-    if (a.mirrored)
-      for (const auto& [rank, bytes] : mirror_out) mirror_->AppendLog(rank, bytes);
   }
 }
 
@@ -361,15 +392,19 @@ void AgentSource::HandleSample(Agent& a, const agent::SampleFrameText& frame, bo
                               r, applied.message());
         a.resync.push_back(r);
       }
-      continue;
+      // The state waits for the keyframe; the rank's output does not: it is never dropped.
+      wire_log.clear();
+      (void)agent::EntryLog(entry.text, &wire_log);
+    } else {
+      delta_refused_.erase(r);
+      // The state itself is read out at the next Tick (TickLocked).
+      if (reader.rank() == r) {
+        if (frame.now_ns)
+          sampled_at_[r] = *frame.now_ns;
+        else
+          sampled_at_.erase(r);
+      }
     }
-    delta_refused_.erase(r);
-    if (reader.rank() != r) continue;
-    // The state itself is read out at the next Tick (TickLocked).
-    if (frame.now_ns)
-      sampled_at_[r] = *frame.now_ns;
-    else
-      sampled_at_.erase(r);
     if (wire_log.empty()) continue;
     fresh.clear();
     if (!agent::DecodeLog(wire_log, &fresh)) {

@@ -1,6 +1,7 @@
 #include "coordinator/run_dir_mirror.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,8 +9,24 @@
 
 #include "common/file.h"
 #include "common/log.h"
+#include "common/strings.h"
 
 namespace dsd::coordinator {
+
+namespace {
+
+// A file's modification time, or nullopt when it does not exist.
+std::optional<timespec> ModifiedAt(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return st.st_mtim;
+}
+
+bool NotOlder(const timespec& a, const timespec& b) {
+  return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec >= b.tv_nsec);
+}
+
+}  // namespace
 
 RunDirMirror::RunDirMirror(RunDir dir, std::string node)
     : dir_(std::move(dir)), monitor_(dir_.path(), std::move(node)) {}
@@ -19,19 +36,31 @@ void RunDirMirror::Failed(const std::string& what) {
   monitor_.NoteWriteError(what);
 }
 
-void RunDirMirror::AppendLog(int rank, std::string_view bytes) {
+bool RunDirMirror::Adopt(const std::vector<int>& ranks) {
+  const auto run_started = ModifiedAt(dir_.RunId());
+  if (run_started)
+    for (int r : ranks)
+      if (auto log = ModifiedAt(dir_.RankLog(r)); log && NotOlder(*log, *run_started)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   used_ = true;
-  auto it = logs_.find(rank);
-  if (it == logs_.end()) {
-    const std::string path = dir_.RankLog(rank);
-    net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
+  for (int r : ranks) {
+    for (RankFile kind : {RankFile::kTrace, RankFile::kExit, RankFile::kStack})
+      ::unlink(dir_.RankPath(r, kind).c_str());
+    // The umask decides the mode, as for a node's own logs (0600, 0640 with --share-group).
+    const std::string path = dir_.RankLog(r);
+    net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
     if (!fd.valid())
-      Failed(RankFileName(rank, RankFile::kLog) + ": " + std::strerror(errno) +
+      Failed(RankFileName(r, RankFile::kLog) + ": " + std::strerror(errno) +
              " (the node keeps its own copy of the rank's output)");
-    it = logs_.emplace(rank, std::move(fd)).first;
+    logs_[r] = std::move(fd);
   }
-  if (!it->second.valid()) {
+  return true;
+}
+
+void RunDirMirror::AppendLog(int rank, std::string_view bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = logs_.find(rank);
+  if (it == logs_.end() || !it->second.valid()) {
     lost_[rank] += bytes.size();
     return;
   }
@@ -50,28 +79,44 @@ void RunDirMirror::AppendLog(int rank, std::string_view bytes) {
 }
 
 void RunDirMirror::Write(const agent::FileMessage& piece) {
-  std::lock_guard<std::mutex> lock(mu_);
-  used_ = true;
-  std::string& content = partial_[{piece.rank, piece.kind}];
-  if (piece.offset == 0) content.clear();  // a new file (a second stack, say)
-  if (content.size() != piece.offset) {
-    Failed(RankFileName(piece.rank, piece.kind) + ": a piece at byte " + std::to_string(piece.offset) + " after " +
-           std::to_string(content.size()) + " bytes; the file is dropped");
-    partial_.erase({piece.rank, piece.kind});
-    return;
+  std::string content;  // the whole file, written below without the lock (it fsyncs)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    used_ = true;
+    const auto key = std::make_pair(piece.rank, piece.kind);
+    std::string& held = partial_[key];
+    if (piece.offset == 0) held.clear();  // a new file (a second stack, say)
+    if (held.size() != piece.offset || piece.offset + piece.bytes.size() > agent::kMaxFileBytes) {
+      Failed(RankFileName(piece.rank, piece.kind) + ": a piece at byte " + std::to_string(piece.offset) + " after " +
+             std::to_string(held.size()) + " bytes; the file is dropped");
+      partial_.erase(key);
+      return;
+    }
+    held += piece.bytes;
+    if (!piece.end) return;
+    content = std::move(held);
+    partial_.erase(key);
   }
-  content += piece.bytes;
-  if (!piece.end) return;
   content.resize(piece.size, '\0');  // the zeros the node did not send (a ring's unused slots)
-  if (Status st = WriteFileAtomic(dir_.RankPath(piece.rank, piece.kind), content); !st.ok())
+  if (Status st = WriteFileAtomic(dir_.RankPath(piece.rank, piece.kind), content); !st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
     Failed(RankFileName(piece.rank, piece.kind) + ": " + st.message());
-  partial_.erase({piece.rank, piece.kind});
+  }
 }
 
 std::optional<diagnosis::LogDirStatus> RunDirMirror::Poll(int64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!used_) return std::nullopt;
-  return monitor_.Poll(now_ns);
+  auto status = monitor_.Poll(now_ns);
+  if (status && !lost_.empty()) {
+    uint64_t bytes = 0;
+    std::vector<int> ranks;
+    for (const auto& [rank, n] : lost_) bytes += n, ranks.push_back(rank);
+    status->write_errors.push_back(FormatBytes(static_cast<double>(bytes)) + " of the output of " +
+                                   diagnosis::FormatRanks(ranks) +
+                                   " not copied here (each node keeps its own rank-<r>.log)");
+  }
+  return status;
 }
 
 uint64_t RunDirMirror::lost_log_bytes() const {

@@ -1,5 +1,6 @@
 #include "coordinator/run_dir_mirror.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,10 +30,24 @@ class RunDirMirrorTest : public ::testing::Test {
 };
 
 // A node's output arrives in pieces: the coordinator's copy holds every byte, in order, whatever
-// the bytes are; a rank's first piece starts the file afresh (an older run's log is not kept).
-TEST_F(RunDirMirrorTest, OutputIsAppendedByteForByte) {
-  ASSERT_TRUE(WriteFileAtomic(RunDir(dir_).RankLog(3), "an older run's output\n").ok());
-  RunDirMirror m(RunDir(dir_), "coordinator");
+// the bytes are. An earlier run's files of the adopted ranks are gone (never read as this run's),
+// and a rank that never prints has an empty log.
+TEST_F(RunDirMirrorTest, OutputIsAppendedByteForByteOverNothingStale) {
+  const RunDir d(dir_);
+  ASSERT_TRUE(WriteFileAtomic(d.RankLog(3), "an older run's output\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(d.RankTrace(3), "an older run's ring").ok());
+  ASSERT_TRUE(WriteFileAtomic(d.RankStack(4), "# py-spy\nold").ok());
+  ASSERT_TRUE(WriteFileAtomic(d.RankExit(9), "0\n").ok());
+  // The earlier run's log is older than this run's run.id.
+  const struct timespec long_ago[2] = {{1, 0}, {1, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, d.RankLog(3).c_str(), long_ago, 0), 0);
+  ASSERT_TRUE(WriteFileAtomic(d.RunId(), "this-run\n").ok());
+  RunDirMirror m(d, "coordinator");
+  ASSERT_TRUE(m.Adopt({3, 4, 5}));
+  EXPECT_FALSE(fs::exists(d.RankTrace(3)));
+  EXPECT_FALSE(fs::exists(d.RankStack(4)));
+  EXPECT_TRUE(fs::exists(d.RankExit(9))) << "not an adopted rank";
+  EXPECT_EQ(*ReadFile(d.RankLog(5)), "") << "a silent rank still has its log";
   const std::string odd("caf\xc3\xa9 \xff\x00\x1b[2J\n", 12);
   m.AppendLog(3, "first line\n");
   m.AppendLog(4, "rank 4\n");
@@ -40,12 +55,31 @@ TEST_F(RunDirMirrorTest, OutputIsAppendedByteForByte) {
   EXPECT_EQ(*ReadFile(RunDir(dir_).RankLog(3)), "first line\n" + odd);
   EXPECT_EQ(*ReadFile(RunDir(dir_).RankLog(4)), "rank 4\n");
   EXPECT_EQ(m.lost_log_bytes(), 0u);
+  m.AppendLog(7, "not adopted");
+  EXPECT_EQ(m.lost_log_bytes(), 11u) << "output of a rank never adopted is counted, not written";
+  EXPECT_FALSE(fs::exists(d.RankLog(7)));
+}
+
+// A node that did not find run.id, but whose ranks' logs are here, made after run.id: the file system
+// is shared after all (slow to show run.id to the node). Nothing is copied over the node's own files.
+TEST_F(RunDirMirrorTest, LogsMadeSinceTheRunStartedMeanTheDirIsSharedAfterAll) {
+  const RunDir d(dir_);
+  ASSERT_TRUE(WriteFileAtomic(d.RunId(), "this-run\n").ok());
+  const struct timespec long_ago[2] = {{1, 0}, {1, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, d.RunId().c_str(), long_ago, 0), 0);
+  ASSERT_TRUE(WriteFileAtomic(d.RankLog(1), "written by the node's rank\n").ok());
+  RunDirMirror m(d, "coordinator");
+  EXPECT_FALSE(m.Adopt({0, 1}));
+  EXPECT_EQ(*ReadFile(d.RankLog(1)), "written by the node's rank\n");
+  EXPECT_FALSE(fs::exists(d.RankLog(0)));
+  EXPECT_FALSE(m.Poll(1).has_value()) << "nothing copied, nothing to report";
 }
 
 // A file comes in pieces and appears whole with the last one, with the zeros it did not carry; a
 // second file of the same kind (a later stack) replaces the first.
 TEST_F(RunDirMirrorTest, FilesAppearWholeWithTheirLastPiece) {
   RunDirMirror m(RunDir(dir_), "coordinator");
+  ASSERT_TRUE(m.Adopt({2}));
   std::string ring(4096 + 128 * 8, '\0');
   ring.replace(0, 8, "DSDTRACE");
   ring[4096 + 5] = 'r';
@@ -79,14 +113,16 @@ TEST_F(RunDirMirrorTest, AWriteThatFailsIsCountedAndReported) {
     ::chmod(dir_.c_str(), 0500);
   }
   RunDirMirror m(RunDir(dir_), "login-1 (coordinator)");
+  EXPECT_TRUE(m.Adopt({1}));
   m.AppendLog(1, "12345");
   m.AppendLog(1, "678");
   EXPECT_EQ(m.lost_log_bytes(), 8u);
   auto status = m.Poll(1);
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(status->node, "login-1 (coordinator)");
-  ASSERT_EQ(status->write_errors.size(), 1u) << "one line per rank, not per write";
+  ASSERT_EQ(status->write_errors.size(), 2u) << "one line for the failure, one for the count: not one per write";
   EXPECT_EQ(status->write_errors[0].rfind("rank-1.log: ", 0), 0u) << status->write_errors[0];
+  EXPECT_EQ(status->write_errors[1], "8 B of the output of 1 not copied here (each node keeps its own rank-<r>.log)");
   EXPECT_FALSE(RunDirMirror(RunDir(dir_), "x").Poll(1).has_value()) << "nothing mirrored, nothing reported";
 }
 

@@ -85,7 +85,8 @@ class ViewObserver final : public JobObserver {
 };
 
 // Agents first, one per node; their failures name the node and the launcher's own error.
-Result<std::unique_ptr<AgentSource>> StartAgents(const RunSpec& spec, Launcher& launcher, const std::string& token) {
+Result<std::unique_ptr<AgentSource>> StartAgents(const RunSpec& spec, Launcher& launcher, const std::string& token,
+                                                 const std::function<void()>& before_ranks_start) {
   std::vector<AgentHandle> handles = launcher.Start(spec.nodes.nodes, token);
   for (const auto& h : handles)
     if (!h.error.empty()) return Unavailable("agent on " + h.name + " did not start: " + h.error);
@@ -98,6 +99,7 @@ Result<std::unique_ptr<AgentSource>> StartAgents(const RunSpec& spec, Launcher& 
     clients.push_back(std::move(*c));
   }
   auto source = std::make_unique<AgentSource>(AgentSourceOptions{spec.sample_period}, &RealClock::Instance());
+  if (before_ranks_start) before_ranks_start();
   if (Status st = source->Start(std::move(clients), spec); !st.ok()) return Unavailable(st.message());
   return source;
 }
@@ -130,9 +132,10 @@ Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launc
   }
   std::unique_ptr<RankSource> source;
   if (launcher) {
-    DSD_ASSIGN_OR_RETURN(source, StartAgents(spec, *launcher, token));
+    DSD_ASSIGN_OR_RETURN(source, StartAgents(spec, *launcher, token, io.before_ranks_start));
   } else {
     auto direct = std::make_unique<DirectSource>(&RealClock::Instance());
+    if (io.before_ranks_start) io.before_ranks_start();
     if (Status st = direct->Start(spec); !st.ok()) return Internal("cannot start the ranks: " + st.message());
     source = std::move(direct);
   }

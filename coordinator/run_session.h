@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 #include "common/status.h"
@@ -24,6 +25,10 @@ struct RunSessionIo {
   // Set by the caller's SIGINT/SIGTERM handler to the signal's number: the job is stopped, and its
   // exit code is 128 + the signal.
   const std::atomic<int>* interrupt = nullptr;
+  // Called once the agents are up, just before the ranks start: where the caller installs that
+  // handler. Until then a signal ends dsdoctor at once (and its agents with it), so a launch that
+  // hangs on an unreachable host can be interrupted.
+  std::function<void()> before_ranks_start;
 };
 
 // The job's result, or why it could not run: kInvalidArgument for what the user gave (a log dir

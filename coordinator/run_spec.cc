@@ -21,10 +21,14 @@ int FreeLoopbackPort() {
   return l.ok() ? port : 29500;
 }
 
-bool PythonName(std::string_view path) {
+std::string_view BaseName(std::string_view path) {
   const size_t slash = path.rfind('/');
-  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  return StartsWith(name, "python") || StartsWith(name, "pypy");
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool PythonName(std::string_view path) {
+  const std::string_view name = BaseName(path);
+  return StartsWith(name, "python") || StartsWith(name, "pypy") || StartsWith(name, "ipython");
 }
 
 // argv[0] as exec would find it: itself when it has a slash, else the first match on PATH.
@@ -42,6 +46,12 @@ std::string Resolve(const std::string& program) {
 
 bool IsPythonCommand(const std::vector<std::string>& argv) {
   if (argv.empty()) return false;
+  if (BaseName(argv[0]) == "env") {  // env [-i] [-u NAME] [NAME=VALUE …] PROGRAM …
+    size_t i = 1;
+    while (i < argv.size() && (StartsWith(argv[i], "-") || argv[i].find('=') != std::string::npos))
+      i += argv[i] == "-u" || argv[i] == "--unset" ? 2 : 1;
+    return i < argv.size() && IsPythonCommand(std::vector<std::string>(argv.begin() + i, argv.end()));
+  }
   if (PythonName(argv[0])) return true;
   // A script run directly (./train.py): its interpreter line says, `#!/usr/bin/env python3` included.
   auto head = ReadFile(Resolve(argv[0]), 1u << 20);

@@ -112,6 +112,9 @@ TEST(RunSpecTest, PythonIsTheInterpreterNotAWordInAPath) {
   EXPECT_TRUE(IsPythonCommand({"python3", "train.py"}));
   EXPECT_TRUE(IsPythonCommand({"/opt/venv/bin/python3.11", "-m", "torch.distributed.run"}));
   EXPECT_TRUE(IsPythonCommand({"pypy3", "x.py"}));
+  EXPECT_TRUE(IsPythonCommand({"/usr/bin/env", "-u", "PYTHONPATH", "OMP_NUM_THREADS=1", "python3", "x.py"}));
+  EXPECT_TRUE(IsPythonCommand({"ipython", "x.ipy"}));
+  EXPECT_FALSE(IsPythonCommand({"env", "FOO=1", "./train_healthy"}));
   EXPECT_FALSE(IsPythonCommand({"/home/u/python-projects/run.sh"}));
   EXPECT_FALSE(IsPythonCommand({"bash", "run_python.sh"}));
   EXPECT_FALSE(IsPythonCommand({}));

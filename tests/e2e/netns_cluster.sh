@@ -9,9 +9,10 @@
 # With ISOLATED=1 the nodes share nothing with the coordinator but the network, as real nodes:
 # each agent also has its own UTS namespace (hostname node-<i>) and mount namespace, where /tmp
 # and /dev/shm are fresh tmpfs (so a run dir under /tmp is the node's own) and /etc/hosts names
-# every node, as a cluster's DNS would. The binaries and programs outside /tmp stay visible, as
-# on a cluster's shared software.
-# Usage: [ISOLATED=1] netns_cluster.sh PREFIX NODES SLOW_NODE|-1 RATE -- COMMAND…
+# every node, as a cluster's DNS would. The software stays visible, as a cluster's shared software:
+# everything outside /tmp, and the folders under /tmp that KEEP names (colon-separated: the build
+# and source trees when a checkout lives under /tmp), bound into the node's fresh /tmp.
+# Usage: [ISOLATED=1 [KEEP=DIR:DIR…]] netns_cluster.sh PREFIX NODES SLOW_NODE|-1 RATE -- COMMAND…
 set -euo pipefail
 prefix=$1 nodes=$2 slow=$3 rate=$4 isolated=${ISOLATED:-0}
 shift 4
@@ -48,10 +49,15 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
   for ((i = 0; i < nodes; i++)); do echo "198.18.0.$((10 + i)) node-$i"; done
 } > "$work/hosts"
 chmod 644 "$work/hosts"
-# An isolated node: its hostname, /etc/hosts, and private /tmp and /dev/shm; the token is read before
-# /tmp is covered and kept in the node's own /tmp.
+# An isolated node: its hostname, /etc/hosts, and private /tmp and /dev/shm. The fresh /tmp is made
+# on /dev/shm first, the KEEP folders under /tmp are bound into it, and it is moved onto /tmp; then
+# /dev/shm gets a fresh tmpfs of its own. The token is read before /tmp is covered.
 isolated_agent='set -e; tok=$(cat "$4"); hostname "$1"; mount --bind "$5" /etc/hosts
-  mount -t tmpfs -o mode=1777 tmpfs /tmp; mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+  mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+  IFS=:; for keep in $6; do
+    case "$keep" in /tmp/?*) mkdir -p "/dev/shm/${keep#/tmp/}"; mount --rbind "$keep" "/dev/shm/${keep#/tmp/}";; esac
+  done; unset IFS
+  mount --move /dev/shm /tmp; mount -t tmpfs -o mode=1777 tmpfs /dev/shm
   umask 077; printf %s "$tok" > /tmp/agent.token
   exec "$2" agent --listen "$3" --token-file /tmp/agent.token --name "$1"'
 agents=()
@@ -63,7 +69,7 @@ for ((i = 0; i < nodes; i++)); do
   fi
   if ((isolated)); then
     ip netns exec "$prefix-n$i" unshare --mount --uts --propagation private -- bash -c "$isolated_agent" _ \
-      "node-$i" "$dsd" "198.18.0.$((10 + i)):47000" "$work/token" "$work/hosts" > "$work/agent$i.out" &
+      "node-$i" "$dsd" "198.18.0.$((10 + i)):47000" "$work/token" "$work/hosts" "${KEEP:-}" > "$work/agent$i.out" &
   else
     ip netns exec "$prefix-n$i" "$dsd" agent --listen "198.18.0.$((10 + i)):47000" --token-file "$work/token" \
       --name "node-$i" > "$work/agent$i.out" &

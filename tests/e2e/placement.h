@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <ostream>
 #include <string>
@@ -49,9 +50,24 @@ inline std::string PlacementUnavailable(Placement p) {
     GTEST_SKIP() << why;                                                     \
   }
 
+// A fresh run dir for a test: under /tmp, which every isolated node covers with its own tmpfs (so
+// the nodes cannot share it, whatever TMPDIR says).
+inline std::string PlacedRunDir(const std::string& name, Placement p) {
+  std::string dir = "/tmp/dsd-" + name + (p == Placement::kLocal ? "" : "-sn") + "-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// Whether a run's output shows the coordinator copied the nodes' files (kSharedNothing must).
+inline bool CopiedTheNodesFiles(const std::string& out) {
+  return out.find("does not share the run dir") != std::string::npos &&
+         out.find("its rank files are copied here") != std::string::npos;
+}
+
 // The command line of `dsdoctor run <flags> -- <command>` on `nodes` nodes of `slots` slots each,
-// placed as asked, with its run dir `dir`. For kSharedNothing the hostfile is written beside `dir`
-// (dir + ".hostfile") and MASTER_ADDR is node-0's address; env gets what the cluster script needs.
+// placed as asked, with its run dir `dir` (PlacedRunDir). For kSharedNothing the hostfile is written
+// beside `dir` (dir + ".hostfile") and MASTER_ADDR is node-0's address; env gets what the cluster
+// script needs.
 inline std::vector<std::string> PlacedRunArgv(Placement p, int nodes, int slots, const std::string& dir,
                                               const std::vector<std::string>& flags,
                                               const std::vector<std::string>& command,
@@ -66,6 +82,10 @@ inline std::vector<std::string> PlacedRunArgv(Placement p, int nodes, int slots,
     EXPECT_TRUE(WriteFileAtomic(dir + ".hostfile", hostfile).ok());
     (*env)["ISOLATED"] = "1";
     (*env)["DSD"] = DSDOCTOR_BIN;
+    // The software the nodes run, wherever the checkout is (under /tmp too): the source tree (test
+    // programs, .deps) and the build tree (dsdoctor, examples, the tracer).
+    (*env)["KEEP"] = std::string(DSDOCTOR_SOURCE_DIR) + ":" +
+                     std::filesystem::path(DSDOCTOR_BIN).parent_path().parent_path().string();
     // The agents' addresses and token exist once the cluster is up: the coordinator's namespace
     // gets them as $AGENTS and $TOKEN_FILE.
     argv = {

@@ -1,6 +1,8 @@
 // `dsdoctor run` and `dsdoctor analyze` end to end: the real binary starts every example program
-// (and a real PyTorch job) as 2 simulated nodes x 2 slots, and the findings must name the right
-// rank(s), op, seq and callsite; the logs must be on disk; `analyze` must agree post-mortem.
+// (and a real PyTorch job) as 2 nodes x 2 slots, simulated on this machine and, for most scenarios, on
+// nodes that share nothing but the network (tests/e2e/placement.h); the findings must name the right
+// rank(s), op, seq and callsite; the logs must be in the coordinator's run dir; `analyze` of that dir
+// must agree post-mortem.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -42,7 +44,7 @@ std::string FreshDir(const std::string& name) {
 RunResult RunJob(const std::string& name, std::vector<std::string> command, std::vector<std::string> flags = {},
                  std::map<std::string, std::string> env = {}, e2e::Placement placement = e2e::Placement::kLocal) {
   RunResult r;
-  r.dir = FreshDir(name + (placement == e2e::Placement::kLocal ? "" : "-sn"));
+  r.dir = e2e::PlacedRunDir("run-" + name, placement);
   std::vector<std::string> all_flags = {"--log-dir", r.dir, "--json", r.dir + "/report.json", "--quiet"};
   all_flags.insert(all_flags.end(), flags.begin(), flags.end());
   std::vector<std::string> argv = e2e::PlacedRunArgv(placement, 2, 2, r.dir, all_flags, command, &env);
@@ -54,6 +56,9 @@ RunResult RunJob(const std::string& name, std::vector<std::string> command, std:
   if (!res.ok()) return r;
   r.exit_code = res->exit_code;
   r.out = res->out + res->err;
+  if (placement == e2e::Placement::kSharedNothing) {
+    EXPECT_TRUE(e2e::CopiedTheNodesFiles(r.out)) << "the nodes must not share the run dir:\n" << r.out;
+  }
   auto text = ReadFile(r.dir + "/report.json");
   if (text.ok()) r.report = nlohmann::json::parse(*text, nullptr, false);
   return r;

@@ -1,4 +1,5 @@
-// `dsdoctor run` on unmodified PyTorch programs (Debian's torch, gloo), 2 simulated nodes x 1 rank:
+// `dsdoctor run` on unmodified PyTorch programs (Debian's torch, gloo), 2 nodes x 1 rank, simulated
+// on this machine and on nodes that share nothing but the network (tests/e2e/placement.h):
 // the injected tracer records every collective, so each failure class is named from the traces
 // with the rank, op#seq, sizes and the program's callsite, long before torch's own timeout; and
 // healthy jobs that are quiet, log on one rank only or spawn DataLoader workers finish untouched.
@@ -76,9 +77,7 @@ Run RunDeepSpeed(const std::string& scenario, std::vector<std::string> flags = {
 Run RunPython(const std::string& python, const std::string& program, const std::string& scenario,
               std::vector<std::string> flags, std::map<std::string, std::string> env, e2e::Placement placement) {
   Run r;
-  r.dir = fs::temp_directory_path() / ("dsd-torch-" + scenario + (placement == e2e::Placement::kLocal ? "" : "-sn") +
-                                       "-" + std::to_string(::getpid()));
-  fs::remove_all(r.dir);
+  r.dir = e2e::PlacedRunDir("torch-" + scenario, placement);
   std::vector<std::string> all_flags = {"--log-dir", r.dir, "--json", r.dir + "/report.json"};
   all_flags.insert(all_flags.end(), flags.begin(), flags.end());
   std::vector<std::string> argv = e2e::PlacedRunArgv(placement, 2, 1, r.dir, all_flags, {python, program}, &env);
@@ -95,6 +94,9 @@ Run RunPython(const std::string& python, const std::string& program, const std::
   if (!res.ok()) return r;
   r.exit_code = res->exit_code;
   r.out = res->out + res->err;
+  if (placement == e2e::Placement::kSharedNothing) {
+    EXPECT_TRUE(e2e::CopiedTheNodesFiles(r.out)) << "the nodes must not share the run dir:\n" << r.out;
+  }
   if (auto text = ReadFile(r.dir + "/report.json"); text.ok()) r.report = nlohmann::json::parse(*text, nullptr, false);
   return r;
 }
@@ -146,11 +148,12 @@ bool HasError(const nlohmann::json& report) {
   return false;
 }
 
-TEST(TorchE2eTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFinishesUntouched) {
+TEST_P(TorchPlacementTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFinishesUntouched) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
   // Rank 0 evaluates for 12 s without output or collectives while rank 1 waits in DDP's gradient
   // all-reduce; only rank 0 prints; both use 2 DataLoader workers.
-  auto r = RunTorch("healthy");
+  auto r = RunTorch("healthy", {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   ASSERT_TRUE(r.report.is_object()) << r.out;
   EXPECT_FALSE(r.report["hang"].get<bool>()) << r.report.dump(2);
@@ -222,9 +225,10 @@ TEST_P(TorchPlacementTest, AllReduceOfADifferentSizeNamesBothSizes) {
   ExpectStoppedOnTheHang(r);
 }
 
-TEST(TorchE2eTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
+TEST_P(TorchPlacementTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
-  auto r = RunTorch("uneven");
+  auto r = RunTorch("uneven", {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
@@ -235,9 +239,10 @@ TEST(TorchE2eTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
   ExpectStoppedOnTheHang(r);
 }
 
-TEST(TorchE2eTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheMismatchIsImmediate) {
+TEST_P(TorchPlacementTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheMismatchIsImmediate) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
-  auto r = RunTorch("uneven", {}, {{"DSDOCTOR_TRACE_DDP", "1"}});
+  auto r = RunTorch("uneven", {}, {{"DSDOCTOR_TRACE_DDP", "1"}}, GetParam());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
@@ -259,9 +264,10 @@ TEST_P(TorchPlacementTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
   ExpectStoppedOnTheHang(r);
 }
 
-TEST(TorchE2eTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
+TEST_P(TorchPlacementTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
-  auto r = RunTorch("world_size");
+  auto r = RunTorch("world_size", {}, {}, GetParam());
   ASSERT_TRUE(FailedWithFirstFinding(r, "RANK_MISSING", {1}, "trace"));
   const auto& f = r.report["findings"][0];
   EXPECT_NE(f["summary"].get<std::string>().find("world-size disagreement"), std::string::npos) << f["summary"];
@@ -271,11 +277,12 @@ TEST(TorchE2eTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
   // stops them, on a loaded machine; the finding above is what must hold either way.
 }
 
-TEST(TorchE2eTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStoppedOnSuspicion) {
+TEST_P(TorchPlacementTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStoppedOnSuspicion) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
   // Torch's timeout (12 s) ends the waiting rank; dsdoctor only warned until then, and the final
   // report names the stuck rank, not the one that timed out waiting for it.
-  auto r = RunTorch("loader_stuck", {}, {{"STEP_TIMEOUT", "12"}});
+  auto r = RunTorch("loader_stuck", {}, {{"STEP_TIMEOUT", "12"}}, GetParam());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("warning "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("the job is hung; stopping"), std::string::npos) << "a suspicion never stops a job: " << r.out;
@@ -291,10 +298,11 @@ TEST(TorchE2eTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStoppedOnSuspic
   EXPECT_EQ((*exited)["severity"], "warning") << "it timed out waiting: a consequence";
 }
 
-TEST(TorchE2eTest, NoTraceLeavesPythonRanksUntraced) {
+TEST_P(TorchPlacementTest, NoTraceLeavesPythonRanksUntraced) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_TORCH();
   auto r = RunTorch("size_mismatch", {"--no-trace", "--timeout", "5", "--on-hang", "wait"},
-                    {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}});
+                    {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}}, GetParam());
   ASSERT_TRUE(r.report.is_object()) << r.out;
   for (const auto& rank : r.report["ranks"]) EXPECT_FALSE(rank["has_trace"].get<bool>()) << rank.dump();
 }
@@ -367,9 +375,10 @@ TEST_P(DeepSpeedPlacementTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesTh
   }
 }
 
-TEST(DeepSpeedE2eTest, ARankThatIsAlwaysLateIsAStragglerAndTheJobFinishes) {
+TEST_P(DeepSpeedPlacementTest, ARankThatIsAlwaysLateIsAStragglerAndTheJobFinishes) {
+  REQUIRE_PLACEMENT(GetParam());
   REQUIRE_DEEPSPEED();
-  auto r = RunDeepSpeed("straggler");
+  auto r = RunDeepSpeed("straggler", {}, {}, GetParam());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   const auto* f = FindingOf(r.report, "STRAGGLER");
   ASSERT_NE(f, nullptr) << r.report.dump(2);
