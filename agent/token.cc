@@ -5,8 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <set>
 
 #include "common/file.h"
 #include "common/log.h"
@@ -47,8 +50,25 @@ Result<std::string> LoadTokenFile(const std::string& path) {
   DSD_ASSIGN_OR_RETURN(std::string content, ReadFile(path, 4096));
   std::string token(Trim(content));
   if (token.empty()) return InvalidArgument("token file " + path + " is empty");
+  DSD_RETURN_IF_ERROR(CheckTokenStrength(token, "token file " + path));
   log::Get("agent")->debug("token loaded from {} ({} bytes)", path, token.size());
   return token;
+}
+
+Status CheckTokenStrength(std::string_view token, const std::string& where) {
+  constexpr int kMinBits = 128;
+  constexpr size_t kMinDistinct = 8;
+  const bool hex =
+      std::all_of(token.begin(), token.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  const size_t bits = token.size() * (hex ? 4 : 6);
+  std::set<char> distinct(token.begin(), token.end());
+  if (bits >= kMinBits && distinct.size() >= kMinDistinct) return Status::Ok();
+  const std::string why = bits < kMinBits ? "holds about " + std::to_string(bits) + " bits"
+                                          : "uses only " + std::to_string(distinct.size()) + " distinct characters";
+  return InvalidArgument(where + ": the token " + why + "; a token that runs commands on every node needs at least " +
+                         std::to_string(kMinBits) +
+                         " random bits (16 bytes). Make one: head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > "
+                         "token && chmod 600 token");
 }
 
 Status WriteTokenFile(const std::string& path, const std::string& token) {

@@ -15,9 +15,16 @@ namespace dsd::agent {
 // 32 random bytes from the kernel, hex-encoded.
 Result<std::string> GenerateToken();
 
-// Reads a token file: must be a regular file, not readable by group or others, and hold a
-// non-empty token (surrounding whitespace ignored). Errors name the path and the problem.
+// Reads a token file: must be a regular file, not readable by group or others, and hold a token
+// strong enough for CheckTokenStrength (surrounding whitespace ignored). Errors name the path and
+// the problem.
 Result<std::string> LoadTokenFile(const std::string& path);
+
+// A token must carry at least 128 bits (16 random bytes), like GenerateToken's 256: counted as 4 bits
+// per character when it is all hex, 6 otherwise, and refused when it uses fewer than 8 distinct
+// characters ("aaaa…" is long and guessable). The error (kInvalidArgument) says how to make one;
+// `where` names its source ("token file /x", "--token-file -").
+Status CheckTokenStrength(std::string_view token, const std::string& where);
 
 // Writes a token file with mode 0600, atomically.
 Status WriteTokenFile(const std::string& path, const std::string& token);

@@ -30,6 +30,7 @@ Result<std::string> ReadTokenLineFromStdin() {
   }
   std::string token(Trim(line));
   if (token.empty()) return InvalidArgument("--token-file -: no token on stdin");
+  DSD_RETURN_IF_ERROR(agent::CheckTokenStrength(token, "--token-file -"));
   return token;
 }
 

@@ -21,6 +21,9 @@ std::string Base64Encode(std::string_view bytes);
 // Appends the decoded bytes to *out; false (with *out partly appended) on a character outside the
 // alphabet, a length that is not a multiple of 4, or padding anywhere but the end.
 bool Base64Decode(std::string_view text, std::string* out);
+// Text from a file or a flag made safe to print on a terminal: control bytes (below 0x20, and 0x7f)
+// become \xNN, so a hostfile cannot move the cursor or clear the screen through an error message.
+std::string Printable(std::string_view s);
 // "1.5 GiB", "512 MiB", "12 B".
 std::string FormatBytes(double bytes);
 

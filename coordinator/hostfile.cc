@@ -45,13 +45,13 @@ struct FilterEntry {
 Result<std::vector<FilterEntry>> ParseFilter(const std::string& flag, const std::string& text) {
   std::vector<FilterEntry> out;
   for (const auto& part : Split(text, '@')) {
-    std::string where = flag + " '" + text + "'";
+    std::string where = flag + " '" + Printable(text) + "'";
     if (part.empty())
       return InvalidArgument(where +
                              ": empty host name between '@' (deepspeed: \"Hostname '' not found in hostfile\")");
     auto fields = Split(part, ':');
     if (fields.size() > 2)
-      return InvalidArgument(where + ": '" + part +
+      return InvalidArgument(where + ": '" + Printable(part) +
                              "' has more than one ':' (the form is HOST:SLOT,SLOT; deepspeed fails on it)");
     std::vector<int> slots;
     if (fields.size() == 2) {
@@ -60,11 +60,11 @@ Result<std::vector<FilterEntry>> ParseFilter(const std::string& flag, const std:
         int slot = -1;
         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), slot);
         if (v.empty() || ec != std::errc() || p != v.data() + v.size())
-          return InvalidArgument(where + ": slot '" + std::string(s) + "' of host '" + fields[0] +
+          return InvalidArgument(where + ": slot '" + Printable(s) + "' of host '" + Printable(fields[0]) +
                                  "' is not a slot number (0, 1, …; deepspeed fails on it)");
         if (slot < 0 || slot >= kMaxSlotsPerHost)
           return InvalidArgument(
-              where + ": slot '" + std::string(s) + "' of host '" + fields[0] +
+              where + ": slot '" + Printable(s) + "' of host '" + Printable(fields[0]) +
               "' is not a slot number (0, 1, …; deepspeed would pass it on as CUDA_VISIBLE_DEVICES)");
         slots.push_back(slot);
       }
@@ -114,7 +114,7 @@ Result<Hostfile> ParseHostfile(const std::string& path, const std::string& conte
     size_t digits = p + 6;
     bool match = p > host_end && line.substr(p, 6) == "slots=" && digits < line.size() && IsDigit(line[digits]);
     if (!match) {
-      return InvalidArgument(where + ": bad entry '" + std::string(line) + "': " + WhyBadEntry(line) +
+      return InvalidArgument(where + ": bad entry '" + Printable(line) + "': " + Printable(WhyBadEntry(line)) +
                              "; deepspeed expects 'HOST slots=N' (deepspeed: \"Hostfile contains a bad entry\")");
     }
     size_t end = digits;
@@ -122,6 +122,11 @@ Result<Hostfile> ParseHostfile(const std::string& path, const std::string& conte
     std::string_view count = line.substr(digits, end - digits);
     while (count.size() > 1 && count.front() == '0') count.remove_prefix(1);
     HostEntry e{std::string(line.substr(0, host_end)), 0, n};
+    if (Printable(e.host) != e.host) {
+      return InvalidArgument(where + ": host '" + Printable(e.host) +
+                             "' holds control characters, which no host name has (a file edited on another system, "
+                             "or pasted with escape sequences?)");
+    }
     if (count.size() > 5 || std::stoi(std::string(count)) > kMaxSlotsPerHost) {
       return InvalidArgument(where + ": slots=" + std::string(line.substr(digits, end - digits)) + " for host '" +
                              e.host + "' is more than " + std::to_string(kMaxSlotsPerHost) + " slots (a typo?)");
@@ -133,7 +138,7 @@ Result<Hostfile> ParseHostfile(const std::string& path, const std::string& conte
                              "give its GPU count or remove the line");
     }
     if (std::string_view rest = StripPy(line.substr(end)); !rest.empty() && rest.front() != '#') {
-      hf.notes.push_back(where + ": '" + std::string(rest) + "' after slots=" + std::to_string(e.slots) +
+      hf.notes.push_back(where + ": '" + Printable(rest) + "' after slots=" + std::to_string(e.slots) +
                          " is ignored by deepspeed" +
                          (rest.find("slots") != std::string_view::npos ? " (max_slots is OpenMPI-only)" : ""));
     }
@@ -182,7 +187,7 @@ Result<NodeSelection> PlanNodes(const Hostfile& hf, const PlanOptions& options) 
     DSD_ASSIGN_OR_RETURN(auto f, ParseFilter("--include", options.include));
     for (const auto& e : f) {
       const HostEntry* h = entry(e.host);
-      if (!h) return InvalidArgument("--include: host '" + e.host + "' is not in " + hf.path);
+      if (!h) return InvalidArgument("--include: host '" + Printable(e.host) + "' is not in " + hf.path);
       for (int s : e.slots) {
         if (s >= h->slots) {
           out.notes.push_back("--include: slot " + std::to_string(s) + " is not among the " + std::to_string(h->slots) +
@@ -209,7 +214,7 @@ Result<NodeSelection> PlanNodes(const Hostfile& hf, const PlanOptions& options) 
       DSD_ASSIGN_OR_RETURN(auto f, ParseFilter("--exclude", options.exclude));
       for (const auto& e : f) {
         const HostEntry* h = entry(e.host);
-        if (!h) return InvalidArgument("--exclude: host '" + e.host + "' is not in " + hf.path);
+        if (!h) return InvalidArgument("--exclude: host '" + Printable(e.host) + "' is not in " + hf.path);
         auto node = std::find_if(nodes.begin(), nodes.end(), [&](const NodePlan& n) { return n.host == e.host; });
         for (int s : e.slots) {
           if (s >= h->slots) {

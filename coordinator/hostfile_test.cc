@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/strings.h"
 
 namespace dsd::coordinator {
@@ -158,6 +160,31 @@ TEST(HostfileTest, KeepsLineNumbers) {
   ASSERT_EQ(hf->hosts.size(), 2u);
   EXPECT_EQ(hf->hosts[1].host, "worker-2");
   EXPECT_EQ(hf->hosts[1].line, 4);
+}
+
+// Control bytes in a hostfile never reach the terminal through a message: a host name with them is
+// refused naming file:line, and every quoted piece of the file shows them as \xNN.
+TEST(HostfileTest, ControlBytesAreNamedNeverPrinted) {
+  const auto has_control = [](const std::string& s) {
+    return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  };
+  auto host = ParseHostfile("hf", "w1 slots=2\n\x1b[2Jw2 slots=2\n");
+  ASSERT_FALSE(host.ok());
+  EXPECT_NE(host.status().message().find("hf:2: host '\\x1b[2Jw2' holds control characters"), std::string::npos)
+      << host.status().message();
+  EXPECT_FALSE(has_control(host.status().message()));
+  auto entry = ParseHostfile("hf", "w1 \x07slots=2\n");
+  ASSERT_FALSE(entry.ok());
+  EXPECT_NE(entry.status().message().find("bad entry 'w1 \\x07slots=2'"), std::string::npos)
+      << entry.status().message();
+  EXPECT_FALSE(has_control(entry.status().message()));
+  auto note = ParseHostfile("hf", "w1 slots=2 \x1b]0;title\x07\n");
+  ASSERT_TRUE(note.ok());
+  ASSERT_EQ(note->notes.size(), 1u);
+  EXPECT_FALSE(has_control(note->notes[0])) << note->notes[0];
+  auto filter = PlanNodes(*ParseHostfile("hf", "w1 slots=2\n"), {.include = "w\x1b" "9"});
+  ASSERT_FALSE(filter.ok());
+  EXPECT_FALSE(has_control(filter.status().message())) << filter.status().message();
 }
 
 TEST(HostfileTest, DefaultHostfileFollowsDeepSpeed) {

@@ -138,7 +138,7 @@ TEST_F(CheckE2eTest, TooLowUlimitIsResourceLimitNotUnreachableAgents) {
 // Two hand-started agents, one whose own environment names a missing interface; attach to both.
 TEST_F(CheckE2eTest, AttachedAgentWithMissingIfnameIsSocketIfnameInvalid) {
   auto r = InNamespace(
-      "umask 077; echo secret-token > $DIR/token; "
+      "umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > $DIR/token; "
       "$DSD agent --listen 127.0.0.2:47100 --token-file $DIR/token --name good > $DIR/a.out & A=$!; "
       "NCCL_SOCKET_IFNAME=nosuch0 $DSD agent --listen 127.0.0.3:47100 --token-file $DIR/token --name bad > $DIR/b.out "
       "& B=$!; "
@@ -169,7 +169,7 @@ TEST_F(CheckE2eTest, TwoRealNcclVersionsAreNcclVersionMismatch) {
     GTEST_SKIP() << "second NCCL not fetched";
   }
   auto r = InNamespace(
-      "umask 077; echo t > $DIR/token; "
+      "umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > $DIR/token; "
       "$DSD agent --listen 127.0.0.2:47400 --token-file $DIR/token > $DIR/a.out & A=$!; "
       "DSDOCTOR_NCCL_LIBRARY=" DSDOCTOR_SECOND_NCCL
       " $DSD agent --listen 127.0.0.3:47400 --token-file $DIR/token > $DIR/b.out & B=$!; "
@@ -193,7 +193,8 @@ TEST_F(CheckE2eTest, TwoRealNcclVersionsAreNcclVersionMismatch) {
 
 TEST_F(CheckE2eTest, WrongTokenIsRefusedAndTheAgentStaysUp) {
   auto r = InNamespace(
-      "umask 077; echo right > $DIR/token; echo wrong > $DIR/bad; "
+      "umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > $DIR/token; head -c 32 /dev/urandom | od -An "
+      "-tx1 | tr -d ' \\n' > $DIR/bad; "
       "$DSD agent --listen 127.0.0.2:47200 --token-file $DIR/token > $DIR/a.out 2> $DIR/a.err & A=$!; "
       "for i in $(seq 100); do grep -q READY $DIR/a.out && break; sleep 0.05; done; "
       "$DSD check --launcher attach --agents 127.0.0.2:47200 --token-file $DIR/bad --json $DIR/bad.json; echo "
@@ -254,7 +255,7 @@ TEST_F(CheckE2eTest, TokenNeverCrossesTheWireAndAReplayAuthenticatesNothing) {
 // check is clean and the agent stays up (docs/performance.md has its memory under this load).
 TEST_F(CheckE2eTest, HostileClientsDoNotStopTheAgentOrACheck) {
   auto r = InNamespace(
-      "umask 077; echo right > $DIR/token; "
+      "umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > $DIR/token; "
       "$DSD agent --listen 127.0.0.2:47420 --token-file $DIR/token > $DIR/a.out 2> $DIR/a.err & A=$!; "
       "for i in $(seq 100); do grep -q READY $DIR/a.out && break; sleep 0.05; done; "
       "python3 " HOSTILE_CLIENT

@@ -176,7 +176,9 @@ TEST_F(TuiE2eTest, AttachShowsARunningJobsHangAndQDetachesWhileTheJobRunsOn) {
             fs::perms::none);
 
   // A wrong token is refused: exit 1, and the reason.
-  ASSERT_TRUE(WriteFileAtomic((dir_ / "wrong.token").string(), "0123456789abcdef\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomic((dir_ / "wrong.token").string(), std::string(64, '0').replace(0, 16, "0123456789abcdef") + "\n")
+          .ok());
   fs::permissions(dir_ / "wrong.token", fs::perms::owner_read | fs::perms::owner_write);
   auto addr = ReadFile(logs + "/viewer.addr");
   ASSERT_TRUE(addr.ok());
