@@ -22,6 +22,11 @@ int RunAnalyze(const AnalyzeOptions& o) {
   }
   std::vector<std::string> warnings;
   collectors::RunDirOptions opts{o.timeout_s, o.hang_after_s};
+  opts.on_idle = [](const std::string& name) {
+    std::cerr << "dsdoctor analyze: waiting for more of " << name
+              << ": nothing came for 2 s and it is still open (its writer has not closed it; Ctrl-D ends a "
+                 "terminal's input)\n";
+  };
   auto job = collectors::LoadLogs(o.paths, opts, &warnings);
   if (!job.ok()) {
     std::cerr << "dsdoctor analyze: " << job.status().message() << "\n";

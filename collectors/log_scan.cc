@@ -1,6 +1,7 @@
 #include "collectors/log_scan.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -483,7 +484,20 @@ Status LogScanner::AddFd(int fd, const LogInput& input) {
   int64_t overlong_number = 0, overlong_offset = 0;
   bool learned = false;
   Status status = Status::Ok();
+  // A pipe, FIFO or terminal that stays open and silent is said once (options.on_idle).
+  struct stat info;
+  bool watch_idle = s.options.on_idle && ::fstat(fd, &info) == 0 && !S_ISREG(info.st_mode);
+  const int idle_ms =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(s.options.idle_notice).count());
   for (;;) {
+    if (watch_idle) {
+      pollfd p{fd, POLLIN, 0};
+      int ready = ::poll(&p, 1, idle_ms);
+      if (ready == 0) {
+        s.options.on_idle(input.name.empty() ? input.path : input.name);
+        watch_idle = false;
+      }
+    }
     ssize_t n = ::read(fd, buf.data() + have, std::min(block, buf.size() - have));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

@@ -14,12 +14,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "diagnosis/state.h"
 
@@ -37,6 +39,11 @@ struct LogScanOptions {
   size_t max_events_per_kind = 32;  // per stream and kind
   size_t max_events = 100000;       // in all: hostile logs (a new "host" per line) stay bounded
   size_t max_streams = 1 << 16;
+  // Called once per input that is not a regular file (standard input, a FIFO) when nothing has come
+  // from it for idle_notice while it stays open: a writer that never closes it would otherwise keep
+  // analyze waiting without a word. Its argument is the input's name.
+  std::function<void(const std::string&)> on_idle;
+  Duration idle_notice = std::chrono::seconds(2);
 };
 
 struct RankLogFacts {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "collectors/log_matcher.h"
+#include "common/file.h"
 
 namespace dsd::collectors {
 namespace {
@@ -27,6 +28,35 @@ const LogEvent* Find(const LogScanResult& r, const std::string& kind, int rank =
   for (const LogEvent& e : r.events)
     if (e.kind == kind && (rank == -2 || e.rank == rank)) return &e;
   return nullptr;
+}
+
+// A pipe whose writer stays silent while keeping it open is said once (analyze would otherwise wait
+// without a word); its lines are still read when they come. A regular file is never "idle".
+TEST(LogScanTest, AnInputThatStaysOpenAndSilentIsSaidOnce) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  std::thread writer([w = p[1]] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    const char line[] = "[rank1]: RuntimeError: NCCL error in: boom, unhandled system error\n";
+    (void)!::write(w, line, sizeof line - 1);
+    ::close(w);
+  });
+  std::vector<std::string> idle;
+  LogScanOptions o;
+  o.idle_notice = std::chrono::milliseconds(100);
+  o.on_idle = [&](const std::string& name) { idle.push_back(name); };
+  LogScanner scanner(o);
+  ASSERT_TRUE(scanner.AddFd(p[0], {"-", -1, "<stdin>"}).ok());
+  writer.join();
+  ::close(p[0]);
+  EXPECT_EQ(idle, std::vector<std::string>{"<stdin>"});
+  EXPECT_FALSE(scanner.Finish().events.empty()) << "the line that came later is read";
+  const std::string file = ::testing::TempDir() + "/dsd_idle_" + std::to_string(::getpid()) + ".log";
+  ASSERT_TRUE(WriteFileAtomic(file, "quiet\n").ok());
+  LogScanner regular(o);
+  ASSERT_TRUE(regular.Add({file, -1, ""}).ok());
+  EXPECT_EQ(idle.size(), 1u) << "a regular file is read, never waited for";
+  ::unlink(file.c_str());
 }
 
 TEST(LogScanTest, TorchrunCombinedLogIsSplitPerRankWithFileLines) {

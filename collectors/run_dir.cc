@@ -162,7 +162,9 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
       return LoadRunDir(p, options, warnings);
     }
   }
-  LogScanner scanner;
+  LogScanOptions scan_options;
+  scan_options.on_idle = options.on_idle;
+  LogScanner scanner(scan_options);
   scanner.ExpectBytes(TotalBytes(paths));
   for (const std::string& p : paths) {
     // A rank's log by its name (common/run_files.h); any other file is a combined log.

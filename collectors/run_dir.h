@@ -11,6 +11,7 @@
 // Free functions; thread-safe.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -32,6 +33,9 @@ diagnosis::OpRecord ToOpRecord(const runtime::TraceRecord& r);
 struct RunDirOptions {
   double stall_after_s = 60;
   double hang_after_s = 5;
+  // Standard input or a FIFO that stays open and silent for 2 s: called once with its name, so the
+  // person knows analyze waits for its writer (LogScanOptions::on_idle).
+  std::function<void(const std::string&)> on_idle;
 };
 
 // Reads every rank's log, trace and exit status. Errors: the folder is missing or holds no rank

@@ -212,6 +212,19 @@ TEST(CliTest, PlanAndDryRunShowSlotsRanksAndMaster) {
   std::filesystem::remove(hf);
 }
 
+// `analyze -` fed by a writer that keeps the pipe open and silent says it is waiting, then reads
+// what comes and ends with the pipe.
+TEST(CliTest, AnalyzeSaysItWaitsOnASilentOpenInput) {
+  auto r = RunCommand({"sh", "-c",
+                       "(sleep 2.5; echo '[rank1]: RuntimeError: NCCL error in: x, unhandled system error') | " +
+                           std::string(DSDOCTOR_BIN) + " analyze - --json"},
+                      {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 1) << r->out << r->err;
+  EXPECT_NE(r->err.find("waiting for more of <stdin>: nothing came for 2 s"), std::string::npos) << r->err;
+  EXPECT_NE(r->out.find("NCCL_ERROR"), std::string::npos) << r->out;
+}
+
 TEST(CliTest, TuiNeedsAttachOrReplayAndNamesBadRecordings) {
   auto none = Dsdoctor({"tui"});
   EXPECT_EQ(none.exit_code, 2);
