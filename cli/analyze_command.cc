@@ -46,7 +46,8 @@ int RunAnalyze(const AnalyzeOptions& o) {
   }
   bool errors = std::any_of(d.findings.begin(), d.findings.end(),
                             [](auto& f) { return f.severity == diagnosis::Severity::kError; });
-  return errors || d.hang ? kExitProblems : kExitOk;
+  // Evidence the report lacks (a run cut short, a missing ring or log) is never a healthy 0.
+  return errors || d.hang || !job->evidence_missing.empty() ? kExitProblems : kExitOk;
 }
 
 }  // namespace dsd::cli

@@ -218,7 +218,9 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   std::map<int, diagnosis::RankState> from_manifest;
   bool stopped_by_us = false;  // dsdoctor ended the ranks: their .exit files hold our signal, not their fate
   int64_t manifest_now_ns = 0;
+  bool have_manifest = false;
   if (auto manifest = ReadFile(run_dir.Manifest()); manifest.ok()) {
+    have_manifest = true;
     nlohmann::json j = nlohmann::json::parse(*manifest, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument(run_dir.Manifest() + ": not valid JSON");
     if (!j.contains("world_size") || !j["world_size"].is_number_integer() || j["world_size"].get<int64_t>() < 0 ||
@@ -309,6 +311,20 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   MergeLogs(scanner.Finish(), &job, warnings);
   job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(),
                               [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
+  // No manifest and ranks with no exit status: the run was cut short (its coordinator and agents
+  // killed with it, the node lost). What happened at the end is unknown, and the report says so
+  // rather than reading as a clean run.
+  if (!have_manifest) {
+    std::vector<int> unknown;
+    for (const auto& r : job.ranks)
+      if (r.status == diagnosis::RankStatus::kRunning) unknown.push_back(r.rank);
+    if (!unknown.empty())
+      job.evidence_missing.push_back(
+          std::string(RunDir::kManifest) + " is missing and " + (unknown.size() == 1 ? "rank " : "ranks ") +
+          diagnosis::FormatRanks(unknown) +
+          " left no exit status: the run was cut short (dsdoctor, its agents or the nodes were killed), so how it "
+          "ended is unknown; the findings rest on the logs and traces up to then");
+  }
   job.now_ns = stopped_by_us && manifest_now_ns ? manifest_now_ns : latest_ns;
   for (auto& r : job.ranks) {
     if (!(stopped_by_us && manifest_now_ns)) job.now_ns = std::max(job.now_ns, r.exit_ns);

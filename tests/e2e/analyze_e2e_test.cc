@@ -220,6 +220,32 @@ TEST(AnalyzeE2eTest, AHealthyStartsRetryWarningsAreNoError) {
   EXPECT_EQ((*store)["severity"], "warning");
 }
 
+// A run dir whose run was cut short (no run.json, no exit status: dsdoctor and its agents killed
+// with the ranks) never reads as a clean run: the report says what it lacks.
+TEST(AnalyzeE2eTest, AKilledRunsDirSaysItWasCutShort) {
+  const std::string dir = fs::temp_directory_path() / ("dsd-analyze-killed-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir + "/rank-0.log") << "step 1 loss 0.5\nstep 2 loss 0.4\n";
+  std::ofstream(dir + "/rank-1.log") << "step 1 loss 0.5\n";
+  auto text = Analyze({dir}, false);
+  EXPECT_EQ(text.exit_code, 1) << "not a healthy run: something to look at";
+  EXPECT_EQ(text.out.find("no problems found\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("run.json is missing and ranks 0,1 left no exit status: the run was cut short"),
+            std::string::npos)
+      << text.out;
+  auto json = Analyze({dir});
+  ASSERT_TRUE(json.report.is_object()) << json.out;
+  ASSERT_EQ(json.report["evidence_missing"].size(), 1u) << json.report.dump(2);
+  // With exit statuses (run_local.sh writes them) the run ended, and nothing is missing.
+  std::ofstream(dir + "/rank-0.exit") << "0\n";
+  std::ofstream(dir + "/rank-1.exit") << "0\n";
+  auto ended = Analyze({dir});
+  EXPECT_EQ(ended.exit_code, 0);
+  EXPECT_FALSE(ended.report.contains("evidence_missing")) << ended.report.dump(2);
+  fs::remove_all(dir);
+}
+
 TEST(AnalyzeE2eTest, BadInputIsNamedAndNeverCrashes) {
   auto missing = Analyze({"/nonexistent/job.log"}, false);
   EXPECT_EQ(missing.exit_code, 2);
