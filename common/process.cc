@@ -296,4 +296,29 @@ FdLimit RaiseFdLimit(uint64_t wanted) {
   return {value(l.rlim_cur), value(l.rlim_max)};
 }
 
+Status WriteToPipe(int fd, std::string_view bytes) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  int error = 0;
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno;
+      break;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  if (error == EPIPE) {
+    // The SIGPIPE this write raised is pending on this thread: take it back before unblocking.
+    const timespec now{0, 0};
+    while (::sigtimedwait(&pipe_only, nullptr, &now) == SIGPIPE) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return error ? ErrnoError("write to a pipe", error) : Status::Ok();
+}
+
 }  // namespace dsd

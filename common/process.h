@@ -71,6 +71,12 @@ std::vector<char*> EnvironmentPointers(std::vector<std::string>& env);
 // child that goes on as another command without exec. False when the area cannot be found.
 bool SetCommandLine(const std::vector<std::string>& args);
 
+// Writes all of `bytes` to a pipe whose reader may already be gone (a child that exited at once):
+// EPIPE is returned, never a SIGPIPE that would end this process. The signal is blocked in this
+// thread for the write and a SIGPIPE it raised is taken back, so the process's disposition (which
+// children inherit across exec) is never changed.
+Status WriteToPipe(int fd, std::string_view bytes);
+
 // Open-file limits (RLIMIT_NOFILE) of this process.
 struct FdLimit {
   uint64_t soft = 0;

@@ -163,5 +163,26 @@ TEST(ProcessTest, HugeEnvironmentsAreMergedNotSetOneByOne) {
   EXPECT_NE(std::find(merged.begin(), merged.end(), "PATH=/bin"), merged.end());
 }
 
+// A child that exited before reading its stdin: writing to it is EPIPE, not a SIGPIPE that would end
+// the coordinator (a launcher hands each agent its token this way), and no SIGPIPE stays pending.
+TEST(ProcessTest, WritingToAPipeWithNoReaderIsAnErrorNotASignal) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  ::close(p[0]);
+  Status st = WriteToPipe(p[1], "token\n");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("Broken pipe"), std::string::npos) << st.ToString();
+  sigset_t pending;
+  sigpending(&pending);
+  EXPECT_FALSE(sigismember(&pending, SIGPIPE));
+  ::close(p[1]);
+  ASSERT_EQ(::pipe(p), 0);
+  EXPECT_TRUE(WriteToPipe(p[1], "token\n").ok());
+  char buf[16] = {};
+  EXPECT_EQ(::read(p[0], buf, sizeof buf), 6);
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
 }  // namespace
 }  // namespace dsd

@@ -290,9 +290,9 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
     h.pid = pid;
     h.stdin_fd = in_pipe[1];
     stdout_fds[i] = out_pipe[0];
-    std::string line = token + "\n";
-    ssize_t ignored = ::write(h.stdin_fd, line.data(), line.size());
-    (void)ignored;
+    // The child may be gone already (ssh refused at once): its error comes from its stderr and exit,
+    // and the write must never end us with SIGPIPE.
+    (void)WriteToPipe(h.stdin_fd, token + "\n");
     log->debug("started {} for {} as pid {}{}", spawn->argv[0], h.name, pid, in_process ? " (forked, no exec)" : "");
   }
   // Wait for every ready line at once: ssh handshakes overlap instead of adding up.
