@@ -20,6 +20,14 @@ bool HasCommEvent(const JobState& job, int rank) {
   return false;
 }
 
+// A rank whose own log says it failed (an exception, an error line): from logs alone its fate is
+// unknown, but it did not sit out a collective; it is not "missing".
+bool FailedInItsLog(const JobState& job, int rank) {
+  for (const LogEvent& e : job.events)
+    if ((e.rank == rank || e.subject_rank == rank) && !e.code.empty() && e.code != codes::kRankExited) return true;
+  return false;
+}
+
 std::string FirstErrorEvent(const JobState& job, int rank) {
   for (const LogEvent& e : job.events)
     if (e.rank == rank && e.severity == Severity::kError) return e.Where() + ": " + e.summary;
@@ -70,6 +78,7 @@ bool MissingRankCausedTheFailures(Ctx& c, const std::vector<const RankState*>& f
   Finding f;
   for (const RankState& r : c.job.ranks) {
     if (!Running(r)) continue;
+    if (c.job.logs_only && FailedInItsLog(c.job, r.rank)) continue;
     // A traced failing call: the live ranks that never reached it. An untraced one (a collective
     // DDP issues from C++): the live ranks that are in no call at all, while the others timed out.
     if (call ? (!MemberOf(r, call->comm) || Reached(r, call->comm, call->seq))

@@ -230,6 +230,27 @@ void FirstFailure(Ctx& c) {
   }
   // Only worth saying when other ranks' errors followed it.
   if (echoes) c.first_failure = root->summary;
+  // From logs alone, a launcher's exit line may name a rank whose only errors are such echoes (mpirun's
+  // "first process to exit" is whichever exit its daemon saw first, which under load can be a peer
+  // that lost its connection while the failing rank was still tearing down): that exit is a
+  // consequence too.
+  if (!echoes || !c.job.logs_only) return;
+  const auto only_echoes = [&](int rank) {
+    bool any = false;
+    for (const LogEvent& e : c.job.events) {
+      if (e.rank != rank || e.severity != Severity::kError || e.code == codes::kRankExited) continue;
+      if (!c.echoes.count(&e) && !e.consequence) return false;
+      any = true;
+    }
+    return any;
+  };
+  for (Finding& f : c.out.findings) {
+    if (f.code != codes::kRankExited || f.severity != Severity::kError || f.ranks.empty()) continue;
+    if (std::any_of(f.ranks.begin(), f.ranks.end(), [&](int r) { return r == root->rank || !only_echoes(r); }))
+      continue;
+    f.severity = Severity::kWarning;
+    f.summary += " (a consequence: after rank " + std::to_string(root->rank) + " failed first (" + root->Where() + "))";
+  }
 }
 
 void Events(Ctx& c) {

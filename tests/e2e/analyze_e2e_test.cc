@@ -108,10 +108,14 @@ TEST(AnalyzeE2eTest, RealMpirunTorchJobNamesTheRankThatRanOutOfMemoryFirst) {
   }
   EXPECT_FALSE(echo_ranks.empty()) << a.report.dump(2);
   EXPECT_FALSE(echo_ranks.count(2));
-  // mpirun's "first process to exit" table makes rank 2's exit known.
+  // mpirun's "first process to exit" table makes an exit known: rank 2's, or, when a peer's exit
+  // reached mpirun first (a loaded machine), that peer's as a consequence.
   const auto* exited = FindingOf(a.report, "RANK_EXITED");
   ASSERT_TRUE(exited);
-  EXPECT_EQ(Ranks(*exited), std::vector<int>{2});
+  if (Ranks(*exited) != std::vector<int>{2}) {
+    EXPECT_EQ((*exited)["severity"], "warning") << exited->dump(2);
+  }
+  EXPECT_EQ(FindingOf(a.report, "RANK_MISSING"), nullptr) << a.report.dump(2);
   // The same from standard input.
   auto piped =
       RunCommand({"/bin/sh", "-c", std::string(DSDOCTOR_BIN) + " analyze - --json < " + log}, e2e::WithTimeout(60));
@@ -125,6 +129,49 @@ TEST(AnalyzeE2eTest, RealMpirunTorchJobNamesTheRankThatRanOutOfMemoryFirst) {
     ADD_FAILURE() << "the log is kept: " << log;  // mpirun's interleaving varies from run to run
   else
     fs::remove(log);
+}
+
+// The same job's log when mpirun's table names a peer that lost its connection (its exit reached
+// mpirun before the out-of-memory rank had finished exiting; seen under load): the first failure in
+// the log still leads, the peer's exit is a consequence, and no rank is called missing (every rank's
+// log says it failed).
+TEST(AnalyzeE2eTest, AnExitMpirunSawFirstThatFollowedTheFirstFailureIsAConsequence) {
+  const std::string log =
+      WriteLog("mpi-peer-first.log",
+               "[1,1]<stdout>:rank 1 step 1 done\n"
+               "[1,0]<stdout>:rank 0 step 1 done\n"
+               "[1,2]<stderr>:Traceback (most recent call last):\n"
+               "[1,2]<stderr>:  File \"/job/torch_oom_rank.py\", line 20, in <module>\n"
+               "[1,2]<stderr>:    buf = bytearray(10**15)\n"
+               "[1,2]<stderr>:MemoryError\n"
+               "[1,0]<stderr>:Traceback (most recent call last):\n"
+               "[1,0]<stderr>:  File \"/job/torch_oom_rank.py\", line 21, in <module>\n"
+               "[1,0]<stderr>:    dist.all_reduce(t)\n"
+               "[1,0]<stderr>:RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by "
+               "peer [127.0.0.1]:51103\n"
+               "[1,1]<stderr>:Traceback (most recent call last):\n"
+               "[1,1]<stderr>:  File \"/job/torch_oom_rank.py\", line 21, in <module>\n"
+               "[1,1]<stderr>:    dist.all_reduce(t)\n"
+               "[1,1]<stderr>:RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by "
+               "peer [127.0.0.1]:10149\n"
+               "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+               "the job to be terminated. The first process to do so was:\n"
+               "\n"
+               "  Process name: [[13671,1],1]\n"
+               "  Exit code:    1\n");
+  auto a = Analyze({log});
+  EXPECT_EQ(a.exit_code, 1);
+  ASSERT_TRUE(a.report.is_object()) << a.out;
+  ASSERT_FALSE(a.report["findings"].empty());
+  EXPECT_EQ(a.report["findings"][0]["code"], "OUT_OF_MEMORY") << a.report.dump(2);
+  EXPECT_EQ(Ranks(a.report["findings"][0]), std::vector<int>{2});
+  EXPECT_EQ(FindingOf(a.report, "RANK_MISSING"), nullptr) << a.report.dump(2);
+  const auto* exited = FindingOf(a.report, "RANK_EXITED");
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(Ranks(*exited), std::vector<int>{1});
+  EXPECT_EQ((*exited)["severity"], "warning");
+  EXPECT_NE((*exited)["summary"].get<std::string>().find("a consequence: after rank 2 failed first"), std::string::npos)
+      << exited->dump(2);
 }
 
 TEST(AnalyzeE2eTest, WatchdogReportsNameTheRankThatNeverArrived) {
