@@ -12,7 +12,9 @@ site-packages) and the function that issued the call: the framework function the
 ("train.py:92 (engine.save_checkpoint)"), else the program's own ("train.py:49 (save_checkpoint)").
 
 Rules: the program's behaviour never changes (same calls, same arguments, same return values, same
-exceptions); a failure inside the tracer disables it and says so once on stderr; a process forked
+exceptions, and tracebacks without a frame of ours); a call torch refused before issuing any work
+leaves no record and no sequence number (docs/trace.md, withdrawn); a failure inside the tracer
+disables it and says so once on stderr; a process forked
 from a traced rank (a DataLoader worker) records nothing. DSDOCTOR_TRACE_FILE names the trace;
 DSDOCTOR_TRACER_LIB the shared library (default: beside this folder).
 """
@@ -149,6 +151,10 @@ class _Tracer:
         fast.dsd_trace_end_fast.restype = None
         self.begin_fast = fast.dsd_trace_begin_fast
         self.end_fast = fast.dsd_trace_end_fast
+        fast.dsd_trace_withdraw_fast.restype = None
+        self.withdraw_fast = fast.dsd_trace_withdraw_fast
+        lib.dsd_trace_withdraw.argtypes = [ctypes.c_uint64]
+        lib.dsd_trace_withdraw.restype = None
         self.lib = lib
 
     def open(self, rank, world, backend):
@@ -350,7 +356,13 @@ def _arg(args, kwargs, index, name, default=None):
 _TEMPLATE = """
 def traced(*args, **kwargs):
     if OFF[0] or tls.depth:
-        return orig(*args, **kwargs)
+        if tls.depth:
+            tls.depth = 2  # a nested call: the outer one communicated
+        try:
+            return orig(*args, **kwargs)
+        except BaseException as e:
+            _hide(e)
+            raise
     handle = 0
     record = False
     try:
@@ -380,13 +392,23 @@ def traced(*args, **kwargs):
     except Exception as e:  # our bug, never the program's
         T.disable("NAME: %s: %s" % (type(e).__name__, e))
     if not record:
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except BaseException as e:
+            _hide(e)
+            raise
     tls.depth = 1
     try:
         ret = orig(*args, **kwargs)
     except BaseException as e:
+        nested = tls.depth > 1
         tls.depth = 0
-        _end(handle, False, "%s: %s" % (type(e).__name__, e))
+        if not nested and _refused(e):  # torch refused it before communicating: no record, no seq
+            _withdraw(handle)
+            SEQ_UNDO
+        else:
+            _end(handle, False, "%s: %s" % (type(e).__name__, e))
+        _hide(e)
         raise
     tls.depth = 0
     if ret is not None and is_async:
@@ -409,7 +431,7 @@ def _wrap_collective(name, orig, spec):
     defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
     env = {"T": T, "tls": T.tls, "orig": orig, "_begin": _begin, "_end": _end, "_complete_on_future": _complete_on_future,
            "_tensor_facts": _tensor_facts, "_reduce_number": _reduce_number, "NON_MEMBER": T.c10d.GroupMember.NON_GROUP_MEMBER,
-           "_getframe": sys._getframe, "site_cache": T.site_cache, "begin_fast": T.begin_fast, "end_fast": T.end_fast,
+           "_getframe": sys._getframe, "_refused": _refused, "_withdraw": _withdraw, "_hide": _hide, "site_cache": T.site_cache, "begin_fast": T.begin_fast, "end_fast": T.end_fast,
            "DTYPE": _DTYPE_BY_OBJECT, "_dtype_facts": _dtype_facts, "OFF": T.off_flag, "SEQ": T.seq}
     try:
         env["SUM"] = T.c10d.ReduceOp.SUM
@@ -448,11 +470,13 @@ def _wrap_collective(name, orig, spec):
     op = OPS[spec["op"]]
     if "peer" in spec:
         seq_lines = "key = (%d, peer)\n            seq = T.p2p.get(key, 0) + 1\n            T.p2p[key] = seq" % op
+        seq_undo = "if T.p2p.get(key) == seq:\n                T.p2p[key] = seq - 1"
     else:
         seq_lines = "seq = SEQ.get(comm, 0) + 1\n            SEQ[comm] = seq"
+        seq_undo = "if SEQ.get(comm) == seq:\n                SEQ[comm] = seq - 1"
     is_async = "True" if spec.get("always_async") else ("bool(%s)" % get("async_op") if "async_op" in pos else "False")
     src = (_TEMPLATE.replace("GROUP", get("group")).replace("TENSOR_LINES", tensor).replace("REDUCE_LINE", reduce_line)
-           .replace("PEER_LINE", peer_line).replace("SEQ_LINES", seq_lines).replace("OP", str(op))
+           .replace("PEER_LINE", peer_line).replace("SEQ_LINES", seq_lines).replace("SEQ_UNDO", seq_undo).replace("OP", str(op))
            .replace("ASYNC", is_async).replace("NAME", name))
     exec(compile(src, "<dsdoctor tracer: %s>" % name, "exec"), env)
     traced = functools.wraps(orig)(env["traced"])
@@ -471,6 +495,72 @@ def _end(handle, ok, error):
             T.lib.dsd_trace_end(-handle, 1 if ok else 0, err)
     except Exception as e:
         T.disable("end: %s: %s" % (type(e).__name__, e))
+
+
+def _hide(e, frames=1):
+    """Takes the caller's frame (and the `frames` - 1 below it) out of e's traceback before the
+    caller re-raises it with a bare `raise` (which adds no frame on Python >= 3.11): a traceback
+    through a traced call reads as it would without dsdoctor."""
+    try:
+        caller = sys._getframe(1)
+        tb = e.__traceback__
+        for _ in range(frames):
+            if tb is None or tb.tb_frame is not caller:
+                return
+            tb = tb.tb_next
+            caller = tb.tb_frame if tb is not None else None
+        e.__traceback__ = tb
+    except Exception:
+        pass
+
+
+def _withdraw(handle):
+    try:
+        if handle > 0:
+            T.withdraw_fast(handle)
+        elif handle < 0:
+            T.lib.dsd_trace_withdraw(-handle)
+    except Exception as e:
+        T.disable("withdraw: %s: %s" % (type(e).__name__, e))
+
+
+# Errors that mean the arguments were refused, not that communication failed.
+_ARGUMENT_ERRORS = (ValueError, TypeError, AssertionError, NotImplementedError, IndexError, KeyError, AttributeError)
+# Words of a communication failure (NCCL launches at once; a monitored barrier waits inside the
+# call; gloo's enforce failures are a peer's different size): such an error is the call's.
+_COMMUNICATION_WORDS = ("nccl", "connection", "connect", "timed out", "timeout", "closed", "abort", "socket", "peer",
+                        "monitoredbarrier", "broken pipe", "reset by", "unhandled", "watchdog", "communicator", "mpi",
+                        "enforce fail", "transport", "read error", "write error")
+def _refused(e):
+    """True when torch refused the call before it issued any work: an argument error, or a
+    RuntimeError of torch's own checks (its innermost frame is torch's code, not the line that
+    waits for the work). An error from work.wait() stays a failed call even when it is a refusal:
+    gloo checks a reduce op in its worker thread ("Cannot use ReduceOp.AVG with Gloo") after the
+    call took its tag, so the ranks' calls no longer pair up and the record must stay."""
+    try:
+        dist = sys.modules.get("torch.distributed")
+        dist_error = getattr(dist, "DistError", None)
+        if dist_error is not None and isinstance(e, dist_error):
+            return False  # torch >= 2.1 says a backend, store or network failed
+        if isinstance(e, _ARGUMENT_ERRORS):
+            return True
+        text = str(e).lower()
+        if not isinstance(e, RuntimeError) or any(w in text for w in _COMMUNICATION_WORDS):
+            return False
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is None:
+            return False
+        filename = tb.tb_frame.f_code.co_filename
+        if "/torch/" not in filename:
+            return False
+        import linecache
+
+        line = linecache.getline(filename, tb.tb_lineno)
+        return bool(line.strip()) and "wait(" not in line
+    except Exception:
+        return False
 
 
 def _complete_on_future(work, handle):
@@ -517,6 +607,7 @@ def _wrap_init(orig):
         except BaseException as e:
             if handle:
                 _end(handle, False, "%s: %s" % (type(e).__name__, e))
+            _hide(e)
             raise
         if handle:
             _end(handle, True, None)
@@ -533,7 +624,11 @@ def _wrap_new_group(orig):
 
     @functools.wraps(orig)
     def traced(*args, **kwargs):
-        ret = orig(*args, **kwargs)
+        try:
+            ret = orig(*args, **kwargs)
+        except BaseException as e:
+            _hide(e)
+            raise
         if not T.off:
             try:
                 ranks = _arg(args, kwargs, pos.get("ranks"), "ranks")
@@ -557,7 +652,11 @@ def _wrap_destroy(orig):
             T.comm_of.clear()
         else:
             T.comm_of.pop(id(group), None)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except BaseException as e:
+            _hide(e)
+            raise
 
     return traced
 
@@ -596,7 +695,11 @@ def _traced_hook(hook, ddp_comm=None):
     @functools.wraps(hook)
     def traced_hook(state, bucket):
         if T.off or not T.opened:
-            return hook(state, bucket)
+            try:
+                return hook(state, bucket)
+            except BaseException as e:
+                _hide(e)
+                raise
         handle = 0
         try:
             buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
@@ -615,6 +718,7 @@ def _traced_hook(hook, ddp_comm=None):
         except BaseException as e:
             T.tls.depth = 0
             _end(handle, False, "%s: %s" % (type(e).__name__, e))
+            _hide(e)
             raise
         T.tls.depth = 0
         if handle:
@@ -650,7 +754,11 @@ class _DdpDispatch:
         self.program_state, self.program_hook, self.traced = state, hook, _traced_hook(hook, self.comm)
 
     def __call__(self, state, bucket):
-        return self.traced(self.program_state if self.program_hook is not None else state, bucket)
+        try:
+            return self.traced(self.program_state if self.program_hook is not None else state, bucket)
+        except BaseException as e:
+            _hide(e)
+            raise
 
 
 def _reducer_allreduce(process_group, bucket):
@@ -697,6 +805,13 @@ def patch_ddp(mod):
 
     @functools.wraps(orig_register)
     def register_comm_hook(self, state, hook):
+        try:
+            return register_comm_hook_body(self, state, hook)
+        except BaseException as e:
+            _hide(e, 2)  # this frame and the body's
+            raise
+
+    def register_comm_hook_body(self, state, hook):
         d = self.__dict__
         dispatch = d.get("_dsdoctor_dispatch")
         if dispatch is not None and d.get("_dsdoctor_hook") == "dsdoctor":
@@ -728,7 +843,11 @@ def patch_ddp(mod):
                     return None
             if "_dsdoctor_hook" not in d:
                 d["_dsdoctor_hook"] = "builtin"  # runs in C++: not traced
-            return orig_builtin(self, comm_hook_type)
+            try:
+                return orig_builtin(self, comm_hook_type)
+            except BaseException as e:
+                _hide(e)
+                raise
 
         DDP._register_builtin_comm_hook = register_builtin
 
@@ -752,7 +871,11 @@ def patch_ddp(mod):
                 except Exception as e:
                     d["_dsdoctor_hook"] = "none"
                     T.disable("DDP comm hook registration: %s: %s" % (type(e).__name__, e))
-        return orig_forward(self, *args, **kwargs)
+        try:
+            return orig_forward(self, *args, **kwargs)
+        except BaseException as e:
+            _hide(e)  # an error in the model's forward is the program's: no frame of ours above it
+            raise
 
     forward.__dsdoctor_traced__ = True
     DDP.forward = forward
@@ -776,6 +899,9 @@ def patch_deepspeed_engine(mod):
                     T.lib.dsd_trace_set_phase(phase)
                 try:
                     return orig(self, *args, **kwargs)
+                except BaseException as e:
+                    _hide(e)
+                    raise
                 finally:
                     if T.opened and not T.off:
                         T.lib.dsd_trace_set_phase(PHASE_USER)
@@ -800,7 +926,7 @@ class _PostImportFinder:
         if patch is None:
             return None
         spec = None
-        for finder in sys.meta_path:
+        for finder in list(sys.meta_path):
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(name, path, target)
@@ -811,7 +937,11 @@ class _PostImportFinder:
         orig_exec = spec.loader.exec_module
 
         def exec_module(module):
-            orig_exec(module)
+            try:
+                orig_exec(module)
+            except BaseException as e:
+                _hide(e)
+                raise
             if not T.off and getattr(module, "__name__", None) == name:  # a loader shared by several modules
                 try:
                     patch(module)

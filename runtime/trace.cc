@@ -100,6 +100,8 @@ const char* RecordStateName(RecordState s) {
       return "completed";
     case RecordState::kFailed:
       return "failed";
+    case RecordState::kWithdrawn:
+      return "withdrawn";
   }
   return "unknown";
 }
@@ -270,6 +272,8 @@ void TraceWriter::Fail(uint64_t index, std::string_view error) {
   End(index, RecordState::kFailed);
   SetLastError(error);
 }
+
+void TraceWriter::Withdraw(uint64_t index) { End(index, RecordState::kWithdrawn); }
 
 void TraceWriter::SetPhase(Phase phase) {
   A(header_->phase_ns).store(TraceNowNs(), std::memory_order_relaxed);
@@ -449,6 +453,7 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
       ++s.torn;
       continue;
     }
+    if (rec.state == RecordState::kWithdrawn) continue;
     s.records.push_back(std::move(rec));
   }
   uint64_t older = UINT64_MAX, older_version = 0;  // an older record included because it is in flight

@@ -33,7 +33,16 @@ inline constexpr size_t kCallsiteBytes = 48;
 inline constexpr size_t kTraceErrorBytes = 512;
 inline constexpr uint32_t kDefaultTraceCapacity = 4096;
 
-enum class RecordState : uint8_t { kEmpty = 0, kEnqueued = 1, kStarted = 2, kCompleted = 3, kFailed = 4 };
+// kWithdrawn: the library refused the call before it communicated (the Python tracer learns it
+// only once the call raised): readers leave such a record out, as if it had never been begun.
+enum class RecordState : uint8_t {
+  kEmpty = 0,
+  kEnqueued = 1,
+  kStarted = 2,
+  kCompleted = 3,
+  kFailed = 4,
+  kWithdrawn = 5
+};
 const char* RecordStateName(RecordState s);
 
 // Record flag bits.
@@ -145,6 +154,8 @@ class TraceWriter {
   void Complete(uint64_t index);
   // Marks the record failed and stores `error` as the trace's last error.
   void Fail(uint64_t index, std::string_view error);
+  // Takes back a record of a call that never communicated (kWithdrawn): ReadTrace leaves it out.
+  void Withdraw(uint64_t index);
 
   void SetPhase(Phase phase);
   void SetStep(uint64_t step);

@@ -48,6 +48,21 @@ constexpr uint64_t kFastHandleModulus = 0x7ffffffe;
 
 TraceWriter* Writer() { return g_forked.load(std::memory_order_relaxed) ? nullptr : g_writer; }
 
+// The index + 1 of the record a dsd_trace_begin_fast handle stands for (0: none). Handles wrap
+// below 2^31 (a C int); the record is found from the remainder, since a record still open is at
+// most `capacity` behind the newest.
+uint64_t FastHandleToPlus1(int handle) {
+  if (handle <= 0 || g_forked.load(std::memory_order_relaxed)) return 0;
+  std::lock_guard<std::mutex> lock(*g_mu);
+  if (!g_writer) return 0;
+  uint64_t newest = g_writer->next_index();
+  if (newest == 0) return 0;
+  uint64_t low = static_cast<uint64_t>(handle - 1);
+  uint64_t top = newest - 1;
+  uint64_t index = top - (top % kFastHandleModulus + kFastHandleModulus - low) % kFastHandleModulus;
+  return index > top ? 0 : index + 1;  // fewer records than the handle says: not ours
+}
+
 }  // namespace
 
 extern "C" {
@@ -79,8 +94,8 @@ int dsd_trace_open(const char* path, int rank, int world_size, int local_rank, c
   return 0;
 }
 
-uint64_t dsd_trace_begin(int op, int dtype, int reduce_op, uint64_t seq, uint64_t count, uint64_t bytes, int peer, uint32_t comm,
-                         const char* callsite) {
+uint64_t dsd_trace_begin(int op, int dtype, int reduce_op, uint64_t seq, uint64_t count, uint64_t bytes, int peer,
+                         uint32_t comm, const char* callsite) {
   if (g_forked.load(std::memory_order_relaxed)) return 0;
   std::lock_guard<std::mutex> lock(*g_mu);
   TraceWriter* w = Writer();
@@ -104,27 +119,16 @@ int dsd_trace_begin_fast(int packed, int seq, int count, int peer, int comm, con
   uint64_t elem = (static_cast<uint32_t>(packed) >> 24) & 0x3f;
   int op = (packed & 0xff) | ((packed >> 30) & 1) << 8;
   uint64_t handle = dsd_trace_begin(op, (packed >> 8) & 0xff, (packed >> 16) & 0xff, static_cast<uint32_t>(seq),
-                                    static_cast<uint32_t>(count), static_cast<uint32_t>(count) * elem, peer, static_cast<uint32_t>(comm),
-                                    callsite);
+                                    static_cast<uint32_t>(count), static_cast<uint32_t>(count) * elem, peer,
+                                    static_cast<uint32_t>(comm), callsite);
   // Handles wrap below 2^31 (a C int); dsd_trace_end_fast finds the record from the remainder, since
   // a record still open is at most `capacity` behind the newest.
   return handle == 0 ? 0 : static_cast<int>((handle - 1) % kFastHandleModulus) + 1;
 }
 
 void dsd_trace_end_fast(int handle, const char* error) {
-  if (handle <= 0 || g_forked.load(std::memory_order_relaxed)) return;
-  uint64_t index;
-  {
-    std::lock_guard<std::mutex> lock(*g_mu);
-    if (!g_writer) return;
-    uint64_t newest = g_writer->next_index();
-    if (newest == 0) return;
-    uint64_t low = static_cast<uint64_t>(handle - 1);
-    uint64_t top = newest - 1;
-    index = top - (top % kFastHandleModulus + kFastHandleModulus - low) % kFastHandleModulus;
-    if (index > top) return;  // fewer records than the handle says: not ours
-  }
-  dsd_trace_end(index + 1, error == nullptr, error);
+  uint64_t plus1 = FastHandleToPlus1(handle);
+  if (plus1) dsd_trace_end(plus1, error == nullptr, error);
 }
 
 void dsd_trace_end(uint64_t handle, int ok, const char* error) {
@@ -133,9 +137,19 @@ void dsd_trace_end(uint64_t handle, int ok, const char* error) {
   std::lock_guard<std::mutex> lock(*g_mu);
   TraceWriter* w = Writer();
   if (!w) return;
-  if (ok) w->Complete(handle - 1);
-  else w->Fail(handle - 1, error ? error : "");
+  if (ok)
+    w->Complete(handle - 1);
+  else
+    w->Fail(handle - 1, error ? error : "");
 }
+
+void dsd_trace_withdraw(uint64_t handle) {
+  if (handle == 0 || g_forked.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(*g_mu);
+  if (TraceWriter* w = Writer()) w->Withdraw(handle - 1);
+}
+
+void dsd_trace_withdraw_fast(int handle) { dsd_trace_withdraw(FastHandleToPlus1(handle)); }
 
 void dsd_trace_set_phase(int phase) {
   if (g_forked.load(std::memory_order_relaxed)) return;

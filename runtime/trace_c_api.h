@@ -23,8 +23,8 @@ int dsd_trace_open(const char* path, int rank, int world_size, int local_rank, c
 // runtime/types.h (Op, DType, ReduceOp); `op | 0x100` marks an asynchronous call (it returned to
 // the program at once: in flight then means unfinished, not waiting). `callsite` is truncated to
 // the record's 47 bytes at a UTF-8 boundary.
-uint64_t dsd_trace_begin(int op, int dtype, int reduce_op, uint64_t seq, uint64_t count, uint64_t bytes, int peer, uint32_t comm,
-                         const char* callsite);
+uint64_t dsd_trace_begin(int op, int dtype, int reduce_op, uint64_t seq, uint64_t count, uint64_t bytes, int peer,
+                         uint32_t comm, const char* callsite);
 // The same as dsd_trace_begin in a form ctypes calls without argument conversion (every argument a
 // C int, about 3x faster from Python): packed = op | dtype << 8 | reduce_op << 16 | element_bytes << 24
 // (below 64) | async << 30,
@@ -36,6 +36,10 @@ void dsd_trace_end_fast(int handle, const char* error);
 // Ends the call dsd_trace_begin returned `handle` for: completed when ok != 0, else failed with
 // `error` (may be null) as the trace's last error.
 void dsd_trace_end(uint64_t handle, int ok, const char* error);
+// Takes back a call the library refused before it communicated (an argument error): readers leave
+// its record out (docs/trace.md, state withdrawn). For a handle of either begin function.
+void dsd_trace_withdraw(uint64_t handle);
+void dsd_trace_withdraw_fast(int handle);
 void dsd_trace_set_phase(int phase);
 void dsd_trace_set_step(uint64_t step);
 // Header flag bits (kTraceFlag*): 1 finished cleanly.

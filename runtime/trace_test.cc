@@ -235,6 +235,32 @@ TEST_F(TraceTest, FailureKeepsTheErrorText) {
   EXPECT_EQ(s->InFlight(), nullptr);
 }
 
+// A call the library refused before it communicated is taken back: readers (a TraceReader that
+// saw it in flight too) leave it out, the last error stays as it was, and nothing counts as torn.
+TEST_F(TraceTest, AWithdrawnRecordIsLeftOutByEveryReader) {
+  auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "gloo"}, 16);
+  ASSERT_TRUE(w.ok());
+  TraceReader reader(path_);
+  (*w)->Complete((*w)->Begin(AllReduceInfo(1)));
+  uint64_t refused = (*w)->Begin(AllReduceInfo(2, "train.py:9 (retry)"));
+  auto s = reader.Read(8);
+  ASSERT_TRUE(s.ok());
+  ASSERT_NE(s->InFlight(), nullptr);
+  (*w)->Withdraw(refused);
+  (*w)->Complete((*w)->Begin(AllReduceInfo(2)));
+  for (auto read : {ReadTrace(path_), reader.Read(8)}) {
+    ASSERT_TRUE(read.ok());
+    EXPECT_FALSE(read->records_unchanged);
+    ASSERT_EQ(read->records.size(), 2u);
+    EXPECT_EQ(read->records[1].seq, 2u);
+    EXPECT_EQ(read->records[1].callsite, "engine.step");
+    EXPECT_EQ(read->InFlight(), nullptr);
+    EXPECT_EQ(read->torn, 0u);
+    EXPECT_EQ(read->last_error, "");
+  }
+  EXPECT_EQ(std::string(RecordStateName(RecordState::kWithdrawn)), "withdrawn");
+}
+
 // A writer that died inside a record (odd version) leaves it torn: skipped and counted, never misread.
 TEST_F(TraceTest, TornRecordIsSkipped) {
   {

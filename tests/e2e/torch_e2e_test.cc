@@ -307,6 +307,45 @@ TEST_P(TorchPlacementTest, NoTraceLeavesPythonRanksUntraced) {
   for (const auto& rank : r.report["ranks"]) EXPECT_FALSE(rank["has_trace"].get<bool>()) << rank.dump();
 }
 
+// Calls torch refused before communicating (a reduce op gloo lacks, a gather_list on a non-root rank)
+// and the program retried right: no record, no seq, so no mismatch and no error (issue 32).
+TEST(TorchE2eTest, CallsTorchRefusedAndTheProgramRetriedAreNoFinding) {
+  REQUIRE_TORCH();
+  auto r = RunTorch("refused");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.report.dump(2);
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  EXPECT_FALSE(HasError(r.report)) << r.report.dump(2);
+  EXPECT_EQ(FindingOf(r.report, "COLLECTIVE_MISMATCH"), nullptr) << r.report.dump(2);
+  auto log = ReadFile(r.dir + "/rank-1.log");
+  ASSERT_TRUE(log.ok());
+  size_t refusals = 0;
+  for (size_t at = log->find("torch refused"); at != std::string::npos; at = log->find("torch refused", at + 1))
+    ++refusals;
+  EXPECT_EQ(refusals, 2u) << *log;  // both refusals happened
+  for (const auto& rank : r.report["ranks"]) EXPECT_TRUE(rank["has_trace"].get<bool>()) << rank.dump();
+}
+
+// The program imports its own sitecustomize by name: it gets its own, traced or not, and finds
+// nothing of dsdoctor on sys.path or in sys.modules.
+TEST(TorchE2eTest, TheProgramsOwnSitecustomizeIsTheOneItImports) {
+  REQUIRE_TORCH();
+  std::string mine = fs::temp_directory_path() / ("dsd-own-site-" + std::to_string(::getpid()));
+  fs::create_directories(mine);
+  ASSERT_TRUE(WriteFileAtomic(mine + "/sitecustomize.py", "OWN_SETTING = 'mine'\n").ok());
+  for (bool traced : {true, false}) {
+    std::vector<std::string> flags;
+    if (!traced) flags.push_back("--no-trace");
+    auto r = RunTorch("own_sitecustomize", flags, {{"PYTHONPATH", mine}, {"STEPS", "3"}});
+    EXPECT_EQ(r.exit_code, 0) << (traced ? "traced" : "--no-trace") << "\n" << r.out;
+    auto log = ReadFile(r.dir + "/rank-0.log");
+    ASSERT_TRUE(log.ok());
+    EXPECT_NE(log->find("own sitecustomize ok"), std::string::npos) << *log;
+    ASSERT_TRUE(r.report.is_object()) << r.out;
+    for (const auto& rank : r.report["ranks"]) EXPECT_EQ(rank["has_trace"].get<bool>(), traced) << rank.dump();
+  }
+  fs::remove_all(mine);
+}
+
 TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
   REQUIRE_TORCH();
   std::string hashes[2];

@@ -18,7 +18,7 @@ LIB = os.path.abspath(os.path.join(BUILD, "lib/dsdoctor/libdsdoctor_pytrace.so")
 OPS = {1: "barrier", 2: "broadcast", 3: "all_reduce", 4: "all_gather", 5: "send", 6: "recv", 7: "rendezvous", 8: "reduce",
        9: "reduce_scatter", 10: "all_to_all", 11: "gather", 12: "scatter", 13: "all_gather_object", 14: "broadcast_object_list"}
 REDUCE = {0: "", 1: "sum", 2: "max", 3: "min", 4: "product", 5: "avg"}
-STATE = {1: "enqueued", 2: "started", 3: "completed", 4: "failed"}
+STATE = {1: "enqueued", 2: "started", 3: "completed", 4: "failed", 5: "withdrawn"}
 
 
 def read_trace(path):
@@ -36,6 +36,8 @@ def read_trace(path):
         ver, index, seq, count, nbytes, enq, start, end, comm, peer, op, dtype, red, state, rflags = struct.unpack_from(
             "<QQQQQqqqIi4BI", data, off)
         callsite = data[off + 80:off + 128].split(b"\0", 1)[0].decode()
+        if state == 5:
+            continue  # withdrawn: torch refused the call before it communicated (docs/trace.md)
         records.append(dict(op=OPS.get(op, op), seq=seq, count=count, bytes=nbytes, comm=comm, peer=peer, dtype=dtype,
                             reduce=REDUCE.get(red, red), state=STATE.get(state, state), asynchronous=bool(rflags & 1),
                             callsite=callsite))
@@ -131,14 +133,14 @@ class TracerTest(unittest.TestCase):
 
     def test_forked_children_and_a_second_process_of_the_rank_record_nothing(self):
         p, trace, d = self.run_program("""
-            import os, sys, subprocess, torch, torch.distributed as dist
-            import dsdoctor_tracer as tr
+            import ctypes, os, sys, subprocess, torch, torch.distributed as dist
+            lib = ctypes.PyDLL(os.environ["DSDOCTOR_TRACER_LIB"])  # the library the tracer loaded
             dist.init_process_group("gloo")
             dist.barrier()
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:  # a DataLoader worker, say
-                os.write(w, str(tr.T.begin_fast(1, 99, 0, -1, 0, b"child")).encode())
+                os.write(w, str(lib.dsd_trace_begin_fast(1, 99, 0, -1, 0, b"child")).encode())
                 os._exit(0)
             os.waitpid(pid, 0)
             print("child handle", os.read(r, 32).decode(), flush=True)
@@ -214,6 +216,171 @@ class TracerTest(unittest.TestCase):
         self.assertNotIn("dsdoctor:", p.stderr)
         self.assertEqual([r["op"] for r in read_trace(trace)["records"]][-1], "all_reduce")
         self.assertEqual(read_trace(trace)["records"][-1]["count"], 3)
+
+    def test_calls_torch_refuses_leave_no_record_and_no_seq(self):
+        p, trace, _ = self.run_program("""
+            import torch, torch.distributed as dist
+            dist.init_process_group("gloo")
+            t = torch.ones(4)
+            for refused in (lambda: dist.all_reduce(t, op="sum"),              # not a ReduceOp
+                            lambda: dist.gather(t, dst=0),                     # the root needs a gather_list
+                            lambda: dist.broadcast(t, src=5),                  # gloo: invalid root rank
+                            lambda: dist.all_reduce("not a tensor")):
+                try:
+                    refused()
+                except Exception as e:
+                    print("torch refused:", type(e).__name__, e, flush=True)
+            dist.all_reduce(t)
+            dist.gather(t, gather_list=[torch.zeros(4)], dst=0)
+        """)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.count("torch refused"), 4, p.stdout)
+        self.assertNotIn("dsdoctor:", p.stderr)
+        calls = [(r["op"], r["seq"], r["state"]) for r in read_trace(trace)["records"]]
+        self.assertEqual(calls, [("rendezvous", 0, "completed"), ("all_reduce", 1, "completed"), ("gather", 2, "completed")])
+
+    def test_a_refusal_is_told_from_a_failure_of_the_communication(self):
+        sys.path.insert(0, PYDIR)
+        try:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("tracer_under_test", os.path.join(PYDIR, "dsdoctor_tracer.py"))
+            tracer = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(tracer)
+        finally:
+            sys.path.remove(PYDIR)
+        # A stand-in for torch's code (the check is on where the error rose): a C function raising in
+        # work.wait(), as torch's Work does, and torch's own checks raising before any work exists.
+        fake = os.path.join(tempfile.mkdtemp(prefix="dsd-fake-"), "torch", "distributed_c10d.py")
+        os.makedirs(os.path.dirname(fake))
+        with open(fake, "w") as f:
+            f.write(textwrap.dedent("""
+                import threading, types
+                def waits():
+                    work = types.SimpleNamespace(wait=threading.Lock().release)  # RuntimeError from C
+                    work.wait()
+                def waits_for(error):  # a message of our choosing, raised from C as from torch's Work
+                    import ctypes, functools
+                    raise_it = functools.partial(ctypes.pythonapi.PyErr_SetString, ctypes.py_object(RuntimeError), error.encode())
+                    work = types.SimpleNamespace(wait=raise_it)
+                    work.wait()
+                def checks():
+                    raise RuntimeError("Cannot use ReduceOp.AVG with Gloo")
+                def issues_and_fails():
+                    raise RuntimeError("[pair.cc:598] Connection closed by peer [198.18.0.2]:4242")
+                def validates():
+                    raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
+            """))
+        env = {}
+        with open(fake) as f:
+            exec(compile(f.read(), fake, "exec"), env)
+
+        def raised(fn):
+            try:
+                fn()
+            except Exception as e:
+                return e
+            self.fail("did not raise")
+
+        self.assertFalse(tracer._refused(raised(env["waits"])), "an error from the wait is the communication's")
+        # From the wait, too (torch's Work is C++: innermost is the waiting line; a stand-in here).
+        # gloo refuses AVG in its worker thread, after the call took its tag: the ranks' calls no
+        # longer pair up, so the record stays (a job that retries it hangs in its next collective).
+        self.assertFalse(tracer._refused(raised(lambda: env["waits_for"]("Cannot use ReduceOp.AVG with Gloo"))))
+        self.assertFalse(tracer._refused(raised(lambda: env["waits_for"](
+            "[enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] op.preamble.length <= op.nbytes. 4 vs 8"))))
+        self.assertFalse(tracer._refused(raised(lambda: env["waits_for"]("Rank 1 failed to pass monitoredBarrier in 3000 ms"))))
+        self.assertTrue(tracer._refused(raised(env["checks"])))
+        self.assertFalse(tracer._refused(raised(env["issues_and_fails"])))
+        self.assertTrue(tracer._refused(raised(env["validates"])))
+        self.assertFalse(tracer._refused(KeyboardInterrupt()))
+
+    def test_nothing_of_dsdoctor_is_visible_to_the_program(self):
+        mine = tempfile.mkdtemp(prefix="dsd-mine-")
+        with open(os.path.join(mine, "sitecustomize.py"), "w") as f:
+            f.write("SETTING = 42\n")
+        userbase = tempfile.mkdtemp(prefix="dsd-userbase-")
+        usersite = os.path.join(userbase, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+        os.makedirs(usersite)
+        with open(os.path.join(usersite, "usercustomize.py"), "w") as f:
+            f.write("USER_SETTING = 7\n")
+        body = """
+            import os, sys
+            import sitecustomize, usercustomize  # the program's own, by name
+            assert sitecustomize.SETTING == 42, sitecustomize
+            assert usercustomize.USER_SETTING == 7, usercustomize
+            import torch, torch.distributed as dist
+            seen = [p for p in sys.path if "dsdoctor" in p]
+            assert not seen, seen
+            ours = [n for n, m in list(sys.modules.items()) if "dsdoctor" in n or "dsdoctor" in str(getattr(m, "__file__", ""))]
+            assert not ours, ours
+            import traceback
+            dist.init_process_group("gloo")
+            dist.barrier()
+
+            class Broken(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = torch.nn.Linear(2, 2)
+                def forward(self, x):
+                    raise KeyError("the model's own bug")
+            model = torch.nn.parallel.DistributedDataParallel(Broken())
+            for fails in (lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.AVG),  # torch's error
+                          lambda: dist.new_group([0, 5]),                               # torch's error
+                          lambda: model(torch.ones(1, 2))):                              # the program's
+                try:
+                    fails()
+                except Exception:
+                    text = traceback.format_exc()
+                    assert "dsdoctor" not in text, text
+                    print("traceback", text.strip().splitlines()[-1], flush=True)
+            print("clean", flush=True)
+        """
+        p, trace, _ = self.run_program(body, pythonpath=PYDIR + ":" + mine, extra_env={"PYTHONUSERBASE": userbase})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("clean", p.stdout)
+        self.assertEqual(p.stdout.count("traceback "), 3, p.stdout)
+        # Traced all the same (gloo refuses AVG from work.wait(): that call stays, failed).
+        self.assertEqual([(r["op"], r["state"]) for r in read_trace(trace)["records"]],
+                         [("rendezvous", "completed"), ("barrier", "completed"), ("all_reduce", "failed")])
+
+    def test_the_program_sees_the_sitecustomize_it_would_see_without_dsdoctor(self):
+        probe = """
+            import json, sys  # the first import after start-up
+            m = sys.modules.get("sitecustomize", "absent")
+            print("sitecustomize:", getattr(m, "__file__", m), flush=True)
+        """
+        p, _, d = self.run_program(probe)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        plain = subprocess.run(["/usr/bin/python3", os.path.join(d, "prog.py")], capture_output=True, text=True, timeout=60,
+                               env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+        self.assertEqual(p.stdout, plain.stdout)
+
+    def test_without_any_sitecustomize_none_is_importable(self):
+        # The distribution's sitecustomize is hidden here by starting site by hand on a path without it.
+        code = textwrap.dedent("""
+            import importlib, importlib.util, os, sys
+            class Hide:  # the distribution's sitecustomize, as on a system without one
+                def find_spec(self, name, path=None, target=None):
+                    if name == "sitecustomize" and %r not in sys.path:
+                        raise ModuleNotFoundError("No module named 'sitecustomize'", name=name)
+            sys.meta_path.insert(0, Hide())
+            sys.path.insert(0, %r)
+            import site
+            site.ENABLE_USER_SITE = False
+            site.main()
+            import json  # the first import after start-up
+            assert "sitecustomize" not in sys.modules, sys.modules.get("sitecustomize")
+            try:
+                import sitecustomize
+            except ImportError as e:
+                assert e.name == "sitecustomize", e
+                print("no sitecustomize", flush=True)
+        """ % (PYDIR, PYDIR))
+        p = subprocess.run(["/usr/bin/python3", "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, DSDOCTOR_TRACER_LIB=LIB, DSDOCTOR_TRACE_FILE=os.path.join(tempfile.mkdtemp(), "t")))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("no sitecustomize", p.stdout)
+        self.assertNotIn("dsdoctor", p.stderr)
 
     def test_path_entries_the_hidden_sitecustomize_adds_are_kept(self):
         hidden = tempfile.mkdtemp(prefix="dsd-hidden-")

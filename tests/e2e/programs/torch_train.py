@@ -10,6 +10,11 @@
 #   p2p_deadlock   a pipeline step in which every rank receives before it sends
 #   loader_stuck   rank 0's data loader blocks forever; the others wait in DDP's gradient all-reduce
 #   world_size     the last rank passes world_size=WORLD_SIZE+1 to init_process_group
+#   refused        healthy, but at step 2 the last rank first passes op="avg" to all_reduce and the
+#                  ranks but 0 pass a gather_list to gather(): torch refuses both, the program
+#                  retries them right, and the job must finish with no finding of an error
+#   own_sitecustomize  the program imports its own sitecustomize (on PYTHONPATH) by name and
+#                  checks that nothing of dsdoctor is on sys.path or in sys.modules
 #   bench          healthy without the evaluation; rank 0 prints "steps_per_s N" (bench/torch_ddp_overhead.sh)
 import datetime
 import os
@@ -63,7 +68,37 @@ def pipeline_step(rank, world):
     dist.send(buf, dst=peer)
 
 
+def refused_then_retried(rank, world, metrics):
+    if rank == world - 1:
+        try:
+            dist.all_reduce(metrics.clone(), op="avg")  # a string, not a ReduceOp
+        except TypeError as e:
+            print(f"rank {rank}: torch refused: {e}", flush=True)
+    t = torch.ones(2)
+    if rank != 0:
+        try:
+            dist.gather(t, gather_list=[torch.zeros(2) for _ in range(world)], dst=0)
+        except ValueError as e:
+            print(f"rank {rank}: torch refused: {e}", flush=True)
+        dist.gather(t, dst=0)
+    else:
+        dist.gather(t, gather_list=[torch.zeros(2) for _ in range(world)], dst=0)
+
+
+def check_own_sitecustomize():
+    import sitecustomize
+
+    assert getattr(sitecustomize, "OWN_SETTING", None) == "mine", sitecustomize
+    on_path = [p for p in sys.path if "dsdoctor" in p]
+    assert not on_path, on_path
+    modules = [n for n, m in list(sys.modules.items()) if "dsdoctor" in n or "dsdoctor" in str(getattr(m, "__file__", ""))]
+    assert not modules, modules
+    print("own sitecustomize ok", flush=True)
+
+
 def main():
+    if SCENARIO == "own_sitecustomize":
+        check_own_sitecustomize()
     world = int(os.environ["WORLD_SIZE"])
     kwargs = {}
     if SCENARIO == "world_size" and int(os.environ["RANK"]) == world - 1:
@@ -100,6 +135,8 @@ def main():
             save_checkpoint(model, f"/tmp/dsd-ckpt-{os.getpid()}.pt")
         if SCENARIO == "p2p_deadlock" and step == 2:
             pipeline_step(rank, world)
+        if SCENARIO == "refused" and step == 2:
+            refused_then_retried(rank, world, metrics)
     dist.barrier()
     if SCENARIO == "bench" and t0 is not None:
         log(rank, "steps_per_s %.1f" % ((step - 5) / (time.perf_counter() - t0)))
