@@ -12,6 +12,7 @@
 //   events.jsonl     the live view's event stream
 //   viewer.addr      where `dsdoctor tui --attach` connects
 //   viewer.token     the viewers' token
+//   dsdoctor.log     dsdoctor's own log lines while `run --tui`'s view had the terminal
 // Values only; thread-safe.
 #pragma once
 
@@ -57,12 +58,14 @@ class RunDir {
   std::string Events() const { return Join(kEvents); }
   std::string ViewerAddr() const { return Join(kViewerAddr); }
   std::string ViewerToken() const { return Join(kViewerToken); }
+  std::string CoordinatorLog() const { return Join(kCoordinatorLog); }
 
   static constexpr const char* kManifest = "run.json";
   static constexpr const char* kRunId = "run.id";
   static constexpr const char* kEvents = "events.jsonl";
   static constexpr const char* kViewerAddr = "viewer.addr";
   static constexpr const char* kViewerToken = "viewer.token";
+  static constexpr const char* kCoordinatorLog = "dsdoctor.log";
 
  private:
   std::string Join(std::string_view name) const;

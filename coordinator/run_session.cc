@@ -9,6 +9,7 @@
 #include "agent/token.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "common/stderr_redirect.h"
 #include "common/strings.h"
 #include "coordinator/observers.h"
 #include "coordinator/rank_source.h"
@@ -123,9 +124,14 @@ Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launc
     launcher = std::move(setup->launcher);
     token = setup->token;
   }
-  // The agents' ranks are started once the view (if any) has the terminal.
+  // The agents' ranks are started once the view (if any) has the terminal. While it has it, fd 2
+  // (dsdoctor's log, and that of the agents and launchers it starts) goes to dsdoctor.log.
+  std::unique_ptr<StderrToFile> stderr_file;
   std::unique_ptr<tui::View> view;
   if (spec.tui) {
+    auto to_file = StderrToFile::Open(spec.run_dir.CoordinatorLog());
+    if (!to_file.ok()) return to_file.status();
+    stderr_file = std::move(*to_file);
     auto v = tui::View::Open();
     if (!v.ok()) return InvalidArgument(v.status().message());
     view = std::move(*v);
@@ -177,7 +183,15 @@ Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launc
     else if (viewer->WaitUntil(next_tick) && !job.stopping())
       job.RequestStop("viewer");  // q: the person is done with this job
   }
-  if (viewer) viewer->Close();       // the terminal is ours again for the report
+  if (viewer) viewer->Close();  // the terminal is ours again for the report
+  if (stderr_file) {
+    const uint64_t logged = stderr_file->BytesWritten();
+    const std::string path = stderr_file->path();
+    stderr_file.reset();
+    if (logged > 0)
+      std::fprintf(io.err, "dsdoctor run: %s logged while the view was open: %s\n",
+                   FormatBytes(static_cast<double>(logged)).c_str(), path.c_str());
+  }
   job.NoteInterrupt(interrupted());  // Ctrl-C during the last tick still counts
   JobResult result = job.Finish();
   source.reset();

@@ -161,6 +161,35 @@ TEST_F(TuiE2eTest, ShowsTheCulpritOfRankZeroOnlyCheckpointAndQStopsTheJob) {
   EXPECT_NE(early.out.find("running [replay"), std::string::npos) << early.out;
 }
 
+// The two headline features together: with debug logging everywhere, the view keeps the screen
+// (no log line on it, the culprit row whole) and dsdoctor's log goes to the run dir's dsdoctor.log.
+TEST_F(TuiE2eTest, DebugLoggingUnderTheViewGoesToDsdoctorLogNotTheScreen) {
+  const std::string logs = (dir_ / "logs").string();
+  std::string cmd = "DSDOCTOR_LOG_LEVEL=debug " + std::string(DSDOCTOR_BIN) +
+                    " run --tui --local 2 --slots 2 --log-dir " + logs + " -- " + EXAMPLES_DIR +
+                    "/rank0_only_checkpoint; echo $? > " + (dir_ / "exit").string() + "; sleep 60";
+  auto started = Tmux({"new-session", "-d", "-s", "job", "-x", "100", "-y", "30", cmd});
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  std::string screen = WaitForScreen({"COLLECTIVE_MISMATCH", "!0 "}, "q quit");
+  EXPECT_NE(screen.find("!0    node-0     wait     barrier#5 @save_checkp"), std::string::npos)
+      << "culprit row: " << screen;
+  auto file = ReadFile(logs + "/dsdoctor.log");
+  ASSERT_TRUE(file.ok()) << "no dsdoctor.log in the run dir";
+  EXPECT_NE(file->find(" debug "), std::string::npos) << "debug logging is on: " << *file;
+  // The rank's own debug lines are in its log pane; none of dsdoctor's (timestamp, level, logger:
+  // unique to each line) is anywhere on the screen.
+  for (const auto& line : Lines(*file))
+    if (line.size() >= 36) EXPECT_EQ(screen.find(line.substr(0, 36)), std::string::npos) << line << "\n" << screen;
+
+  ASSERT_EQ(Tmux({"send-keys", "-t", "job", "q"}).exit_code, 0);
+  for (int i = 0; i < 100 && !fs::exists(dir_ / "exit"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(dir_ / "exit")) << "dsdoctor did not exit after q: " << Screen();
+  std::string after = ScreenAndHistory();
+  EXPECT_NE(after.find("logged while the view was open: " + logs + "/dsdoctor.log"), std::string::npos) << after;
+  EXPECT_NE(after.find("error COLLECTIVE_MISMATCH"), std::string::npos) << after;
+}
+
 TEST_F(TuiE2eTest, AttachShowsARunningJobsHangAndQDetachesWhileTheJobRunsOn) {
   std::string logs = (dir_ / "logs").string();
   SubprocessOptions so;
