@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "common/log.h"
 
@@ -485,6 +486,7 @@ Status SendRaw(Link& link, std::string_view bytes) { return SendAll(link.fd(), b
 
 struct HandshakeAcceptor::Pending {
   Fd fd;
+  std::string source;  // the address, without the port: the unit of the per-source limits
   std::string peer;
   MonoTime deadline;
   std::string head;                    // raw bytes before the first record is complete
@@ -496,6 +498,52 @@ struct HandshakeAcceptor::Pending {
 HandshakeAcceptor::HandshakeAcceptor(int listener, AcceptorOptions options, OnLink on_link)
     : listener_(listener), options_(std::move(options)), on_link_(std::move(on_link)) {
   SetBlocking(listener_, false);
+  options_.max_pending = std::max<size_t>(options_.max_pending, 1);
+  options_.max_pending_per_source = std::clamp<size_t>(options_.max_pending_per_source, 1, options_.max_pending);
+  options_.early_drop_from = std::min(options_.early_drop_from, options_.max_pending);
+  random_state_ = (static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                   reinterpret_cast<uintptr_t>(this)) |
+                  1;
+}
+
+void HandshakeAcceptor::EvictOldestOf(const std::string& source) {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if ((*it)->source != source) continue;
+    log::Get("net")->debug("{}: dropping the oldest unauthenticated connection of {} to make room", options_.what,
+                           (*it)->peer);
+    pending_.erase(it);
+    ++stats_.evicted;
+    return;
+  }
+}
+
+bool HandshakeAcceptor::Admit(const std::string& source) {
+  size_t mine = 0;
+  for (const auto& p : pending_) mine += p->source == source;
+  if (mine >= options_.max_pending_per_source) {
+    EvictOldestOf(source);
+    return true;
+  }
+  const size_t held = pending_.size();
+  if (mine > 0 && held >= options_.early_drop_from) {
+    // xorshift64: a fair coin is all this needs, and no shared generator.
+    random_state_ ^= random_state_ << 13;
+    random_state_ ^= random_state_ >> 7;
+    random_state_ ^= random_state_ << 17;
+    const uint64_t span = options_.max_pending - options_.early_drop_from + 1;
+    if (random_state_ % span < held - options_.early_drop_from + 1) {
+      ++stats_.early_dropped;
+      return false;
+    }
+  }
+  if (held >= options_.max_pending) {
+    std::map<std::string, size_t> by_source;
+    for (const auto& p : pending_) ++by_source[p->source];
+    auto most = std::max_element(by_source.begin(), by_source.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    EvictOldestOf(most->first);
+  }
+  return true;
 }
 
 HandshakeAcceptor::~HandshakeAcceptor() = default;
@@ -564,14 +612,13 @@ void HandshakeAcceptor::Accept(MonoTime now) {
     char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
     ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, serv, sizeof serv,
                   NI_NUMERICHOST | NI_NUMERICSERV);
-    if (pending_.size() >= options_.max_pending) {
-      log->debug("{}: {} unauthenticated connections held; dropping the oldest, from {}", options_.what,
-                 pending_.size(), pending_.front()->peer);
-      pending_.pop_front();
-      ++stats_.evicted;
+    if (!Admit(host)) {
+      ::close(c);
+      continue;
     }
     auto p = std::make_unique<Pending>();
     p->fd = Fd(c);
+    p->source = host;
     p->peer = std::string(host) + ":" + serv;
     p->deadline = now + options_.handshake_timeout;
     pending_.push_back(std::move(p));

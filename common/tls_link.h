@@ -105,9 +105,16 @@ struct AcceptorOptions {
   LinkKey key;
   std::string what = "agent";  // in log lines: "agent", "viewer port"
   Duration handshake_timeout = std::chrono::seconds(5);
-  // Unauthenticated connections held at once; at the cap a new one evicts the oldest, so a flood
-  // of idle connections cannot keep a real client out.
+  // Unauthenticated connections held at once, in the spirit of OpenSSH's MaxStartups and
+  // PerSourceMaxStartups, so that no single address can keep another out:
+  // - one address holds at most max_pending_per_source; its next connection evicts its own oldest
+  //   (a churning source only churns itself);
+  // - from early_drop_from held on, a new connection from an address that already holds one is
+  //   dropped with a probability rising linearly to 1 at max_pending (an address's first is never);
+  // - at max_pending, a new connection evicts the oldest of the address holding the most.
   size_t max_pending = 64;
+  size_t max_pending_per_source = 8;
+  size_t early_drop_from = 32;
 };
 
 // Counters for tests and the figures of docs/performance.md.
@@ -116,7 +123,8 @@ struct AcceptorStats {
   uint64_t authenticated = 0;  // handshakes completed and handed over
   uint64_t probes = 0;         // closed without sending a byte (connectivity checks)
   uint64_t refused = 0;        // wrong key, not TLS, oversized hello, timed out
-  uint64_t evicted = 0;        // dropped to make room under max_pending
+  uint64_t evicted = 0;        // dropped to make room under max_pending or the per-source cap
+  uint64_t early_dropped = 0;  // new connections dropped at random (early_drop_from)
   uint64_t accept_errors = 0;  // accept() failures (EMFILE …), each followed by a back-off
 };
 
@@ -142,6 +150,9 @@ class HandshakeAcceptor {
   // Returns false when the connection is finished (handed over or refused).
   bool Advance(Pending& p, MonoTime now);
   void Refuse(Pending& p, const std::string& why);
+  // Makes room for a new connection from `source`; false when it is to be dropped instead.
+  bool Admit(const std::string& source);
+  void EvictOldestOf(const std::string& source);
 
   int listener_;
   AcceptorOptions options_;
@@ -150,6 +161,7 @@ class HandshakeAcceptor {
   MonoTime accept_paused_until_{};
   Duration backoff_{};
   AcceptorStats stats_;
+  uint64_t random_state_;  // the early drop's generator (xorshift), seeded per acceptor
   // Refusals logged at warning level per minute; the rest are counted and summarised.
   MonoTime log_window_start_{};
   int logged_in_window_ = 0;

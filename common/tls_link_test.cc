@@ -1,5 +1,6 @@
 #include "common/tls_link.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -270,6 +271,57 @@ TEST(TlsLinkTest, IdleFloodDoesNotKeepARealClientOut) {
   auto client = ConnectLink(server.port(), "k");
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   EXPECT_NE(server.WaitLink(), nullptr);
+}
+
+// A connection to 127.0.0.1 from another loopback address: a second source on one machine.
+Fd DialFrom(const char* source, int port) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+      ::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
+    return Fd();
+  return fd;
+}
+
+// One address churning one-byte connections as fast as it can (the case that failed 6 checks in
+// 10): its connections only evict each other, so every real handshake from another address
+// completes, and the churner never holds more than its share of the pre-auth slots.
+TEST(TlsLinkTest, AChurningSourceCannotKeepAnotherAddressOut) {
+  Server server("k", /*max_pending=*/16);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> churned{0};
+  std::thread churn([&] {
+    std::deque<Fd> held;  // each kept open a while, as a slow attacker would
+    while (!stop) {
+      Fd c = DialFrom("127.0.0.2", server.port());
+      if (!c.valid()) continue;
+      (void)::send(c.get(), "\x16", 1, MSG_NOSIGNAL);
+      held.push_back(std::move(c));
+      if (held.size() > 200) held.pop_front();
+      ++churned;
+    }
+  });
+  ASSERT_TRUE(server.WaitStats([](const AcceptorStats& s) { return s.evicted > 100; }));
+  size_t most_pending = 0;
+  std::vector<Link> clients;  // kept open: the server hands each over
+  for (int i = 0; i < 10; ++i) {
+    auto client = ConnectLink(server.port(), "k");
+    EXPECT_TRUE(client.ok()) << "handshake " << i << ": " << client.status().ToString();
+    if (client.ok()) clients.push_back(std::move(*client));
+    most_pending = std::max(most_pending, server.pending());
+  }
+  stop = true;
+  churn.join();
+  EXPECT_NE(server.WaitLink(10), nullptr);
+  // The churner's 8 (max_pending_per_source), and a real client's own, maybe not yet handed over.
+  EXPECT_LE(most_pending, 8u + 2u) << "the churner holds at most max_pending_per_source";
+  EXPECT_GT(churned.load(), 100u);
 }
 
 TEST(TlsLinkTest, SilentConnectionTimesOut) {

@@ -6,6 +6,8 @@
   replay  --to H:P --file F                       send F's bytes, print what came back
   flood   --to H:P --idle N --oversized M         hold N idle connections and send M frames of 16 MiB of
           [--hold S] [--mix-tls]                  nested JSON before any hello, for S seconds
+  churn   --to H:P --source ADDR [--procs N]      open connections from ADDR as fast as N processes can,
+          [--seconds S]                           each sending one byte and then a reset; prints the rate
 """
 import argparse
 import os
@@ -122,6 +124,51 @@ def flood(args):
     print("flood-done", flush=True)
 
 
+def churn_loop(to, source, deadline, counter):
+    linger = struct.pack("ii", 1, 0)  # close with a reset: no TIME_WAIT, so ports never run out
+    while time.time() < deadline:
+        n = 0
+        for _ in range(256):
+            s = socket.socket()
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                s.bind((source, 0))
+                s.connect(to)
+                s.send(b"\x16")
+                n += 1
+            except OSError:
+                pass
+            finally:
+                s.close()
+        with counter.get_lock():
+            counter.value += n
+
+
+def churn(args):
+    import multiprocessing
+    import signal
+
+    to = endpoint(args.to)
+    counter = multiprocessing.Value("q", 0)
+    t0 = time.time()
+    deadline = t0 + args.seconds
+    procs = [multiprocessing.Process(target=churn_loop, args=(to, args.source, deadline, counter), daemon=True)
+             for _ in range(args.procs)]
+    for p in procs:
+        p.start()
+
+    def stop(*_):  # SIGTERM: end the churners (ours, by pid) and report
+        for p in procs:
+            p.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    print("churn-ready", flush=True)
+    for p in procs:
+        p.join()
+    elapsed = time.time() - t0
+    print(f"churn-done connections={counter.value} per_second={counter.value / elapsed:.0f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -139,8 +186,13 @@ def main():
     f.add_argument("--oversized", type=int, default=0)
     f.add_argument("--hold", type=float, default=0)
     f.add_argument("--mix-tls", action="store_true", help="every other oversized sender uses a TLS record header")
+    c = sub.add_parser("churn")
+    c.add_argument("--to", required=True)
+    c.add_argument("--source", required=True)
+    c.add_argument("--procs", type=int, default=1)
+    c.add_argument("--seconds", type=float, default=10)
     args = ap.parse_args()
-    {"relay": relay, "replay": replay, "flood": flood}[args.cmd](args)
+    {"relay": relay, "replay": replay, "flood": flood, "churn": churn}[args.cmd](args)
 
 
 if __name__ == "__main__":
