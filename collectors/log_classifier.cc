@@ -144,7 +144,10 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
 void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view exception_line) {
   in_traceback_ = false;
   std::string exc(Trim(exception_line));
-  LogEvent e = Make(codes::kLogError, "python_traceback", "Python exception: " + exc.substr(0, 300), exc,
+  // A long message (a tensor's repr, an over-long line's digest) is shown by its start and its end:
+  // the type is at the start, the cause often at the end.
+  std::string shown = exc.size() <= 300 ? exc : exc.substr(0, 150) + " ... " + exc.substr(exc.size() - 150);
+  LogEvent e = Make(codes::kLogError, "python_traceback", "Python exception: " + shown, exc,
                     "The program raised an exception on this rank; the traceback in its log says where.");
   e.line = traceback_line_;
   e.offset = traceback_offset_;
@@ -162,7 +165,9 @@ void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view e
   e.summary += at;
   // The exception message through the catalogue: a specific cause and remedy when it is a known one.
   LogEvent known;
-  bool known_cause = KnownCause(std::string_view(exc).substr(0, kMaxSegment), &known);
+  bool known_cause =
+      KnownCause(std::string_view(exc).substr(0, kMaxSegment), &known) ||
+      (exc.size() > kMaxSegment && KnownCause(std::string_view(exc).substr(exc.size() - kMaxSegment), &known));
   bool timeout = Has(exc, "Timed out waiting") || Has(exc, "timed out") || Has(exc, "Timeout");
   if (known_cause) {
     e.fields = known.fields;
@@ -211,7 +216,15 @@ std::vector<LogEvent> LogClassifier::FeedAt(std::string_view message, int line_n
     size_t cr = message.find('\r', start);
     std::string_view seg = message.substr(start, cr == std::string_view::npos ? std::string_view::npos : cr - start);
     seg = StripProgressBar(seg);
-    if (!seg.empty() || cr == std::string_view::npos) Segment(seg.substr(0, kMaxSegment), out);
+    if (seg.size() > kMaxSegment) {
+      // Its start and its end: an exception's type is at the start, its cause often at the end.
+      std::string digest(seg.substr(0, kMaxSegment / 2));
+      digest += " [...] ";
+      digest += seg.substr(seg.size() - kMaxSegment / 2);
+      Segment(digest, out);
+    } else if (!seg.empty() || cr == std::string_view::npos) {
+      Segment(seg, out);
+    }
     if (cr == std::string_view::npos) break;
     start = cr + 1;
   }

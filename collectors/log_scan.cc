@@ -209,13 +209,27 @@ struct LogScanner::Impl {
   }
 
   // One line of the file: [begin, end) of `block`, its line number in the file. A line longer than
-  // max_line_bytes is classified by its start and by its end (what follows the last progress-bar
-  // '\r' there: "…\rKilled"), the end under the start's launcher prefix.
+  // max_line_bytes is classified as LineDigest says.
   void Line(std::string_view line, int64_t number, int64_t line_offset) {
     if (line.size() <= options.max_line_bytes) return LineOnce(line, number, line_offset);
-    std::string_view head = line.substr(0, options.max_line_bytes);
-    LineOnce(head, number, line_offset);
-    LineTail(head, line.substr(line.size() - options.max_line_bytes), number, line_offset);
+    LineDigest(line.substr(0, options.max_line_bytes), line.substr(line.size() - options.max_line_bytes), number,
+               line_offset);
+  }
+  // An over-long line, from its first and last max_line_bytes. A progress bar ('\r' in its end) is
+  // classified by its start and, apart, by what follows the last '\r' ("…\rKilled") under the
+  // start's launcher prefix. Any other line once, as its first and last halves around a mark: an
+  // exception whose message is a huge repr keeps both its type (start) and its cause (end), and a
+  // line inside a traceback keeps its indentation, so the traceback goes on.
+  void LineDigest(std::string_view head, std::string_view tail, int64_t number, int64_t line_offset) {
+    if (tail.find('\r') != std::string_view::npos) {
+      LineOnce(head, number, line_offset);
+      return LineTail(head, tail, number, line_offset);
+    }
+    const size_t half = options.max_line_bytes / 2;
+    std::string digest(head.substr(0, half));
+    digest += " [...] ";
+    digest += tail.substr(tail.size() > half ? tail.size() - half : 0);
+    LineOnce(digest, number, line_offset);
   }
   void LineTail(std::string_view head, std::string_view tail, int64_t number, int64_t line_offset) {
     size_t cr = tail.find('\r');
@@ -529,7 +543,7 @@ Status LogScanner::AddFd(int fd, const LogInput& input) {
         have = 0;
         continue;
       }
-      s.LineTail(overlong_head, overlong_tail, overlong_number, overlong_offset);
+      s.LineDigest(overlong_head, overlong_tail, overlong_number, overlong_offset);
       s.offset += upto + 1;
       start = upto + 1;
       overlong = false;
@@ -542,14 +556,14 @@ Status LogScanner::AddFd(int fd, const LogInput& input) {
       s.offset += lines.size() + 1;
       start = complete_end + 1;
     }
-    // Keep the unfinished line; if it is already too long, classify its start now and skip the rest.
+    // Keep the unfinished line; if it is already too long, keep its start and skip to its end,
+    // where it is classified (LineDigest).
     size_t rest = data.size() - start;
     if (rest > s.options.max_line_bytes) {
       overlong_head.assign(data.substr(start, s.options.max_line_bytes));
       overlong_tail.assign(data.substr(data.size() - s.options.max_line_bytes));
       overlong_offset = s.offset;
-      s.Block(overlong_head, true);  // counts the line; its end is found later
-      overlong_number = s.line_no;
+      overlong_number = ++s.line_no;
       s.offset += rest;
       overlong = true;
       have = 0;
@@ -560,7 +574,7 @@ Status LogScanner::AddFd(int fd, const LogInput& input) {
   }
   if (!learned && have > 0) s.Learn(std::string_view(buf.data(), have));
   if (overlong) {
-    s.LineTail(overlong_head, overlong_tail, overlong_number, overlong_offset);
+    s.LineDigest(overlong_head, overlong_tail, overlong_number, overlong_offset);
   } else if (have > 0) {
     // What is left: whole lines when the input was shorter than the learning window, then a last
     // line without a newline.

@@ -425,6 +425,46 @@ TEST(LogScanTest, TheEndOfAnOverlongProgressLineIsClassifiedAndOffsetsStayRight)
   unlink(path);
 }
 
+// Lines over max_line_bytes (64 KiB) inside a traceback: a huge source line keeps the traceback
+// going, and an exception whose message is a huge repr keeps its type and the cause at its end.
+TEST(LogScanTest, ATracebackWithOverlongLinesKeepsTheRealException) {
+  const std::string huge(100000, 'x');
+  const std::string exception =
+      "[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error";
+  const std::string start =
+      "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"train.py\", line 10, in <module>\n"
+      "[rank1]:     dist.all_reduce(t)\n";
+  const std::string long_source_line = start + "[rank1]:     " + huge + "\n" + exception + "\n";
+  const std::string long_message = start + "[rank1]: torch.distributed.DistBackendError: " + huge +
+                                   " NCCL error in: ProcessGroupNCCL.cpp:1970, "
+                                   "unhandled system error\n";
+  for (const std::string& log : {long_source_line, long_message}) {
+    char path[] = "/tmp/dsd_tb_XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, log.data(), log.size()), static_cast<ssize_t>(log.size()));
+    close(fd);
+    for (bool from_file : {true, false}) {
+      LogScanner s{LogScanOptions{}};
+      if (from_file)
+        ASSERT_TRUE(s.Add({path, -1, "tb.log"}).ok());
+      else
+        s.AddText(log, {"tb.log", -1, ""});
+      auto r = s.Finish();
+      const LogEvent* e = Find(r, "python_traceback");
+      ASSERT_TRUE(e) << from_file;
+      EXPECT_EQ(e->code, "NCCL_ERROR") << from_file << " " << e->summary;
+      EXPECT_EQ(e->rank, 1);
+      EXPECT_EQ(e->line, 1);
+      EXPECT_NE(e->summary.find("DistBackendError"), std::string::npos) << e->summary;
+      EXPECT_NE(e->summary.find("unhandled system error"), std::string::npos) << e->summary;
+      EXPECT_NE(e->summary.find("(at train.py:10)"), std::string::npos) << e->summary;
+      EXPECT_EQ(r.lines, static_cast<uint64_t>(std::count(log.begin(), log.end(), '\n')));
+    }
+    unlink(path);
+  }
+}
+
 TEST(LogScanTest, UnprefixedWatchdogLinesKeepTheirOwnRanks) {
   // torch < 2.2 without launcher prefixes: every rank's line in one stream.
   auto r = Scan(
