@@ -1,8 +1,10 @@
 #include "tui/live.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -16,6 +18,13 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxQueuedBytes = 32u << 20;
+constexpr off_t kRecordReserve = 4096;  // room kept allocated past the end for the stop line
+
+// Reserves the blocks of [at, at + kRecordReserve) without changing the file's size (best effort:
+// a file system without fallocate gets no reserve).
+void Reserve(int fd, uint64_t at) {
+  (void)::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at), kRecordReserve);
+}
 
 std::string Line(const json& e) { return e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
 
@@ -25,8 +34,9 @@ Result<std::unique_ptr<Publisher>> Publisher::Start(const Options& options) {
   std::unique_ptr<Publisher> p(new Publisher());
   p->options_ = options;
   if (!options.record_path.empty()) {
-    p->record_ = std::fopen(options.record_path.c_str(), "we");
-    if (!p->record_) return ErrnoError("cannot create " + options.record_path, errno);
+    p->record_ = net::Fd(::open(options.record_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+    if (!p->record_.valid()) return ErrnoError("cannot create " + options.record_path, errno);
+    Reserve(p->record_.get(), 0);
   }
   if (!options.serve.empty()) {
     auto parsed = net::ParseEndpoint(options.serve);
@@ -61,7 +71,6 @@ Publisher::~Publisher() {
   cv_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
   for (auto& t : viewer_threads_) t.join();
-  if (record_) std::fclose(record_);
 }
 
 size_t Publisher::viewers() const {
@@ -71,19 +80,42 @@ size_t Publisher::viewers() const {
   return n;
 }
 
+void Publisher::Record(const std::vector<json>& events) {
+  std::string lines;
+  for (const auto& e : events) lines += Line(e);
+  size_t done = 0;
+  while (done < lines.size()) {
+    ssize_t n =
+        ::pwrite(record_.get(), lines.data() + done, lines.size() - done, static_cast<off_t>(record_bytes_ + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (done == lines.size()) {  // a killed run still leaves every tick so far on disk
+    record_bytes_ += done;
+    Reserve(record_.get(), record_bytes_);
+    return;
+  }
+  // A full disk (or any failed write) costs the recording, once said, never the run: the partial
+  // lines are replaced by the stop line, in the reserved room, and the file ends there.
+  const int err = errno ? errno : ENOSPC;
+  record_failed_ = true;
+  double t = 0;
+  if (!events.empty() && events.front().is_object() && events.front().contains("t") && events.front()["t"].is_number())
+    t = events.front()["t"].get<double>();
+  const std::string stop = Line({{"type", "recording_stopped"}, {"t", t}, {"reason", std::strerror(err)}});
+  const bool wrote = ::pwrite(record_.get(), stop.data(), stop.size(), static_cast<off_t>(record_bytes_)) ==
+                     static_cast<ssize_t>(stop.size());
+  if (wrote) record_bytes_ += stop.size();
+  (void)::ftruncate(record_.get(), static_cast<off_t>(record_bytes_));
+  log::Get("tui")->warn("{}: {}; the recording of the live view stops here (the run goes on)", options_.record_path,
+                        std::strerror(err));
+}
+
 void Publisher::Publish(const std::vector<json>& events) {
-  if (record_) {
-    for (const auto& e : events) {
-      std::string line = Line(e);
-      std::fwrite(line.data(), 1, line.size(), record_);
-    }
-    // A killed run still leaves every tick so far on disk. A full disk costs the recording, once
-    // said, never the run.
-    if (std::fflush(record_) != 0 && !record_failed_) {
-      record_failed_ = true;
-      log::Get("tui")->warn("{}: {}; the recording of the live view has a gap from here", options_.record_path,
-                            std::strerror(errno));
-    }
+  if (record_.valid() && !record_failed_) {
+    errno = 0;
+    Record(events);
   }
   if (!listener_.valid()) return;
   std::vector<std::string> frames;
@@ -220,6 +252,13 @@ Result<std::vector<RecordedEvent>> ReadEventFile(const std::string& path, std::v
       }
       return InvalidArgument(path + ":" + std::to_string(lineno) + ": not a JSON object" +
                              (j.ok() ? "" : " (" + j.status().message() + ")"));
+    }
+    if (j->value("type", "") == "recording_stopped") {  // the writer's own end (Publisher::Record)
+      const auto reason = j->find("reason");
+      warnings->push_back(path + ":" + std::to_string(lineno) + ": the recording stops here: " +
+                          (reason != j->end() && reason->is_string() ? reason->get<std::string>() : "a write failed") +
+                          " (the run went on unrecorded; its report is in run.json)");
+      break;
     }
     events.push_back({lineno, std::move(*j)});
   }

@@ -1,7 +1,9 @@
 // Where the live view's events go and come from (docs/tui.md, "Event stream").
 //
 // Publisher (the coordinator, `dsdoctor run`): appends every event to <log-dir>/events.jsonl
-// (one JSON object a line, written as it happens, so a killed run leaves a replayable file) and
+// (one JSON object a line, written as it happens, so a killed run leaves a replayable file; a
+// write that fails, as on a full disk, ends the recording with a `recording_stopped` line naming
+// the error, written into space reserved ahead for it, and the run goes on unrecorded) and
 // serves it to viewers (`dsdoctor tui --attach`) on a TLS link keyed by the viewer token
 // (common/tls_link.h; handshakes run in the accept loop with bounded work). A new viewer
 // first gets a keyframe (header, full tick, log tails), then the events as they come. A viewer
@@ -11,12 +13,12 @@
 // LiveClient (the viewer): connects, authenticates with the token (which never travels), then
 // reads events.
 //
-// ReadEventFile: a recording, validated line by line for --replay.
+// ReadEventFile: a recording, validated line by line for --replay; a `recording_stopped` line
+// ends it with a warning that says why.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdio>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -63,7 +65,11 @@ class Publisher {
   void ServeViewer(std::shared_ptr<Viewer> v, std::string peer);
 
   Options options_;
-  std::FILE* record_ = nullptr;
+  // Publish appends whole lines; record_bytes_ of them are on disk, and the kRecordReserve bytes
+  // after them are allocated ahead (fallocate, size kept), so the stop line always fits.
+  void Record(const std::vector<nlohmann::json>& events);
+  net::Fd record_;
+  uint64_t record_bytes_ = 0;
   bool record_failed_ = false;
   net::Fd listener_;
   net::Endpoint endpoint_;

@@ -96,10 +96,25 @@ TEST_F(LiveTest, ARecordingCutShortLosesOnlyItsLastLineAndABadLineIsNamed) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("events.jsonl:3"), std::string::npos) << warnings[0];
 
-  ASSERT_TRUE(WriteFileAtomic(path, HeaderEvent("train", 2, 1).dump() + "\nnot json\n" + EndEvent(1, 0).dump() + "\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(path, HeaderEvent("train", 2, 1).dump() + "\nnot json\n" + EndEvent(1, 0).dump() + "\n").ok());
   events = ReadEventFile(path, &warnings);
   ASSERT_FALSE(events.ok());
-  EXPECT_NE(events.status().message().find("events.jsonl:2: not a JSON object"), std::string::npos) << events.status().message();
+  EXPECT_NE(events.status().message().find("events.jsonl:2: not a JSON object"), std::string::npos)
+      << events.status().message();
+
+  // A recording whose writer met a full disk ends with its own stop line, which says why.
+  warnings.clear();
+  ASSERT_TRUE(
+      WriteFileAtomic(path, HeaderEvent("train", 2, 1).dump() +
+                                "\n{\"type\":\"recording_stopped\",\"t\":3.5,\"reason\":\"No space left on device\"}\n")
+          .ok());
+  events = ReadEventFile(path, &warnings);
+  ASSERT_TRUE(events.ok()) << events.status().message();
+  EXPECT_EQ(events->size(), 1u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("events.jsonl:2: the recording stops here: No space left on device"), std::string::npos)
+      << warnings[0];
 
   events = ReadEventFile((dir_ / "missing.jsonl").string(), &warnings);
   ASSERT_FALSE(events.ok());

@@ -151,8 +151,13 @@ TEST_F(CoordinatorE2eTest, FullLogDirIsNamedAndTheJobGoesOn) {
       "mkdir -p $DIR/logs; unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs $DIR/logs && "
       "$DSD run --local 2 --agent-port 47930 --quiet --log-dir $DIR/logs --json $DIR/run.json -- "
       "sh -c \"head -c 3000000 /dev/zero | tr \\\"\\\\000\\\" x; sleep 2; exit 0\"; echo run=$?; "
-      "du -b $DIR/logs/rank-0.log'");
+      "du -b $DIR/logs/rank-0.log; $DSD tui --replay $DIR/logs --dump; echo replay=$?'");
   EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  // The live view's recording filled up too: its replay says so, and where it stops.
+  EXPECT_NE(r.out.find("replay=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("the recording stops here: No space left on device"), std::string::npos)
+      << r.out << r.err;
+  EXPECT_EQ((r.out + r.err).find("killed while writing"), std::string::npos) << r.out << r.err;
   json run = ReadJson("run.json");
   auto full = FindingsWithCode(run, "LOG_DIR_FULL");
   ASSERT_FALSE(full.empty()) << run["findings"].dump(2);
