@@ -118,7 +118,7 @@ class JobCoordinatorTest : public ::testing::Test {
     o.run_dir = RunDir(dir_.string());
     if (o.command.empty()) o.command = {"train"};
     std::vector<RankLaunch> ranks;
-    for (int r = 0; r < world; ++r) ranks.push_back({r, r % 2, r / 2, "node-" + std::to_string(r / 2), {}});
+    for (int r = 0; r < world; ++r) ranks.push_back({r, r % 2, r / 2, "node-" + std::to_string(r / 2)});
     return std::make_unique<JobCoordinator>(o, ranks, source_.get(), &clock_, &recorder_);
   }
   // Ticks every 200 ms of fake time until the job is over or `seconds` passed; true when over.

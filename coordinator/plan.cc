@@ -52,26 +52,38 @@ Result<JobNodes> PlanJobNodes(const NodeSourceOptions& o) {
 
 RankPlan PlanRanks(const JobNodes& nodes, const std::vector<std::string>& node_names, const std::string& master_addr,
                    int master_port) {
-  RankPlan plan{master_addr, master_port, {}};
+  RankPlan plan{master_addr, master_port, {}, {}};
   const int world = nodes.world_size();
   const int nnodes = static_cast<int>(nodes.nodes.size());
+  plan.ranks.reserve(static_cast<size_t>(world));
+  plan.node_env.reserve(nodes.nodes.size());
   int rank = 0;
   for (int n = 0; n < nnodes; ++n) {
     const NodePlan& node = nodes.nodes[static_cast<size_t>(n)];
     const std::string name =
         static_cast<size_t>(n) < node_names.size() ? node_names[static_cast<size_t>(n)] : node.host;
-    const std::string devices = SlotList(node.slots);
-    for (size_t s = 0; s < node.slots.size(); ++s, ++rank) {
-      RankLaunch l{rank, static_cast<int>(s), n, name, {}};
-      l.env = {{"RANK", std::to_string(rank)},        {"LOCAL_RANK", std::to_string(s)},
-               {"WORLD_SIZE", std::to_string(world)}, {"LOCAL_SIZE", std::to_string(node.slots.size())},
-               {"CROSS_RANK", std::to_string(n)},     {"CROSS_SIZE", std::to_string(nnodes)},
-               {"MASTER_ADDR", master_addr},          {"MASTER_PORT", std::to_string(master_port)},
-               {"CUDA_VISIBLE_DEVICES", devices},     {"DSDOCTOR_NODE", name}};
-      plan.ranks.push_back(std::move(l));
-    }
+    plan.node_env.push_back({{"WORLD_SIZE", std::to_string(world)},
+                             {"LOCAL_SIZE", std::to_string(node.slots.size())},
+                             {"CROSS_RANK", std::to_string(n)},
+                             {"CROSS_SIZE", std::to_string(nnodes)},
+                             {"MASTER_ADDR", master_addr},
+                             {"MASTER_PORT", std::to_string(master_port)},
+                             {"CUDA_VISIBLE_DEVICES", SlotList(node.slots)},
+                             {"DSDOCTOR_NODE", name}});
+    for (size_t s = 0; s < node.slots.size(); ++s, ++rank) plan.ranks.push_back({rank, static_cast<int>(s), n, name});
   }
   return plan;
+}
+
+std::map<std::string, std::string> RankPlan::OwnEnv(const RankLaunch& l) {
+  return {{"RANK", std::to_string(l.rank)}, {"LOCAL_RANK", std::to_string(l.local_rank)}};
+}
+
+std::map<std::string, std::string> RankPlan::RankEnv(const RankLaunch& l) const {
+  std::map<std::string, std::string> env;
+  if (l.node_index >= 0 && static_cast<size_t>(l.node_index) < node_env.size()) env = node_env[l.node_index];
+  for (auto& [k, v] : OwnEnv(l)) env[k] = std::move(v);
+  return env;
 }
 
 nlohmann::json PlanJson(const JobNodes& nodes, const RankPlan& ranks, const std::string& launcher) {

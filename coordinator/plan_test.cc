@@ -11,21 +11,45 @@ TEST(PlanTest, RanksGetDeepSpeedsEnvironmentNodeAfterNode) {
   ASSERT_EQ(p.ranks.size(), 3u);
   const RankLaunch& r1 = p.ranks[1];
   EXPECT_EQ(r1.node, "w1");
-  EXPECT_EQ(r1.env.at("RANK"), "1");
-  EXPECT_EQ(r1.env.at("LOCAL_RANK"), "1");
-  EXPECT_EQ(r1.env.at("CUDA_VISIBLE_DEVICES"), "0,2");
-  EXPECT_EQ(r1.env.at("WORLD_SIZE"), "3");
-  EXPECT_EQ(r1.env.at("LOCAL_SIZE"), "2");
+  const auto e1 = p.RankEnv(r1);
+  EXPECT_EQ(e1.at("RANK"), "1");
+  EXPECT_EQ(e1.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(e1.at("CUDA_VISIBLE_DEVICES"), "0,2");
+  EXPECT_EQ(e1.at("WORLD_SIZE"), "3");
+  EXPECT_EQ(e1.at("LOCAL_SIZE"), "2");
   const RankLaunch& r2 = p.ranks[2];
+  const auto e2 = p.RankEnv(r2);
   EXPECT_EQ(r2.node_index, 1);
   EXPECT_EQ(r2.local_rank, 0);
-  EXPECT_EQ(r2.env.at("CROSS_RANK"), "1");
-  EXPECT_EQ(r2.env.at("CROSS_SIZE"), "2");
-  EXPECT_EQ(r2.env.at("CUDA_VISIBLE_DEVICES"), "1");
-  EXPECT_EQ(r2.env.at("MASTER_ADDR"), "w1");
-  EXPECT_EQ(r2.env.at("MASTER_PORT"), "29500");
+  EXPECT_EQ(e2.at("CROSS_RANK"), "1");
+  EXPECT_EQ(e2.at("CROSS_SIZE"), "2");
+  EXPECT_EQ(e2.at("CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(e2.at("MASTER_ADDR"), "w1");
+  EXPECT_EQ(e2.at("MASTER_PORT"), "29500");
   // Agents' names, when given, are what reports call the nodes.
-  EXPECT_EQ(PlanRanks(nodes, {"node-a", "node-b"}, "w1", 1).ranks[2].env.at("DSDOCTOR_NODE"), "node-b");
+  RankPlan named = PlanRanks(nodes, {"node-a", "node-b"}, "w1", 1);
+  EXPECT_EQ(named.RankEnv(named.ranks[2]).at("DSDOCTOR_NODE"), "node-b");
+  // What differs between a node's ranks is each rank's own; the rest is the node's, once.
+  EXPECT_EQ(RankPlan::OwnEnv(r1), (std::map<std::string, std::string>{{"LOCAL_RANK", "1"}, {"RANK", "1"}}));
+  ASSERT_EQ(p.node_env.size(), 2u);
+  EXPECT_EQ(p.node_env[0].count("RANK"), 0u);
+}
+
+// The plan holds a node's slot list once, not once per rank: 64 hosts of 4,096 slots plan in a few
+// MB (the per-rank copies made it grow as nodes x slots^2).
+TEST(PlanTest, APlanIsLinearInTheSlotsPlanned) {
+  JobNodes nodes{"hf", false, {}, {}};
+  std::vector<int> slots(4096);
+  for (int i = 0; i < 4096; ++i) slots[static_cast<size_t>(i)] = i;
+  for (int h = 0; h < 64; ++h) nodes.nodes.push_back({"h" + std::to_string(h), slots});
+  RankPlan p = PlanRanks(nodes, {}, "h0", 29500);
+  ASSERT_EQ(p.ranks.size(), 64u * 4096u);
+  size_t bytes = 0;
+  for (const auto& env : p.node_env)
+    for (const auto& [k, v] : env) bytes += k.size() + v.size();
+  for (const auto& l : p.ranks) bytes += sizeof l + l.node.size();
+  EXPECT_LT(bytes, 64u << 20) << "the plan's strings and ranks";
+  EXPECT_EQ(p.RankEnv(p.ranks.back()).at("CUDA_VISIBLE_DEVICES").size(), SlotList(slots).size());
 }
 
 TEST(PlanTest, LocalNodesAreSimulatedWithTheirSlots) {

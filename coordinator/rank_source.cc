@@ -44,7 +44,8 @@ Status DirectSource::Start(const RunSpec& spec) {
   o.stop_escalation = spec.stop_escalation;
   ranks_.emplace(std::move(o), clock_);
   std::vector<collectors::RankToStart> start;
-  for (const auto& l : spec.ranks.ranks) start.push_back({l.rank, l.local_rank, l.env});
+  start.reserve(spec.ranks.ranks.size());
+  for (const auto& l : spec.ranks.ranks) start.push_back({l.rank, l.local_rank, spec.ranks.RankEnv(l)});
   return ranks_->Start(start);
 }
 
@@ -103,6 +104,8 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const RunSpec
     agent::RunRequest req;
     req.argv = spec.command;
     req.env = spec.env;
+    if (i < spec.ranks.node_env.size())  // the node's shared variables once, each rank's own beside it
+      for (const auto& [k, v] : spec.ranks.node_env[i]) req.env[k] = v;
     req.cwd = spec.cwd;
     req.run_dir = spec.run_dir.path();
     req.run_id = spec.run_id;
@@ -113,7 +116,7 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const RunSpec
     req.stop_escalation_ms =
         static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.stop_escalation).count());
     for (const auto& l : spec.NodeRanks(i)) {
-      req.ranks.push_back({l.rank, l.local_rank, l.env});
+      req.ranks.push_back({l.rank, l.local_rank, RankPlan::OwnEnv(l)});
       a->ranks.push_back(l.rank);
     }
     const std::string name = a->client.agent_name();

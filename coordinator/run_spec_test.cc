@@ -40,8 +40,8 @@ TEST(RunSpecTest, APlanHoldsEveryRanksLaunchAndTheRunsChoices) {
   auto node1 = s->NodeRanks(1);
   ASSERT_EQ(node1.size(), 2u);
   EXPECT_EQ(node1[0].rank, 2);
-  EXPECT_EQ(node1[1].env.at("LOCAL_RANK"), "1");
-  EXPECT_EQ(node1[1].env.at("MASTER_PORT"), std::to_string(s->master_port));
+  EXPECT_EQ(s->ranks.RankEnv(node1[1]).at("LOCAL_RANK"), "1");
+  EXPECT_EQ(s->ranks.RankEnv(node1[1]).at("MASTER_PORT"), std::to_string(s->master_port));
   EXPECT_EQ(s->env.at("DSDOCTOR_TIMEOUT"), "45");
   EXPECT_EQ(s->env.at("PYTHONUNBUFFERED"), "1");
   EXPECT_EQ(s->env.at("NCCL_DEBUG"), "WARN") << "the diagnostic profile";
@@ -81,7 +81,8 @@ TEST(RunSpecTest, MasterAddressAndLauncherFollowTheNodes) {
   o.master_addr = "10.0.0.1";
   o.master_port = 1234;
   EXPECT_EQ(PlanRun(o)->master_addr, "10.0.0.1");
-  EXPECT_EQ(PlanRun(o)->ranks.ranks[1].env.at("MASTER_PORT"), "1234");
+  auto with_port = PlanRun(o);
+  EXPECT_EQ(with_port->ranks.RankEnv(with_port->ranks.ranks[1]).at("MASTER_PORT"), "1234");
   auto direct = Local(1, 2);
   direct.direct = true;
   EXPECT_EQ(PlanRun(direct)->launcher, "direct");
