@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/file.h"
+#include "common/run_files.h"
 
 namespace dsd::collectors {
 
@@ -82,6 +83,22 @@ void LogDirMonitor::NoteWriteError(const std::string& what) {
   errors_changed_ = true;
 }
 
+void LogDirMonitor::NoteOutput(int rank, uint64_t held, uint64_t lost, const std::string& error) {
+  auto it = output_.find(rank);
+  if (held == 0 && lost == 0) {
+    if (it != output_.end() && (it->second.held_bytes || it->second.lost_bytes)) errors_changed_ = true;
+    if (it != output_.end()) output_.erase(it);
+    return;
+  }
+  diagnosis::OutputLoss now{rank, held, lost};
+  if (it == output_.end() || it->second.held_bytes != held || it->second.lost_bytes != lost) {
+    // Every change of what is lost is told at once; bytes that wait, once a second with the rest.
+    if (it == output_.end() || it->second.lost_bytes != lost) errors_changed_ = true;
+    output_[rank] = now;
+  }
+  if (!error.empty()) NoteWriteError(RankFileName(rank, RankFile::kLog) + ": " + error);
+}
+
 std::optional<diagnosis::LogDirStatus> LogDirMonitor::Poll(int64_t now_ns) {
   if (now_ns < next_probe_ns_ && !errors_changed_) return std::nullopt;
   next_probe_ns_ = now_ns + 1'000'000'000LL;
@@ -90,6 +107,7 @@ std::optional<diagnosis::LogDirStatus> LogDirMonitor::Poll(int64_t now_ns) {
   if (!space.ok()) return std::nullopt;
   space->node = node_;
   space->write_errors = write_errors_;
+  for (const auto& [rank, loss] : output_) space->output.push_back(loss);
   return std::move(*space);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,12 +31,16 @@ class LogDirMonitor {
   LogDirMonitor(std::string dir, std::string node) : dir_(std::move(dir)), node_(std::move(node)) {}
   // A write of ours into the log dir failed ("rank-3.exit: No space left on device").
   void NoteWriteError(const std::string& what);
+  // A rank's output that waits in memory for the log's file system, and what was lost of it; a
+  // change makes the next Poll report at once.
+  void NoteOutput(int rank, uint64_t held, uint64_t lost, const std::string& error);
   // A fresh report when one is due at `now_ns` (a monotonic or trace clock), else nothing.
   std::optional<diagnosis::LogDirStatus> Poll(int64_t now_ns);
 
  private:
   std::string dir_, node_;
   std::vector<std::string> write_errors_;
+  std::map<int, diagnosis::OutputLoss> output_;  // ranks whose output waits or was lost
   bool errors_changed_ = false;
   int64_t next_probe_ns_ = 0;
 };

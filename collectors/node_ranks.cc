@@ -51,7 +51,7 @@ Status NodeRanks::Start(const std::vector<RankToStart>& ranks) {
     auto env = options_.env;
     for (const auto& [k, v] : ranks[i].env) env[k] = v;
     if (tracer) AddPythonTracer(*tracer, &env);
-    if (Status st = monitors_[i].Start(options_.argv, env, options_.cwd); !st.ok()) {
+    if (Status st = monitors_[i].Start(options_.argv, env, options_.cwd, &pump_); !st.ok()) {
       for (auto& m : monitors_) m.Signal(SIGKILL);
       return Status(st.code(), "rank " + std::to_string(ranks[i].rank) + ": " + st.message());
     }
@@ -69,6 +69,8 @@ const NodeSample& NodeRanks::Tick() {
     sample_.fresh[i].clear();
     if (monitors_[i].Tick(now, &sample_.fresh[i], options_.recent)) sample_.exited.push_back(i);
     if (!monitors_[i].write_error().empty()) log_dir_monitor_.NoteWriteError(monitors_[i].write_error());
+    const OutputPump::Stats out = monitors_[i].output();
+    log_dir_monitor_.NoteOutput(monitors_[i].state().rank, out.held, out.lost, out.error);
   }
   if (kill_at_ && clock_->Now() >= *kill_at_) {
     kill_at_.reset();

@@ -99,6 +99,7 @@ class NodeRanks {
   NodeRanksOptions options_;
   Clock* clock_;
   StackTaker* stacks_;
+  OutputPump pump_;  // before monitors_: they borrow it (destroyed after them)
   std::vector<RankMonitor> monitors_;
   LogDirMonitor log_dir_monitor_;
   NodeSample sample_;

@@ -27,14 +27,21 @@ RankMonitor::RankMonitor(int rank, int local_rank, std::string node, const RunDi
 }
 
 Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                          const std::string& cwd) {
+                          const std::string& cwd, OutputPump* pump) {
   ::unlink(log_path_.c_str());
   ::unlink(trace_path_.c_str());
   ::unlink(exit_path_.c_str());
   SubprocessOptions so;
   so.env = env;
   so.env["DSDOCTOR_TRACE_FILE"] = trace_path_;
-  so.log_path = log_path_;
+  net::Fd output;  // the pipe's write end: ours is closed once the child has its copy
+  if (pump) {
+    DSD_ASSIGN_OR_RETURN(output, pump->Add(log_path_, &pump_index_));
+    pump_ = pump;
+    so.output_fd = output.get();
+  } else {
+    so.log_path = log_path_;
+  }
   so.cwd = cwd;
   so.parent_death_signal = SIGKILL;          // a dead watcher leaves no orphans
   so.umask = static_cast<int>(UserUmask());  // the job's own files are as the user would make them
@@ -55,7 +62,8 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
       state_.signal = e->signaled ? e->term_signal : 0;
       state_.exit_ns = now_ns;
       state_.proc.valid = false;
-      proc_stat_.reset();  // its two /proc descriptors: a node of many ranks needs them back
+      proc_stat_.reset();                    // its two /proc descriptors: a node of many ranks needs them back
+      if (pump_) pump_->Flush(pump_index_);  // its last output is in the log before its exit is told
       if (Status st = WriteFileAtomic(exit_path_, std::to_string(ShellExitStatus(state_)) + "\n"); !st.ok())
         write_error_ = std::filesystem::path(exit_path_).filename().string() + ": " + st.message();
       exited_now = true;

@@ -1,8 +1,8 @@
 // One rank of a job as its node sees it: the child process (started with the rank environment,
-// stdout+stderr appended by the kernel to its log file, so the log is complete whatever happens
-// to the watcher), and each Tick its exit, its trace ring, its /proc state and the new bytes of
-// its log. Used by the agent (`dsdoctor run` over agents) and by the coordinator's direct mode.
-// Owned and ticked by one thread.
+// stdout+stderr through a pipe that an OutputPump drains into its log file, so that the log's
+// file system never fails the rank; without a pump, appended by the kernel to the file), and each
+// Tick its exit, its trace ring, its /proc state and the new bytes of its log. Used by the agent
+// (`dsdoctor run` over agents) and by the coordinator's direct mode. Owned and ticked by one thread.
 #pragma once
 
 #include <map>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "collectors/output_pump.h"
 #include "collectors/proc_stat.h"
 #include "common/net.h"
 #include "common/run_files.h"
@@ -24,9 +25,10 @@ class RankMonitor {
   // The rank's files are rank-<r>.log, .trace and .exit in `dir` (common/run_files.h).
   RankMonitor(int rank, int local_rank, std::string node, const RunDir& dir);
 
-  // Truncates the rank's old files and starts it; its death signal is SIGKILL when we die.
+  // Truncates the rank's old files and starts it; its death signal is SIGKILL when we die. With a
+  // pump (borrowed; it outlives this object), its output goes through the pump's pipe.
   Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-               const std::string& cwd);
+               const std::string& cwd, OutputPump* pump = nullptr);
   // Polls the exit, reads the trace and /proc, appends the log's new bytes to *new_log. Returns
   // true when the rank's exit was seen in this tick (its `.exit` file is then written).
   bool Tick(int64_t now_ns, std::string* new_log, size_t recent = 64);
@@ -39,12 +41,16 @@ class RankMonitor {
   // The newest failed write of ours into the log dir ("rank-3.exit: No space left on device");
   // the rank is watched on regardless.
   const std::string& write_error() const { return write_error_; }
+  // Its output's journey to the log (all zero without a pump).
+  OutputPump::Stats output() const { return pump_ ? pump_->stats(pump_index_) : OutputPump::Stats{}; }
 
  private:
   diagnosis::RankState state_;
   std::string log_path_, trace_path_, exit_path_;
   std::string write_error_;
   std::optional<Subprocess> proc_;
+  OutputPump* pump_ = nullptr;
+  size_t pump_index_ = 0;
   runtime::TraceReader trace_;
   // The rank's /proc files and its log stay open while it runs (3 descriptors per rank: the agent
   // and direct mode raise the open-file limit for them).

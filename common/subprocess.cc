@@ -26,7 +26,7 @@ std::string ExitInfo::Describe() const {
 Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const SubprocessOptions& options) {
   if (argv.empty()) return InvalidArgument("empty command");
   int log_fd = -1;
-  if (!options.log_path.empty()) {
+  if (!options.log_path.empty() && options.output_fd < 0) {
     log_fd = ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd < 0) return ErrnoError("log file " + options.log_path, errno);
   }
@@ -51,7 +51,10 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const
       ::prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
       if (::getppid() != parent) ::_exit(128 + options.parent_death_signal);  // it died before prctl
     }
-    if (log_fd >= 0) {
+    if (options.output_fd >= 0) {
+      ::dup2(options.output_fd, 1);
+      ::dup2(options.output_fd, 2);
+    } else if (log_fd >= 0) {
       ::dup2(log_fd, 1);
       ::dup2(log_fd, 2);
     }

@@ -19,6 +19,7 @@ namespace dsd {
 struct SubprocessOptions {
   std::map<std::string, std::string> env;  // overlays ours; an empty value unsets
   std::string log_path;                    // stdout+stderr appended here; empty: inherit ours
+  int output_fd = -1;                      // stdout+stderr go to this descriptor instead (a pipe's write end)
   std::string cwd;                         // empty: ours
   bool new_process_group = true;           // Kill() then reaches the child's own children
   int parent_death_signal = 0;             // PR_SET_PDEATHSIG: the child gets it when we die (0: none)

@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "common/run_files.h"
 #include "common/strings.h"
 #include "diagnosis/rules.h"
 
@@ -58,9 +59,11 @@ void LostAgents(Ctx& c) {
   }
 }
 
-// The file system under a node's log dir (docs/run.md "A full disk"). Full, or a write of ours
-// failed: an error, since rank output, traces and stacks are being lost and ranks that print may
-// fail with ENOSPC. Nearly full (under 256 MiB and under 5 % left): a warning while there is time.
+// The file system under a node's log dir (docs/run.md "A full disk"). Full, a write of ours
+// failed, or rank output was lost: an error, since rank output, traces and stacks are being lost
+// and the job's own writes there fail. Nearly full (under 256 MiB and under 5 % left): a warning
+// while there is time. Ranks never fail for their output: it goes through the node's pipe, and
+// what could not be written is counted here, by rank (collectors/output_pump.h).
 void LogDirFull(Ctx& c) {
   for (const auto& d : c.job.log_dirs) {
     const bool enospc = std::any_of(d.write_errors.begin(), d.write_errors.end(), [](const std::string& e) {
@@ -68,7 +71,10 @@ void LogDirFull(Ctx& c) {
     });
     const bool full = d.total_bytes > 0 && d.free_bytes == 0;
     const bool low = d.total_bytes > 0 && d.free_bytes < (256ull << 20) && d.free_bytes * 20 < d.total_bytes;
-    if (!full && !enospc && !low) continue;
+    uint64_t lost = 0, held = 0;
+    std::vector<OutputLoss> losses = d.output;
+    for (const auto& o : losses) lost += o.lost_bytes, held += o.held_bytes;
+    if (!full && !enospc && !low && lost == 0 && held == 0) continue;
     std::string fs = (d.fs_type.empty() ? std::string("the file system") : d.fs_type) +
                      (d.mount.empty() ? "" : " mounted at " + d.mount);
     std::string space =
@@ -76,22 +82,55 @@ void LogDirFull(Ctx& c) {
     Finding f;
     f.code = codes::kLogDirFull;
     f.nodes = {d.node};
-    for (const auto& r : c.job.ranks)
-      if (r.node == d.node) f.ranks.push_back(r.rank);  // whose output is being lost
+    // Whose output is being lost: the ranks that lost or hold some, most lost first; else every
+    // rank of the node.
+    std::sort(losses.begin(), losses.end(), [](const OutputLoss& a, const OutputLoss& b) {
+      return a.lost_bytes != b.lost_bytes ? a.lost_bytes > b.lost_bytes : a.rank < b.rank;
+    });
+    for (const auto& o : losses) f.ranks.push_back(o.rank);
+    if (f.ranks.empty())
+      for (const auto& r : c.job.ranks)
+        if (r.node == d.node) f.ranks.push_back(r.rank);
+    std::sort(f.ranks.begin(), f.ranks.end());
     f.proof = proof::kDisk;
-    if (full || enospc) {
+    std::string lost_text;
+    if (lost > 0) {
+      size_t named = 0;
+      for (const auto& o : losses) {
+        if (o.lost_bytes == 0) continue;
+        if (named == 4) {
+          lost_text += ", and more";
+          break;
+        }
+        lost_text += std::string(named++ ? ", " : "") + "rank " + std::to_string(o.rank) + " " +
+                     FormatBytes(static_cast<double>(o.lost_bytes));
+      }
+      lost_text = "; output that could not be written was dropped (" + FormatBytes(static_cast<double>(lost)) +
+                  " in all: " + lost_text + "), and each log marks where";
+    }
+    if (full || enospc || lost > 0) {
       f.severity = Severity::kError;
       f.summary = "the log dir on " + d.node + " is on a full file system (" + fs + ", " + space +
-                  "): rank output, traces and stacks written from now on are lost, and a rank that prints may fail "
-                  "with ENOSPC (errno 28, \"No space left on device\")";
+                  "): traces, stacks and rank output beyond what waits in memory (1 MiB a rank) are lost, and the "
+                  "job's own writes there (checkpoints) fail with ENOSPC" +
+                  lost_text;
+    } else if (held > 0) {
+      f.severity = Severity::kWarning;
+      f.summary = "the log dir on " + d.node + " refuses writes (" + fs + ", " + space +
+                  "): " + FormatBytes(static_cast<double>(held)) + " of rank output waits in memory to be written";
     } else {
       f.severity = Severity::kWarning;
       f.summary = "the log dir on " + d.node + " is nearly full (" + fs + ", " + space + ")";
     }
     f.remedy = "free space on " + (d.mount.empty() ? d.path : d.mount) + " on " + d.node + " (`df -h " + d.path +
                "`; old run dirs, core files, checkpoints), or give the next run a --log-dir on "
-               "a larger file system; dsdoctor goes on watching the job, and what was written before stays on disk";
+               "a larger file system; dsdoctor goes on watching the job, the ranks never fail for their output, and "
+               "what was written before stays on disk";
     f.evidence.push_back("statvfs(" + d.path + "): " + space + " on " + fs);
+    for (const auto& o : losses)
+      f.evidence.push_back(RankFileName(o.rank, RankFile::kLog) + ": " +
+                           FormatBytes(static_cast<double>(o.lost_bytes)) + " of output lost, " +
+                           FormatBytes(static_cast<double>(o.held_bytes)) + " waiting to be written");
     for (const auto& e : d.write_errors) f.evidence.push_back("write failed: " + e);
     c.Add(std::move(f), false);
   }

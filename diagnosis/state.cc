@@ -457,7 +457,12 @@ nlohmann::json ToJson(const LogDirStatus& s) {
           {"fs_type", s.fs_type},
           {"free_bytes", s.free_bytes},
           {"total_bytes", s.total_bytes},
-          {"write_errors", s.write_errors}};
+          {"write_errors", s.write_errors},
+          {"output", [&] {
+             auto a = nlohmann::json::array();
+             for (const auto& o : s.output) a.push_back({o.rank, o.held_bytes, o.lost_bytes});
+             return a;
+           }()}};
 }
 
 Result<LogDirStatus> LogDirStatusFromJson(const nlohmann::json& j) {
@@ -472,6 +477,15 @@ Result<LogDirStatus> LogDirStatusFromJson(const nlohmann::json& j) {
   f.Get("total_bytes", &s.total_bytes);
   f.Get("write_errors", &s.write_errors);
   if (!f.status().ok()) return f.status();
+  if (auto o = j.find("output"); o != j.end()) {  // [[rank, held, lost], ...]
+    if (!o->is_array() || o->size() > (1u << 20)) return InvalidArgument("log_dir: field 'output' must be an array");
+    for (const auto& e : *o) {
+      if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || !e[1].is_number_unsigned() ||
+          !e[2].is_number_unsigned())
+        return InvalidArgument("log_dir: an 'output' entry must be [rank, held bytes, lost bytes]");
+      s.output.push_back({e[0].get<int>(), e[1].get<uint64_t>(), e[2].get<uint64_t>()});
+    }
+  }
   return s;
 }
 

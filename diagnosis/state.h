@@ -144,6 +144,13 @@ struct AgentLoss {
 };
 
 // The file system that holds a node's log dir (run), and writes into it that failed.
+// A rank's output that its node could not write to the log yet (held in memory), or at all (lost).
+struct OutputLoss {
+  int rank = -1;
+  uint64_t held_bytes = 0;
+  uint64_t lost_bytes = 0;
+};
+
 struct LogDirStatus {
   std::string node;
   std::string path;         // the log dir
@@ -152,6 +159,7 @@ struct LogDirStatus {
   uint64_t free_bytes = 0;  // what the writing user may still use (f_bavail; f_bfree for root)
   uint64_t total_bytes = 0;
   std::vector<std::string> write_errors;  // "rank-3.exit: No space left on device"
+  std::vector<OutputLoss> output;         // ranks whose output waits for the disk or was lost
 };
 
 struct JobState {

@@ -172,6 +172,33 @@ TEST_F(CoordinatorE2eTest, FullLogDirIsNamedAndTheJobGoesOn) {
   EXPECT_TRUE(FindingsWithCode(run, "AGENT_LOST").empty()) << run["findings"].dump(2);
 }
 
+// A Python rank that prints on a full log file system: under torchrun (a pipe) it finishes, and
+// under dsdoctor it must too. Its output goes through the node's pipe, so `print` never meets
+// ENOSPC: the job exits 0, LOG_DIR_FULL says how many bytes of which rank were lost, and the log
+// marks the gap. (Before, the rank's print raised OSError: rc 1.)
+TEST_F(CoordinatorE2eTest, ARankThatPrintsOnAFullLogDirFinishesAndItsLostBytesAreCounted) {
+  auto r = InNamespace(
+      "mkdir -p $DIR/logs; unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs $DIR/logs && "
+      "$DSD run --local 1 --slots 2 --agent-port 47935 --quiet --log-dir $DIR/logs --json $DIR/run.json -- "
+      "/usr/bin/python3 -c \"import os, sys, time\n"
+      "for i in range(3000): print(\\\"step %d \\\" % i + \\\"x\\\" * 1000, flush=True)\n"
+      "time.sleep(1.5)\nprint(\\\"finished\\\", flush=True)\"; echo run=$?; tail -c 300 $DIR/logs/rank-1.log'");
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  json run = ReadJson("run.json");
+  ASSERT_EQ(run["ranks"].size(), 2u) << run.dump(2);
+  EXPECT_EQ(run["ranks"][0]["exit_code"], 0) << run["ranks"][0].dump();
+  EXPECT_EQ(run["ranks"][1]["exit_code"], 0) << run["ranks"][1].dump();
+  auto full = FindingsWithCode(run, "LOG_DIR_FULL");
+  ASSERT_FALSE(full.empty()) << run["findings"].dump(2);
+  EXPECT_EQ(full[0]["severity"], "error");
+  const std::string summary = full[0]["summary"].get<std::string>();
+  EXPECT_NE(summary.find("was dropped"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 0 "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 1 "), std::string::npos) << summary;
+  EXPECT_NE(full[0]["evidence"].dump().find("rank-1.log: "), std::string::npos) << full[0].dump(2);
+  EXPECT_TRUE(FindingsWithCode(run, "RANK_EXITED").empty()) << run["findings"].dump(2);
+}
+
 // A rank that prints 40 MB at once: its output travels in chunks under the frame limit (one sample
 // with it would exceed 16 MiB, and an agent that cannot send stops the job), and all of it is on disk.
 TEST_F(CoordinatorE2eTest, ARankPrintingFastNeverBreaksTheAgentLink) {
