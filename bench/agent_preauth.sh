@@ -55,10 +55,15 @@ unshare -n bash -c "
   codes() { python3 -c 'import json,sys; print(\" \".join(sorted(f[\"code\"] for f in json.load(open(sys.argv[1]))[\"findings\"] if f[\"severity\"] == \"error\")))' \$1; }
   $bin check --launcher attach --agents \$agents --token-file $dir/token --sizes 4K --p2p-seconds 0.1 --json $dir/q.json > /dev/null 2>&1 || true
   want=\$(codes $dir/q.json)
-  python3 $hostile churn --to 127.0.0.2:47700 --source 127.0.0.9 --procs 2 --seconds 600 > $dir/churn.out 2>&1 &
-  C=\$!
-  for i in \$(seq 100); do grep -q churn-ready $dir/churn.out && break; sleep 0.05; done
-  sleep 1
+  # churn_start TO OUT: one address churning at TO until churn_stop; its rate goes to OUT.
+  churn_start() {
+    python3 $hostile churn --to \$1 --source 127.0.0.9 --procs 2 --seconds 600 > \$2 2>&1 &
+    C=\$!
+    for i in \$(seq 100); do grep -q churn-ready \$2 && break; sleep 0.05; done
+    sleep 1
+  }
+  churn_stop() { kill \$C; wait \$C 2>/dev/null || true; echo \"churn at \$1: \$(tail -1 \$2)\"; }
+  churn_start 127.0.0.2:47700 $dir/churn.out
   ok=0
   for i in \$(seq 10); do
     rm -f $dir/c.json
@@ -68,25 +73,20 @@ unshare -n bash -c "
     if [ \"\$got\" = \"\$want\" ]; then ok=\$((ok+1)); else echo \"check under churn: \$got (quiet: \$want)\" >&2; fi
   done
   echo \"check under an unthrottled churn from one address: \$ok of 10 with the quiet run's errors (\$want)\"
-  kill \$C; wait \$C 2>/dev/null || true
-  echo \"churn at node-0: \$(tail -1 $dir/churn.out)\"
+  churn_stop node-0 $dir/churn.out
 
   # The viewer port of a running job, churned the same way.
   mkdir -p $dir/run
   $bin run --local 1 --slots 1 --quiet --serve 127.0.0.6:47800 --log-dir $dir/run -- sleep 300 > /dev/null 2>&1 &
   R=\$!
   for i in \$(seq 200); do [ -s $dir/run/viewer.token ] && break; sleep 0.05; done
-  python3 $hostile churn --to 127.0.0.6:47800 --source 127.0.0.9 --procs 2 --seconds 600 > $dir/churn2.out 2>&1 &
-  C=\$!
-  for i in \$(seq 100); do grep -q churn-ready $dir/churn2.out && break; sleep 0.05; done
-  sleep 1
+  churn_start 127.0.0.6:47800 $dir/churn2.out
   ok=0
   for i in \$(seq 5); do
     timeout 60 $bin tui --attach 127.0.0.6:47800 --token-file $dir/run/viewer.token --dump > $dir/v.out 2>&1 && ok=\$((ok+1)) || tail -2 $dir/v.out >&2
   done
   echo \"viewer attaches under the same churn: \$ok of 5\"
-  kill \$C; wait \$C 2>/dev/null || true
-  echo \"churn at the viewer port: \$(tail -1 $dir/churn2.out)\"
+  churn_stop 'the viewer port' $dir/churn2.out
   kill \$R; wait \$R 2>/dev/null || true
   kill \$pids; wait 2>/dev/null || true
 "

@@ -1,10 +1,6 @@
 #include "collectors/output_pump.h"
 
 #include <gtest/gtest.h>
-#include <sched.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +9,7 @@
 #include <thread>
 
 #include "common/file.h"
+#include "common/small_tmpfs_testing.h"
 
 namespace dsd::collectors {
 namespace {
@@ -62,50 +59,41 @@ TEST_F(OutputPumpTest, EveryByteAWriterSendsIsInTheLogAfterFlush) {
 // sees an error nor blocks for good; 1 MiB waits in memory, the rest is counted lost; when space
 // returns, what waited is written and a line marks the gap.
 TEST_F(OutputPumpTest, AFullFileSystemNeverFailsTheWriterAndWhatWaitedIsWrittenWhenSpaceReturns) {
-  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(2);
-    std::string small = dir_ + "/small";
-    if (::mkdir(small.c_str(), 0700) != 0 || ::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=4m") != 0) ::_exit(2);
+  const int code = testing::InSmallTmpfs(dir_, "4m", [](const std::string& small) {
     OutputPump pump;
     size_t index = 0;
     auto w = pump.Add(small + "/rank-0.log", &index);
-    if (!w.ok()) ::_exit(3);
+    if (!w.ok()) return 3;
     // Fill the file system.
     {
       std::string block(4096, 'f');
       FILE* f = std::fopen((small + "/filler").c_str(), "w");
-      if (!f) ::_exit(3);
+      if (!f) return 3;
       while (std::fwrite(block.data(), 1, block.size(), f) == block.size() && std::fflush(f) == 0) {
       }
       std::fclose(f);
     }
     const std::string chunk(1u << 16, 'x');
     for (int i = 0; i < 48; ++i)  // 3 MiB: more than the pipe and the memory allowance
-      if (!WriteAllTo(w->get(), chunk)) ::_exit(4);
+      if (!WriteAllTo(w->get(), chunk)) return 4;
     for (int i = 0; i < 200 && pump.stats(index).held + pump.stats(index).lost < 48u * chunk.size(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     auto s = pump.stats(index);
-    if (s.held != (1u << 20) || s.written + s.held + s.lost != 48u * chunk.size()) ::_exit(5);
-    if (s.error != "No space left on device") ::_exit(6);
+    if (s.held != (1u << 20) || s.written + s.held + s.lost != 48u * chunk.size()) return 5;
+    if (s.error != "No space left on device") return 6;
     ::unlink((small + "/filler").c_str());  // space returns
-    for (int i = 0; i < 300 && pump.stats(index).held > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 300 && pump.stats(index).held > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     s = pump.stats(index);
-    if (s.held != 0) ::_exit(7);
+    if (s.held != 0) return 7;
     auto log = ReadFile(small + "/rank-0.log");
     const std::string mark = "[dsdoctor: " + std::to_string(s.lost) + " bytes of this rank's output were lost here: ";
-    if (!log.ok() || log->find(mark) == std::string::npos) ::_exit(8);
-    if (log->size() < s.written) ::_exit(9);
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "no mount namespace here";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "4: the writer failed; 5: held/lost wrong; 6: error; 7: not written when "
-                                       "space returned; 8: no gap mark";
+    if (!log.ok() || log->find(mark) == std::string::npos) return 8;
+    return 0;
+  });
+  if (code == testing::kNoNamespace) GTEST_SKIP() << "no root or no mount namespace here";
+  EXPECT_EQ(code, 0) << "4: the writer failed; 5: held/lost wrong; 6: error; 7: not written when space returned; "
+                        "8: no gap mark";
 }
 
 }  // namespace

@@ -1,9 +1,7 @@
 #include "runtime/trace.h"
 
 #include <gtest/gtest.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include "common/small_tmpfs_testing.h"
 
 namespace dsd::runtime {
 namespace {
@@ -371,22 +371,13 @@ TEST(TypesTest, NamesRoundTrip) {
 // blocks are reserved at creation, and the creation fails (ENOSPC) instead. A 64 KiB tmpfs in a
 // mount namespace of a child process (root only) is too small for a 4096-record trace.
 TEST_F(TraceTest, ANoSpaceFileSystemFailsAtCreationNotAtTheFirstWrite) {
-  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(2);
-    std::string small = dir_ + "/small";
-    if (::mkdir(small.c_str(), 0700) != 0 || ::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=64k") != 0) ::_exit(2);
+  const int code = dsd::testing::InSmallTmpfs(dir_, "64k", [](const std::string& small) {
     auto w = TraceWriter::Create(small + "/rank-0.trace", {0, 1, 0, "h", "gloo"}, 4096);
-    if (w.ok()) ::_exit(1);
-    ::_exit(w.status().message().find("No space") != std::string::npos ? 0 : 3);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "no mount namespace here";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the trace was created sparse on a full file system; 3: another error";
+    if (w.ok()) return 1;
+    return w.status().message().find("No space") != std::string::npos ? 0 : 3;
+  });
+  if (code == dsd::testing::kNoNamespace) GTEST_SKIP() << "no root or no mount namespace here";
+  EXPECT_EQ(code, 0) << "1: the trace was created sparse on a full file system; 3: another error";
 }
 
 }  // namespace
