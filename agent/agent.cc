@@ -2,6 +2,8 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -69,16 +71,33 @@ Status Agent::Run() {
     }).detach();
   });
   std::vector<pollfd> stdin_fd{{options_.exit_on_stdin_eof ? 0 : -1, POLLIN, 0}};
+  bool outlives_coordinator = false;
   while (!stop_) {
     acceptor.Poll(std::chrono::milliseconds(200), &stdin_fd);
+    if (runs_active_ > 0 && !outlives_coordinator) {
+      // A job runs here: the coordinator's death (a kill, a lost ssh session) must not end it. The
+      // death signal a launcher gave us, and a hangup, are dropped (on this, the main thread).
+      ::prctl(PR_SET_PDEATHSIG, 0);
+      ::signal(SIGHUP, SIG_IGN);
+      outlives_coordinator = true;
+    }
     if (stdin_fd[0].fd == 0 && (stdin_fd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       char buf[256];
       ssize_t n = ::read(0, buf, sizeof buf);
       if (n <= 0) {
-        log->debug("coordinator gone (stdin closed); agent {} exits", options_.name);
-        break;
+        coordinator_gone_ = true;
+        stdin_fd[0].fd = -1;
+        if (runs_active_ == 0) {
+          log->debug("coordinator gone (stdin closed); agent {} exits", options_.name);
+          break;
+        }
+        log->warn(
+            "coordinator gone (stdin closed): the job's ranks on {} run on to their end, and this agent exits "
+            "after them",
+            options_.name);
       }
     }
+    if (coordinator_gone_ && runs_active_ == 0) break;
   }
   Stop();
   // Nothing may outlive the object: connection threads are woken by shutting their sockets (a run

@@ -32,6 +32,7 @@ struct AgentOptions {
   std::string token;
   std::string name;                // node name in reports; default: hostname
   bool exit_on_stdin_eof = false;  // launched by a coordinator: its end of our stdin closing = it is gone
+                                   // (the agent exits then, or after the ranks of a run it serves)
   Duration auth_timeout = std::chrono::seconds(5);
   bool mpi = false;  // started by mpirun with MPI initialised: serves backend "mpi" all-reduces
 };
@@ -76,6 +77,10 @@ class Agent {
   std::vector<std::thread> listener_threads_;                // their accept loops, joined by Run
   std::set<net::Link*> live_links_;                          // served now; shut down when Run ends
   std::atomic<int> active_connections_{0};
+  // Runs being served (agent_run.cc); while one is, the coordinator's death does not end the agent
+  // (docs/run.md "When the coordinator goes"): its ranks run on to their end.
+  std::atomic<int> runs_active_{0};
+  std::atomic<bool> coordinator_gone_{false};  // stdin closed: the coordinator's process is gone
   // Key-value service for rendezvous (gloo stores of bandwidth probes), on the master's agent.
   KvTable kv_;
 };

@@ -1,10 +1,15 @@
 // The agent's side of `dsdoctor run`: a "run" request turns its connection into the job's stream
 // (docs/agent-protocol.md "Run stream"). The node's ranks are a collectors::NodeRanks; this file
 // only moves its ticks, stacks and files over the link (agent/run_protocol.h) and the coordinator's
-// stop, stacks and resync messages into it. When the connection drops (the coordinator died) every
-// rank is stopped, SIGKILL after the request's escalation delay.
+// stop, stacks and resync messages into it. When the connection drops, the ranks run on if the
+// coordinator's process is gone (its end of our stdin closed within kDecideAfterLoss: a kill, a
+// lost ssh session); otherwise (a partition, an agent without that pipe, the agent stopping) every
+// rank is stopped, SIGKILL after the request's escalation delay (docs/run.md "When the coordinator
+// goes").
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -29,6 +34,10 @@ static_assert(kDefaultStopEscalationMs ==
 // "log" messages, so no frame nears the 16 MiB limit however many ranks print at once.
 constexpr size_t kInlineLogBytesPerFrame = 1u << 20;
 
+// After the run connection drops, how long the agent waits to learn whether the coordinator's
+// process is gone (stdin closing comes within milliseconds of a kill) before it stops the ranks.
+constexpr auto kDecideAfterLoss = std::chrono::seconds(3);
+
 // The coordinator wrote its run id into run.id before asking: finding it here means this node
 // writes into the coordinator's own run dir (a shared file system, or the same machine).
 bool SharesRunDir(const RunDir& dir, const std::string& run_id) {
@@ -45,12 +54,33 @@ class RunStreamOut {
 
   bool gone() const { return gone_; }
 
-  // The coordinator is gone (its connection broke): the ranks are stopped, as it would have.
+  // The connection to the coordinator broke. What becomes of the ranks is decided by WhileGone.
   void CoordinatorGone(const std::string& why) {
     if (gone_) return;
     gone_ = true;
-    log::Get("agent")->warn("run: coordinator connection lost ({}): stopping {} ranks", why, ranks_.size());
-    ranks_.Signal(SIGTERM);
+    lost_at_ = std::chrono::steady_clock::now();
+    log::Get("agent")->warn("run: coordinator connection lost ({})", why);
+  }
+
+  // Each tick after the loss: the ranks run on when the coordinator's process is gone; they are
+  // stopped, as the coordinator would have, when the agent itself stops or when the coordinator
+  // still lives after kDecideAfterLoss (it lost us: it fails the job without these ranks).
+  void WhileGone(bool agent_stopping, bool coordinator_process_gone) {
+    if (decided_) return;
+    const auto log = log::Get("agent");
+    if (agent_stopping ||
+        (!coordinator_process_gone && std::chrono::steady_clock::now() - lost_at_ > kDecideAfterLoss)) {
+      decided_ = true;
+      log->warn("run: stopping {} ranks ({})", ranks_.size(),
+                agent_stopping ? "the agent stops" : "the coordinator lives but lost this node");
+      ranks_.Signal(SIGTERM);
+    } else if (coordinator_process_gone) {
+      decided_ = true;
+      log->warn(
+          "run: the coordinator's process is gone: {} ranks run on to their end; their logs, traces and exit "
+          "files stay in {} (dsdoctor analyze {})",
+          ranks_.size(), ranks_.options().run_dir.path(), ranks_.options().run_dir.path());
+    }
   }
 
   void Send(const AgentRunMessage& m) {
@@ -129,6 +159,8 @@ class RunStreamOut {
   collectors::NodeRanks& ranks_;
   const bool mirror_;
   bool gone_ = false;
+  bool decided_ = false;  // after the loss: the ranks were stopped, or left to run on
+  std::chrono::steady_clock::time_point lost_at_{};
   std::vector<diagnosis::SampleDeltaWriter> deltas_;  // by index: each rank's entries are deltas
   SampleFrameWriter frame_;
 };
@@ -137,6 +169,11 @@ class RunStreamOut {
 
 void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequest& request) {
   auto log = log::Get("agent");
+  ++runs_active_;
+  struct Done {
+    std::atomic<int>& n;
+    ~Done() { --n; }
+  } done{runs_active_};
   const RunDir run_dir(request.run_dir);
   // What the agent writes (the run dir, logs, stacks) is private; its ranks keep the user's umask.
   UsePrivateUmask(request.share_group);
@@ -173,7 +210,8 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequ
   out.Send(started);
   const auto period = std::chrono::milliseconds(std::clamp(request.sample_ms, 20, 5000));
   while (true) {
-    if (out.gone()) {  // nothing more to read: the ranks are being stopped
+    if (out.gone()) {  // nothing more to read: the ranks run on or are being stopped (WhileGone)
+      out.WhileGone(stop_, coordinator_gone_);
       std::this_thread::sleep_for(period);
       out.SendSample(ranks.Tick());
       if (ranks.AllExited()) break;

@@ -16,9 +16,9 @@ Result<std::unique_ptr<AgentStore>> AgentStore::Connect(const net::Endpoint& mas
 
 void AgentStore::set(const std::string& key, const std::vector<char>& data) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto r = client_.Call({{"type", "kv_set"}, {"key", run_ + "/" + key},
-                         {"value", HexEncode(std::string_view(data.data(), data.size()))}},
-                        timeout_);
+  auto r = client_.Call(
+      {{"type", "kv_set"}, {"key", run_ + "/" + key}, {"value", HexEncode(std::string_view(data.data(), data.size()))}},
+      timeout_);
   if (!r.ok()) throw std::runtime_error("store set " + key + ": " + r.status().message());
 }
 

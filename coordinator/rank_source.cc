@@ -15,6 +15,9 @@ namespace dsd::coordinator {
 
 namespace {
 
+// How long ~AgentSource waits for agents to end ranks it stops (their escalation to SIGKILL is 3 s).
+constexpr auto kStopReachesAgents = std::chrono::seconds(5);
+
 // A sample's state replaces the rank's (`assign` writes it over `into`), but what the coordinator
 // decided stays: its judgement that the agent was lost, and a stack it captured when the sample has none.
 template <typename Assign>
@@ -79,6 +82,21 @@ std::map<int, std::string> DirectSource::Stacks(const std::vector<int>& want) {
 }
 
 AgentSource::~AgentSource() {
+  // Ranks that still run when the source ends (an error after they started, a coordinator that
+  // gives up) are stopped here: ending `run` ends the job. Only a coordinator that vanishes without
+  // this (kill -9, a crash, a lost ssh session) leaves them running (docs/run.md "When the
+  // coordinator goes"). The stop must reach the agents before the links close: wait until each
+  // said done or its link broke, a few seconds at most.
+  auto still_running = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::any_of(agents_.begin(), agents_.end(), [](const auto& a) { return a->connected && !a->done; });
+  };
+  if (still_running()) {
+    Signal(SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + kStopReachesAgents;
+    while (still_running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   for (auto& a : agents_) a->client.link().Shutdown();
   for (auto& a : agents_)
     if (a->reader.joinable()) a->reader.join();

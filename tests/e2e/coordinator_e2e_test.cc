@@ -212,6 +212,35 @@ TEST_F(CoordinatorE2eTest, ARankPrintingFastNeverBreaksTheAgentLink) {
   EXPECT_EQ(std::filesystem::file_size(dir_ / "logs" / "rank-0.log"), 40000000u + 6u);
 }
 
+// kill -9 of the coordinator mid-run (a crash, a lost ssh session): the job is not harmed. The
+// agents see their stdin close, let the ranks run to their own end, write their logs and exit
+// files, and exit after them; `analyze` of the run dir then reports the finished job from them.
+// (Before, every rank was stopped within 2 s.)
+TEST_F(CoordinatorE2eTest, AJobOutlivesItsKilledCoordinatorAndAnalyzeReportsIt) {
+  auto r = InNamespace(
+      "$DSD run --local 2 --agent-port 47945 --quiet --log-dir $DIR/logs -- "
+      "sh -c 'sleep 4; echo finished' & C=$!; "
+      "for i in $(seq 100); do [ -e $DIR/logs/rank-0.log ] && [ -e $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
+      "sleep 1; kill -9 $C; wait $C; echo run=$?; "
+      "for i in $(seq 150); do [ -s $DIR/logs/rank-0.exit ] && [ -s $DIR/logs/rank-1.exit ] && break; sleep 0.1; done; "
+      "echo exits=$(cat $DIR/logs/rank-0.exit $DIR/logs/rank-1.exit | tr '\\n' ' '); "
+      "grep -h finished $DIR/logs/rank-0.log $DIR/logs/rank-1.log; "
+      "for i in $(seq 50); do pgrep -f '[a]gent --listen 127.0.0.[23]:47945' >/dev/null || break; sleep 0.1; done; "
+      "pgrep -f '[a]gent --listen 127.0.0.[23]:47945' || echo no-agents-left; "
+      "$DSD analyze $DIR/logs --json > $DIR/analyze.json; echo analyze=$?");
+  EXPECT_NE(r.out.find("run=137"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("exits=0 0"), std::string::npos) << "the ranks ran to their end: " << r.out << r.err;
+  size_t finished = 0;
+  for (size_t at = r.out.find("finished"); at != std::string::npos; at = r.out.find("finished", at + 1)) ++finished;
+  EXPECT_EQ(finished, 2u) << r.out;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("analyze=0"), std::string::npos) << "every rank's exit status is on disk: " << r.out;
+  json a = ReadJson("analyze.json");
+  ASSERT_EQ(a["ranks"].size(), 2u) << a.dump(2);
+  for (const auto& rank : a["ranks"]) EXPECT_EQ(rank["exit_code"], 0) << rank.dump();
+  for (const auto& f : a["findings"]) EXPECT_NE(f["severity"], "error") << f.dump(2);
+}
+
 // A coordinator stopped (SIGSTOP) longer than --hang-after finds stale samples queued when it
 // resumes: it catches up before it diagnoses, so a healthy job is neither flagged nor stopped.
 TEST_F(CoordinatorE2eTest, StoppedCoordinatorNeverDiagnosesStaleSamples) {
