@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "common/log.h"
 #include "common/run_files.h"
@@ -85,7 +86,16 @@ Status Rendezvous(TcpStore& store, const RankEnv& env, int world_size, Duration 
       }
     }
     DSD_RETURN_IF_ERROR(store.Set("rdzv/verdict", verdict));
-    if (verdict != "ok") return InvalidArgument(verdict);
+    if (verdict != "ok") {
+      // The store lives in this process and ends with it: the ranks that joined read the verdict
+      // first (each says so), or 2 s pass. Otherwise a loaded machine left them "no verdict".
+      std::vector<std::string> acks, unacked;
+      std::set<std::string> absent(missing.begin(), missing.end());
+      for (int r = 1; r < world_size; ++r)
+        if (!absent.count("rdzv/rank/" + std::to_string(r))) acks.push_back("rdzv/ack/" + std::to_string(r));
+      if (!acks.empty()) (void)store.WaitGet(acks, std::chrono::seconds(2), &unacked);
+      return InvalidArgument(verdict);
+    }
     return Status::Ok();
   }
   std::vector<std::string> missing;
@@ -95,7 +105,10 @@ Status Rendezvous(TcpStore& store, const RankEnv& env, int world_size, Duration 
                    std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) + " s");
   }
   const std::string& v = verdict->at("rdzv/verdict");
-  if (v != "ok") return InvalidArgument(v);
+  if (v != "ok") {
+    (void)store.Set("rdzv/ack/" + std::to_string(env.rank), "1");  // rank 0 may close the store now
+    return InvalidArgument(v);
+  }
   return Status::Ok();
 }
 
