@@ -69,6 +69,8 @@ CheckRow PlanRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   for (const auto& n : in.nodes) ranks += n.slots;
   r.summary = std::to_string(in.nodes.size()) + (in.nodes.size() == 1 ? " node, " : " nodes, ") +
               std::to_string(ranks) + " slots" + (in.plan_source.empty() ? "" : " from " + in.plan_source);
+  // Never a green check of a cluster that was not touched: every output says the nodes were simulated.
+  if (in.simulated) r.summary += ", " + std::string(kSimulatedLabel);
   for (const auto& note : in.plan_notes) {
     r.details.push_back(note);
     out.push_back(
@@ -910,6 +912,16 @@ ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
     before = res.findings.size();
     add(P2pRow(in, res), before);
   }
+  // No agent answered: every row past the plan and the agents rests on no node at all, and none may
+  // read "ok" (a check that reached no host is never green).
+  if (std::none_of(in.nodes.begin(), in.nodes.end(), [](const NodeProbe& n) { return Reachable(n); })) {
+    for (auto& row : res.rows) {
+      if (row.name == "plan" || row.name == "agents" || row.status == CheckStatus::kFail) continue;
+      row.status = CheckStatus::kInfo;
+      row.summary = "not checked: no node's agent answered";
+      row.details.clear();
+    }
+  }
   diagnosis::SortBySeverity(res.findings);
   log::Get("agent")->debug("cluster check: {} rows, {} findings", res.rows.size(), res.findings.size());
   return res;
@@ -917,7 +929,9 @@ ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
 
 std::string RenderClusterText(const ClusterCheckInput& in, const ClusterCheckResult& res, bool color) {
   std::ostringstream out;
-  out << probe::RenderChecksText("dsdoctor check: " + std::to_string(in.nodes.size()) + " nodes", res.rows, {color});
+  out << probe::RenderChecksText("dsdoctor check: " + std::to_string(in.nodes.size()) + " nodes" +
+                                     (in.simulated ? " (" + std::string(kSimulatedLabel) + ")" : ""),
+                                 res.rows, {color});
   for (const auto& [kind, m] : res.matrix) {
     bool any = false;
     for (const auto& row : m)
@@ -1081,6 +1095,7 @@ json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res,
   }
   return {{"schema", "dsdoctor.check/1"},
           {"master_port", in.master_port},
+          {"simulated", in.simulated},  // the local launcher's nodes: this machine only (kSimulatedLabel)
           {"nodes", nodes},
           {"checks", probe::ChecksJson(res.rows)},
           {"findings", findings},

@@ -129,6 +129,9 @@ struct ClusterCheckResult {
 
 ClusterCheckResult EvaluateCluster(const ClusterCheckInput& input);
 
+// What every output (text, JSON, JUnit) says of nodes the local launcher simulated.
+inline constexpr const char* kSimulatedLabel = "simulated on this machine: no other host was contacted";
+
 // What the bandwidth probes read from a node's report. The report is the agent's document:
 // a missing or mistyped field reads as 0 or empty, never throws.
 int ReportedGpus(const NodeProbe& node);              // inventory.cuda.device_count

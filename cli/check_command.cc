@@ -51,7 +51,8 @@ int RunCheck(const CheckOptions& o) {
     std::cerr << "dsdoctor check: " << sizes.status().message() << "\n";
     return kExitUsage;
   }
-  const std::string launcher_name = !o.launcher.empty() ? o.launcher : o.agents.empty() ? "local" : "attach";
+  const std::string launcher_name =
+      !o.launcher.empty() ? o.launcher : coordinator::DefaultLauncher(!o.agents.empty(), nodes->simulated);
   if (o.plan) {
     // The plan alone: what each node would run, without starting anything.
     auto ranks = coordinator::PlanRanks(*nodes, {}, nodes->nodes[0].host, o.master_port);

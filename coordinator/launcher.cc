@@ -595,6 +595,10 @@ Result<std::vector<net::Endpoint>> ParseAgentList(const std::string& list) {
   return out;
 }
 
+std::string DefaultLauncher(bool agents_given, bool simulated_nodes) {
+  return agents_given ? "attach" : simulated_nodes ? "local" : "ssh";
+}
+
 Result<LaunchSetup> MakeLauncher(const LauncherChoice& c, size_t node_count) {
   LaunchSetup setup;
   const std::string remote = c.remote_dsdoctor.empty() ? c.self_binary : c.remote_dsdoctor;

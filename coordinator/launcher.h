@@ -247,7 +247,7 @@ struct LauncherChoice {
   std::string token_file;             // attach: the running agents' token
   int agent_port = 0;
   std::string log_level;
-  bool simulated = false;  // --local: every node on this machine
+  bool simulated = false;    // --local: every node on this machine
   InProcessMain agent_main;  // local: how a forked agent runs (LocalLauncherOptions::in_process)
 };
 
@@ -255,6 +255,13 @@ struct LaunchSetup {
   std::unique_ptr<Launcher> launcher;
   std::string token;  // fresh for agents we start; the token file's for attach
 };
+
+// The launcher when --launcher is not given, one rule for `check` and `run`: --agents → attach;
+// simulated nodes (--local N, or this machine alone when there is no hostfile) → local; a
+// hostfile's nodes → ssh, which hands each agent its token on stdin. pdsh, DeepSpeed's default,
+// needs the token on storage every node sees, so it runs only when asked for (--launcher pdsh).
+// Never local for a hostfile: a check of hosts it never contacted must not come out green.
+std::string DefaultLauncher(bool agents_given, bool simulated_nodes);
 
 // "host:port,host:port" (--agents) → endpoints; "" → none. Errors name the bad entry.
 Result<std::vector<net::Endpoint>> ParseAgentList(const std::string& list);

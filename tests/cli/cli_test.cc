@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/file.h"
 #include "common/process.h"
 #include "probe/nccl.h"
 
@@ -160,6 +161,49 @@ TEST(CliTest, OversizedSweepSizeIsAUsageError) {
   auto r = Dsdoctor({"check", "--local", "1", "--sizes", "99999999999999999999999", "--plan"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--sizes"), std::string::npos) << r.err;
+}
+
+// A hostfile's hosts are contacted (ssh by default, as run), never simulated on this machine: hosts
+// that do not resolve fail the agents row by name with ssh's own words, and nothing else reads ok.
+TEST(CliTest, CheckOfAHostfileContactsItsHostsAndIsNeverGreenWhenNoneAnswers) {
+  if (::access("/usr/bin/ssh", X_OK) != 0) GTEST_SKIP() << "no ssh client";
+  std::string hf = WriteTemp("hf_unresolvable", "no-such-host-a.invalid slots=1\nno-such-host-b.invalid slots=1\n");
+  std::string json = hf + ".json";
+  auto r = Dsdoctor({"check", "--hostfile", hf, "--no-bandwidth", "--json", json});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto text = ReadFile(json);
+  ASSERT_TRUE(text.ok());
+  auto j = nlohmann::json::parse(*text);
+  EXPECT_FALSE(j["simulated"].get<bool>());
+  for (const auto& c : j["checks"]) {
+    if (c["name"] == "agents") {
+      EXPECT_EQ(c["status"], "fail");
+      EXPECT_NE(c.dump().find("no-such-host-a.invalid"), std::string::npos) << c.dump();
+      EXPECT_NE(c.dump().find("ssh"), std::string::npos) << "the launcher's own error: " << c.dump();
+    } else if (c["name"] != "plan") {
+      EXPECT_NE(c["status"], "ok") << c.dump();
+    }
+  }
+  auto plan = Dsdoctor({"check", "--hostfile", hf, "--plan"});
+  EXPECT_NE(plan.out.find("launcher ssh"), std::string::npos) << plan.out;
+  std::filesystem::remove(hf);
+  std::filesystem::remove(json);
+}
+
+// Simulated nodes say so in every output: the text's title and plan row, the JSON, the JUnit.
+TEST(CliTest, SimulatedNodesSaySoInTextJsonAndJunit) {
+  std::string junit = WriteTemp("junit", "");
+  std::string json = junit + ".json";
+  auto r = Dsdoctor({"check", "--local", "2", "--no-bandwidth", "--junit", junit, "--json", json});
+  EXPECT_NE(r.out.find("2 nodes (simulated on this machine"), std::string::npos) << r.out;
+  auto x = ReadFile(junit);
+  ASSERT_TRUE(x.ok());
+  EXPECT_NE(x->find("simulated on this machine"), std::string::npos) << *x;
+  auto text = ReadFile(json);
+  ASSERT_TRUE(text.ok());
+  EXPECT_TRUE(nlohmann::json::parse(*text)["simulated"].get<bool>());
+  std::filesystem::remove(junit);
+  std::filesystem::remove(json);
 }
 
 TEST(CliTest, CheckFailsOnHostfilesDeepSpeedRejects) {
