@@ -65,7 +65,7 @@ int Main(int argc, char** argv) {
       "--plan", check.plan,
       "Print the plan (nodes, slot ids, ranks, CUDA_VISIBLE_DEVICES, master) and start nothing; with --json - as JSON");
   check_cmd->add_option("--pdsh-opts", check.pdsh_opts, "Extra pdsh arguments");
-  check_cmd->add_option("--agents", check.agents, "Running agents to attach to: host:port,…");
+  check_cmd->add_option("--agents", check.agents, "Running agents to attach to: host:port,… or @FILE (one a line)");
   check_cmd->add_option("--token-file", check.token_file, "Token of attached agents");
   check_cmd->add_option("--ssh-opts", check.ssh_opts, "Extra ssh arguments, e.g. \"-p 2222 -i ~/.ssh/cluster\"");
   check_cmd->add_option("--mpirun-opts", check.mpirun_opts,
@@ -125,7 +125,7 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--mpirun-opts", run.mpirun_opts, "Extra mpirun arguments");
   run_cmd->add_option("--pdsh-opts", run.pdsh_opts, "Extra pdsh arguments");
   run_cmd->add_option("--remote-dsdoctor", run.remote_dsdoctor, "dsdoctor's path on the nodes (default: this one's)");
-  run_cmd->add_option("--agents", run.agents, "--launcher attach: running agents host:port,…");
+  run_cmd->add_option("--agents", run.agents, "--launcher attach: running agents host:port,… or @FILE (one a line)");
   run_cmd->add_option("--token-file", run.token_file, "--launcher attach: the agents' token");
   run_cmd->add_option("--agent-port", run.agent_port, "Port for started agents (0: any free port)")
       ->check(CLI::Range(0, 65535));

@@ -587,6 +587,27 @@ std::vector<AgentHandle> AttachLauncher::Start(const std::vector<NodePlan>& node
 Result<std::vector<net::Endpoint>> ParseAgentList(const std::string& list) {
   std::vector<net::Endpoint> out;
   if (list.empty()) return out;
+  if (list[0] == '@') {  // a file: 16,000 entries exceed the kernel's 128 KiB limit for one argument
+    const std::string path = list.substr(1);
+    auto text = ReadFile(path, size_t{64} << 20);
+    if (!text.ok()) return InvalidArgument("--agents " + list + ": " + text.status().message());
+    int line_no = 0;
+    for (const auto& line : Split(*text, '\n')) {
+      ++line_no;
+      const std::string content(Trim(std::string_view(line).substr(0, line.find('#'))));  // '#' starts a comment
+      for (const auto& part : Split(content, ',')) {
+        for (const auto& word : SplitWhitespace(part)) {
+          auto e = net::ParseEndpoint(word);
+          if (!e.ok())
+            return InvalidArgument(path + ":" + std::to_string(line_no) + ": '" + Printable(word) +
+                                   "': " + e.status().message());
+          out.push_back(*e);
+        }
+      }
+    }
+    if (out.empty()) return InvalidArgument("--agents " + list + ": no host:port entry in the file");
+    return out;
+  }
   for (const auto& part : Split(list, ',')) {
     auto e = net::ParseEndpoint(std::string(Trim(part)));
     if (!e.ok()) return InvalidArgument("--agents: " + e.status().message());

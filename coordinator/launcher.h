@@ -263,7 +263,8 @@ struct LaunchSetup {
 // Never local for a hostfile: a check of hosts it never contacted must not come out green.
 std::string DefaultLauncher(bool agents_given, bool simulated_nodes);
 
-// "host:port,host:port" (--agents) → endpoints; "" → none. Errors name the bad entry.
+// "host:port,host:port" (--agents) → endpoints; "" → none; "@FILE" → the file's entries (one or more
+// a line, by commas or blanks; '#' starts a comment). Errors name the bad entry (file:line).
 Result<std::vector<net::Endpoint>> ParseAgentList(const std::string& list);
 
 // Errors (usage): ssh/pdsh with --local, attach without --agents or a token file, --agents not

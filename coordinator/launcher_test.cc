@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 
 #include "collectors/proc_stat.h"
 #include "common/file.h"
@@ -171,6 +172,31 @@ TEST(LauncherTest, EveryLauncherKindIsMade) {
     EXPECT_NE(s->launcher, nullptr);
     EXPECT_EQ(s->token.size(), 64u) << "a fresh token";
   }
+}
+
+}  // namespace
+}  // namespace dsd::coordinator
+
+namespace dsd::coordinator {
+namespace {
+
+// 16,000 agents exceed the kernel's 128 KiB limit for one argument: --agents @FILE reads them.
+TEST(LauncherTest, AgentListFromAFileTakesLinesCommasAndCommentsAndNamesABadLine) {
+  std::string path = std::filesystem::temp_directory_path() / ("dsd-agents-" + std::to_string(::getpid()));
+  std::string text = "# the allocation's agents\n10.0.0.1:4790, 10.0.0.2:4790\n\n";
+  for (int i = 0; i < 16000; ++i) text += "node-" + std::to_string(i) + ":4790\n";
+  ASSERT_TRUE(WriteFileAtomic(path, text).ok());
+  auto list = ParseAgentList("@" + path);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 16002u);
+  EXPECT_EQ((*list)[1].host, "10.0.0.2");
+  EXPECT_EQ(list->back().host, "node-15999");
+  ASSERT_TRUE(WriteFileAtomic(path, "a:1\nb:2\nnot-an-endpoint\n").ok());
+  auto bad = ParseAgentList("@" + path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(path + ":3: 'not-an-endpoint'"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(ParseAgentList("@/nonexistent/agents").ok());
+  std::filesystem::remove(path);
 }
 
 }  // namespace
