@@ -22,6 +22,12 @@
 namespace dsd::cli {
 namespace {
 
+// An event's "type", or "" when it has none or not as a string (a recording may be anything).
+std::string TypeOf(const nlohmann::json& e) {
+  const auto t = e.is_object() ? e.find("type") : e.end();
+  return t != e.end() && t->is_string() ? t->get<std::string>() : "";
+}
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -65,7 +71,7 @@ class Player {
   // Every event must apply; the first must be the header. Errors name the file and line.
   Status Validate() {
     if (events_.empty()) return InvalidArgument(path_ + ": no events (is it a dsdoctor run's events.jsonl?)");
-    if (events_[0].event.value("type", "") != "header")
+    if (TypeOf(events_[0].event) != "header")
       return InvalidArgument(path_ + ":" + std::to_string(events_[0].line) + ": the first event is not a header");
     tui::StreamDecoder d;
     for (const auto& e : events_)
@@ -215,7 +221,7 @@ class AttachedStream {
 std::string EndedRunHint(const std::string& log_dir) {
   std::vector<std::string> warnings;
   auto events = tui::ReadEventFile(RunDir(log_dir).Events(), &warnings);
-  if (!events.ok() || events->empty() || events->back().event.value("type", "") != "end") return "";
+  if (!events.ok() || events->empty() || TypeOf(events->back().event) != "end") return "";
   return "the run in " + log_dir + " has ended (code " + std::to_string(events->back().event.value("code", 0)) +
          "); replay it: dsdoctor tui --replay " + log_dir;
 }
@@ -270,7 +276,7 @@ int Attach(const TuiOptions& o) {
       auto e = client->Next(std::chrono::milliseconds(ticked ? 100 : 2000));
       if (!e.ok()) break;
       (void)dec.Apply(*e);
-      ticked |= e->value("type", "") == "tick";
+      ticked |= TypeOf(*e) == "tick";
     }
     if (!ticked) {
       std::cerr << "dsdoctor tui: the coordinator at " << endpoint->ToString() << " sent no state\n";

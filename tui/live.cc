@@ -253,7 +253,9 @@ Result<std::vector<RecordedEvent>> ReadEventFile(const std::string& path, std::v
       return InvalidArgument(path + ":" + std::to_string(lineno) + ": not a JSON object" +
                              (j.ok() ? "" : " (" + j.status().message() + ")"));
     }
-    if (j->value("type", "") == "recording_stopped") {  // the writer's own end (Publisher::Record)
+    const auto type = j->find("type");
+    if (type != j->end() && type->is_string() &&
+        type->get_ref<const std::string&>() == "recording_stopped") {  // the writer's own end (Publisher::Record)
       const auto reason = j->find("reason");
       warnings->push_back(path + ":" + std::to_string(lineno) + ": the recording stops here: " +
                           (reason != j->end() && reason->is_string() ? reason->get<std::string>() : "a write failed") +

@@ -116,6 +116,17 @@ TEST_F(LiveTest, ARecordingCutShortLosesOnlyItsLastLineAndABadLineIsNamed) {
   EXPECT_NE(warnings[0].find("events.jsonl:2: the recording stops here: No space left on device"), std::string::npos)
       << warnings[0];
 
+  // Odd shapes are never an exception: a type or a reason that is not a string.
+  warnings.clear();
+  ASSERT_TRUE(WriteFileAtomic(path, HeaderEvent("train", 2, 1).dump() +
+                                        "\n{\"type\":5}\n{\"type\":\"recording_stopped\",\"reason\":7}\n")
+                  .ok());
+  events = ReadEventFile(path, &warnings);
+  ASSERT_TRUE(events.ok()) << events.status().message();
+  EXPECT_EQ(events->size(), 2u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("a write failed"), std::string::npos) << warnings[0];
+
   events = ReadEventFile((dir_ / "missing.jsonl").string(), &warnings);
   ASSERT_FALSE(events.ok());
   EXPECT_NE(events.status().message().find("missing.jsonl"), std::string::npos);
