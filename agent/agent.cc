@@ -54,6 +54,22 @@ void Agent::Stop() {
   kv_.Cancel();
 }
 
+namespace {
+
+// A signal that does nothing instead of its default action. A handler, not SIG_IGN: exec resets
+// it, so children get the disposition we had. Left alone when it is ignored already (nohup).
+void IgnoreQuietly(int sig) {
+  struct sigaction old {};
+  if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) return;
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace
+
 Status Agent::Run() {
   auto log = log::Get("agent");
   if (!listener_.valid()) DSD_RETURN_IF_ERROR(Bind());
@@ -71,19 +87,37 @@ Status Agent::Run() {
     }).detach();
   });
   std::vector<pollfd> stdin_fd{{options_.exit_on_stdin_eof ? 0 : -1, POLLIN, 0}};
+  // Only an agent that learns of the coordinator's death from its stdin may outlive it.
   bool outlives_coordinator = false;
+  int death_signal = 0;
+  ::prctl(PR_GET_PDEATHSIG, &death_signal);
+  const pid_t parent = ::getppid();
+  std::string stdin_text;  // what the coordinator wrote after the token: "stop" ends the job in order
   while (!stop_) {
     acceptor.Poll(std::chrono::milliseconds(200), &stdin_fd);
-    if (runs_active_ > 0 && !outlives_coordinator) {
+    if (options_.exit_on_stdin_eof && runs_active_ > 0 && !outlives_coordinator) {
       // A job runs here: the coordinator's death (a kill, a lost ssh session) must not end it. The
-      // death signal a launcher gave us, and a hangup, are dropped (on this, the main thread).
+      // death signal a launcher gave us is dropped (on this, the main thread), and a hangup, or a
+      // write to a stderr whose ssh session is gone, no longer kills us: no-op handlers, which
+      // exec resets, so the job's processes keep the dispositions they had (IgnoreQuietly).
       ::prctl(PR_SET_PDEATHSIG, 0);
-      ::signal(SIGHUP, SIG_IGN);
+      IgnoreQuietly(SIGHUP);
+      IgnoreQuietly(SIGPIPE);
       outlives_coordinator = true;
+    }
+    if (outlives_coordinator && runs_active_ == 0 && !coordinator_gone_) {
+      outlives_coordinator = false;  // back to dying with the parent, if it is still there
+      if (death_signal) ::prctl(PR_SET_PDEATHSIG, death_signal);
+      if (death_signal && ::getppid() != parent) break;
     }
     if (stdin_fd[0].fd == 0 && (stdin_fd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       char buf[256];
       ssize_t n = ::read(0, buf, sizeof buf);
+      if (n > 0) {
+        stdin_text.append(buf, static_cast<size_t>(n));
+        if (stdin_text.find("stop\n") != std::string::npos) coordinator_stopping_ = true;
+        if (stdin_text.size() > 4096) stdin_text.erase(0, stdin_text.size() - 16);
+      }
       if (n <= 0) {
         coordinator_gone_ = true;
         stdin_fd[0].fd = -1;
@@ -91,10 +125,13 @@ Status Agent::Run() {
           log->debug("coordinator gone (stdin closed); agent {} exits", options_.name);
           break;
         }
-        log->warn(
-            "coordinator gone (stdin closed): the job's ranks on {} run on to their end, and this agent exits "
-            "after them",
-            options_.name);
+        if (coordinator_stopping_)
+          log->debug("the coordinator ended the job; agent {} exits after its ranks", options_.name);
+        else
+          log->warn(
+              "coordinator gone (stdin closed): the job's ranks on {} run on to their end, and this agent exits "
+              "after them",
+              options_.name);
       }
     }
     if (coordinator_gone_ && runs_active_ == 0) break;

@@ -80,7 +80,8 @@ class Agent {
   // Runs being served (agent_run.cc); while one is, the coordinator's death does not end the agent
   // (docs/run.md "When the coordinator goes"): its ranks run on to their end.
   std::atomic<int> runs_active_{0};
-  std::atomic<bool> coordinator_gone_{false};  // stdin closed: the coordinator's process is gone
+  std::atomic<bool> coordinator_gone_{false};      // stdin closed: the coordinator's process is gone
+  std::atomic<bool> coordinator_stopping_{false};  // it wrote "stop" first: an orderly end, ranks stop
   // Key-value service for rendezvous (gloo stores of bandwidth probes), on the master's agent.
   KvTable kv_;
 };

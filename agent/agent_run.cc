@@ -66,11 +66,11 @@ class RunStreamOut {
   // stopped, as the coordinator would have, when the agent itself stops or when the coordinator
   // still lives after kDecideAfterLoss (it lost us: it fails the job without these ranks).
   void WhileGone(bool agent_stopping, bool coordinator_process_gone) {
-    if (decided_) return;
+    if (stopped_ || (decided_ && !agent_stopping)) return;  // a later stop still stops them
     const auto log = log::Get("agent");
     if (agent_stopping ||
         (!coordinator_process_gone && std::chrono::steady_clock::now() - lost_at_ > kDecideAfterLoss)) {
-      decided_ = true;
+      decided_ = stopped_ = true;
       log->warn("run: stopping {} ranks ({})", ranks_.size(),
                 agent_stopping ? "the agent stops" : "the coordinator lives but lost this node");
       ranks_.Signal(SIGTERM);
@@ -160,6 +160,7 @@ class RunStreamOut {
   const bool mirror_;
   bool gone_ = false;
   bool decided_ = false;  // after the loss: the ranks were stopped, or left to run on
+  bool stopped_ = false;
   std::chrono::steady_clock::time_point lost_at_{};
   std::vector<diagnosis::SampleDeltaWriter> deltas_;  // by index: each rank's entries are deltas
   SampleFrameWriter frame_;
@@ -211,7 +212,7 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequ
   const auto period = std::chrono::milliseconds(std::clamp(request.sample_ms, 20, 5000));
   while (true) {
     if (out.gone()) {  // nothing more to read: the ranks run on or are being stopped (WhileGone)
-      out.WhileGone(stop_, coordinator_gone_);
+      out.WhileGone(stop_ || coordinator_stopping_, coordinator_gone_ && !coordinator_stopping_);
       std::this_thread::sleep_for(period);
       out.SendSample(ranks.Tick());
       if (ranks.AllExited()) break;

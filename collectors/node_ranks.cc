@@ -51,7 +51,9 @@ Status NodeRanks::Start(const std::vector<RankToStart>& ranks) {
     auto env = options_.env;
     for (const auto& [k, v] : ranks[i].env) env[k] = v;
     if (tracer) AddPythonTracer(*tracer, &env);
-    if (Status st = monitors_[i].Start(options_.argv, env, options_.cwd, &pump_); !st.ok()) {
+    if (Status st =
+            monitors_[i].Start(options_.argv, env, options_.cwd, &pump_, OutputPump::PipeBytesFor(ranks.size()));
+        !st.ok()) {
       for (auto& m : monitors_) m.Signal(SIGKILL);
       return Status(st.code(), "rank " + std::to_string(ranks[i].rank) + ": " + st.message());
     }

@@ -18,6 +18,7 @@ struct OutputPump::Channel {
   net::Fd pipe;  // the read end, non-blocking; closed at EOF
   net::Fd log;
   std::string held;
+  std::string mark;  // the gap's line, while not all of it is written
   uint64_t written = 0, lost = 0, lost_unmarked = 0;
   std::string error;
 };
@@ -44,6 +45,11 @@ size_t WriteAll(int fd, const char* data, size_t n) {
 
 }  // namespace
 
+size_t OutputPump::PipeBytesFor(size_t ranks) {
+  // 16 MiB in all (a quarter of the default per-user quota of 64 MiB), 64 KiB to 1 MiB a pipe.
+  return std::clamp<size_t>((16u << 20) / std::max<size_t>(ranks, 1), 64u << 10, kPipeBytes);
+}
+
 OutputPump::OutputPump(Limits limits) : limits_(limits) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
@@ -65,7 +71,7 @@ OutputPump::~OutputPump() {
   }
 }
 
-Result<net::Fd> OutputPump::Add(const std::string& log_path, size_t* index) {
+Result<net::Fd> OutputPump::Add(const std::string& log_path, size_t* index, size_t pipe_bytes) {
   auto c = std::make_unique<Channel>();
   c->path = log_path;
   c->log = net::Fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
@@ -75,7 +81,9 @@ Result<net::Fd> OutputPump::Add(const std::string& log_path, size_t* index) {
   net::Fd write_end(fds[1]);
   c->pipe = net::Fd(fds[0]);
   ::fcntl(c->pipe.get(), F_SETFL, O_NONBLOCK);
-  (void)::fcntl(c->pipe.get(), F_SETPIPE_SZ, static_cast<int>(kPipeBytes));  // best effort: the user's pipe quota
+  // Best effort: the kernel caps it, and the user's pipe quota (pipe-user-pages-soft) is shared with
+  // the job's own pipes, so a node of many ranks asks for less a pipe (PipeBytesFor).
+  (void)::fcntl(c->pipe.get(), F_SETPIPE_SZ, static_cast<int>(std::min(pipe_bytes, kPipeBytes)));
   {
     std::lock_guard<std::mutex> lock(mu_);
     *index = channels_.size();
@@ -161,6 +169,7 @@ void OutputPump::Pump(Channel& c) {
     if (n < 0) return;  // EAGAIN: all read for now
     if (n == 0) {       // every writer closed it: the rank and its children are done
       c.pipe.Reset();
+      if (c.held.empty() && c.lost_unmarked == 0) c.log.Reset();  // a node of many ranks needs it back
       return;
     }
     Deliver(c, buf, static_cast<size_t>(n));
@@ -190,6 +199,7 @@ void OutputPump::Hold(Channel& c, const char* data, size_t n) {
 }
 
 bool OutputPump::WriteHeld(Channel& c) {
+  if (!c.log.valid()) return true;  // closed after the pipe's end with nothing left
   if (!c.held.empty()) {
     size_t done = WriteAll(c.log.get(), c.held.data(), c.held.size());
     c.written += done;
@@ -201,11 +211,14 @@ bool OutputPump::WriteHeld(Channel& c) {
     }
   }
   if (c.lost_unmarked > 0) {
-    const std::string mark = "\n[dsdoctor: " + std::to_string(c.lost_unmarked) +
-                             " bytes of this rank's output were lost here: " + c.error + "]\n";
-    if (WriteAll(c.log.get(), mark.data(), mark.size()) != mark.size()) return false;
+    if (c.mark.empty())
+      c.mark = "\n[dsdoctor: " + std::to_string(c.lost_unmarked) +
+               " bytes of this rank's output were lost here: " + c.error + "]\n";
+    c.mark.erase(0, WriteAll(c.log.get(), c.mark.data(), c.mark.size()));  // the rest later, never twice
+    if (!c.mark.empty()) return false;
     c.lost_unmarked = 0;
   }
+  if (!c.pipe.valid()) c.log.Reset();  // the pipe ended and all is written
   return true;
 }
 

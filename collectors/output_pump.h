@@ -4,8 +4,9 @@
 // under torchrun finished. When a write fails, the bytes wait in memory (at most 1 MiB a rank and
 // 64 MiB in all) and are written when space returns; beyond that they are dropped and counted,
 // and a line in the log marks the gap once writing resumes ("[dsdoctor: N bytes of this rank's
-// output were lost here: No space left on device]"). The pipe holds 1 MiB where the kernel allows,
-// and the thread drains it as bytes arrive, so a rank waits on it no longer than on a terminal.
+// output were lost here: No space left on device]"). The pipe holds up to 1 MiB (less a pipe on a
+// node of many ranks: PipeBytesFor), and the thread drains it as bytes arrive, so a rank waits on
+// it no longer than on a terminal. A channel's log is closed once its pipe ended and all is written.
 //
 // Thread-safe: Add, Flush and Stats may be called from any thread; the pump's own thread reads
 // the pipes. Destroying it drains what the pipes hold, writes what it can, and stops the thread.
@@ -38,7 +39,9 @@ class OutputPump {
 
   // A channel into `log_path` (created, or truncated): returns the write end of its pipe, for the
   // child's stdout and stderr (close it once the child is started), and the channel's index.
-  Result<net::Fd> Add(const std::string& log_path, size_t* index);
+  Result<net::Fd> Add(const std::string& log_path, size_t* index, size_t pipe_bytes = 1u << 20);
+  // The pipe size for each of `ranks` ranks of a node (their pipes share the user's pipe quota).
+  static size_t PipeBytesFor(size_t ranks);
   // Reads what the channel's pipe holds now and writes what it can: called when the rank's exit
   // is seen, so that its last output is in the log before the exit is reported.
   void Flush(size_t index);

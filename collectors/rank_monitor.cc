@@ -27,7 +27,7 @@ RankMonitor::RankMonitor(int rank, int local_rank, std::string node, const RunDi
 }
 
 Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                          const std::string& cwd, OutputPump* pump) {
+                          const std::string& cwd, OutputPump* pump, size_t pipe_bytes) {
   ::unlink(log_path_.c_str());
   ::unlink(trace_path_.c_str());
   ::unlink(exit_path_.c_str());
@@ -36,7 +36,7 @@ Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<s
   so.env["DSDOCTOR_TRACE_FILE"] = trace_path_;
   net::Fd output;  // the pipe's write end: ours is closed once the child has its copy
   if (pump) {
-    DSD_ASSIGN_OR_RETURN(output, pump->Add(log_path_, &pump_index_));
+    DSD_ASSIGN_OR_RETURN(output, pump->Add(log_path_, &pump_index_, pipe_bytes));
     pump_ = pump;
     so.output_fd = output.get();
   } else {
@@ -145,7 +145,9 @@ std::string SanitizeForStream(std::string_view bytes) {
 }
 
 std::string RaiseOpenFileLimitFor(size_t ranks) {
-  constexpr uint64_t kPerRank = 3;  // the log, /proc/<pid>/stat and /proc/<pid>/wchan
+  // Our reader of its log, /proc/<pid>/stat and /proc/<pid>/wchan, and the output pump's pipe and
+  // log writer while it runs.
+  constexpr uint64_t kPerRank = 5;
   const uint64_t wanted = kPerRank * ranks + 64;
   const FdLimit limit = RaiseFdLimit(wanted + 960);  // room for everything else the process opens
   if (limit.soft >= wanted) return "";

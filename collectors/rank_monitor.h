@@ -28,7 +28,7 @@ class RankMonitor {
   // Truncates the rank's old files and starts it; its death signal is SIGKILL when we die. With a
   // pump (borrowed; it outlives this object), its output goes through the pump's pipe.
   Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-               const std::string& cwd, OutputPump* pump = nullptr);
+               const std::string& cwd, OutputPump* pump = nullptr, size_t pipe_bytes = 1u << 20);
   // Polls the exit, reads the trace and /proc, appends the log's new bytes to *new_log. Returns
   // true when the rank's exit was seen in this tick (its `.exit` file is then written).
   bool Tick(int64_t now_ns, std::string* new_log, size_t recent = 64);

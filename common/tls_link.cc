@@ -501,9 +501,6 @@ HandshakeAcceptor::HandshakeAcceptor(int listener, AcceptorOptions options, OnLi
   options_.max_pending = std::max<size_t>(options_.max_pending, 1);
   options_.max_pending_per_source = std::clamp<size_t>(options_.max_pending_per_source, 1, options_.max_pending);
   options_.early_drop_from = std::min(options_.early_drop_from, options_.max_pending);
-  random_state_ = (static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-                   reinterpret_cast<uintptr_t>(this)) |
-                  1;
 }
 
 void HandshakeAcceptor::EvictOldestOf(const std::string& source) {
@@ -519,24 +516,21 @@ void HandshakeAcceptor::EvictOldestOf(const std::string& source) {
 
 bool HandshakeAcceptor::Admit(const std::string& source) {
   size_t mine = 0;
-  for (const auto& p : pending_) mine += p->source == source;
-  if (mine >= options_.max_pending_per_source) {
+  bool others = false;
+  for (const auto& p : pending_) {
+    if (p->source == source)
+      ++mine;
+    else
+      others = true;
+  }
+  // Under pressure (from early_drop_from held), an address at its cap while another address waits
+  // only churns its own slots. A burst from one address alone (the agents of a simulated cluster
+  // all come from 127.0.0.1) is left alone until the global cap.
+  if (mine >= options_.max_pending_per_source && others && pending_.size() >= options_.early_drop_from) {
     EvictOldestOf(source);
     return true;
   }
-  const size_t held = pending_.size();
-  if (mine > 0 && held >= options_.early_drop_from) {
-    // xorshift64: a fair coin is all this needs, and no shared generator.
-    random_state_ ^= random_state_ << 13;
-    random_state_ ^= random_state_ >> 7;
-    random_state_ ^= random_state_ << 17;
-    const uint64_t span = options_.max_pending - options_.early_drop_from + 1;
-    if (random_state_ % span < held - options_.early_drop_from + 1) {
-      ++stats_.early_dropped;
-      return false;
-    }
-  }
-  if (held >= options_.max_pending) {
+  if (pending_.size() >= options_.max_pending) {
     std::map<std::string, size_t> by_source;
     for (const auto& p : pending_) ++by_source[p->source];
     auto most = std::max_element(by_source.begin(), by_source.end(),

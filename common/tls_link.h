@@ -107,11 +107,11 @@ struct AcceptorOptions {
   Duration handshake_timeout = std::chrono::seconds(5);
   // Unauthenticated connections held at once, in the spirit of OpenSSH's MaxStartups and
   // PerSourceMaxStartups, so that no single address can keep another out:
-  // - one address holds at most max_pending_per_source; its next connection evicts its own oldest
-  //   (a churning source only churns itself);
-  // - from early_drop_from held on, a new connection from an address that already holds one is
-  //   dropped with a probability rising linearly to 1 at max_pending (an address's first is never);
-  // - at max_pending, a new connection evicts the oldest of the address holding the most.
+  // - at max_pending, a new connection evicts the oldest of the address holding the most;
+  // - from early_drop_from held, an address holding max_pending_per_source while another address
+  //   waits evicts its own oldest (a churning source only churns itself).
+  // No random early drop: the agents of a simulated cluster all come from 127.0.0.1 at once, and a
+  // burst from one address alone is evicted only at the global cap, oldest first, as before.
   size_t max_pending = 64;
   size_t max_pending_per_source = 8;
   size_t early_drop_from = 32;
@@ -124,7 +124,6 @@ struct AcceptorStats {
   uint64_t probes = 0;         // closed without sending a byte (connectivity checks)
   uint64_t refused = 0;        // wrong key, not TLS, oversized hello, timed out
   uint64_t evicted = 0;        // dropped to make room under max_pending or the per-source cap
-  uint64_t early_dropped = 0;  // new connections dropped at random (early_drop_from)
   uint64_t accept_errors = 0;  // accept() failures (EMFILE …), each followed by a back-off
 };
 
@@ -161,7 +160,6 @@ class HandshakeAcceptor {
   MonoTime accept_paused_until_{};
   Duration backoff_{};
   AcceptorStats stats_;
-  uint64_t random_state_;  // the early drop's generator (xorshift), seeded per acceptor
   // Refusals logged at warning level per minute; the rest are counted and summarised.
   MonoTime log_window_start_{};
   int logged_in_window_ = 0;

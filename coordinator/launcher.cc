@@ -326,7 +326,10 @@ std::vector<AgentHandle> SpawnLauncher::Start(const std::vector<NodePlan>& nodes
 void SpawnLauncher::Stop() {
   auto log = log::Get("agent");
   for (auto& h : started_) {
-    if (h.stdin_fd >= 0) ::close(h.stdin_fd);  // agents exit when their stdin closes
+    // "stop" first: an orderly end, so that an agent whose run link we closed stops its ranks
+    // instead of taking the closed stdin for our death (agent/agent.cc). Agents exit when it closes.
+    if (h.stdin_fd >= 0) (void)WriteToPipe(h.stdin_fd, "stop\n");
+    if (h.stdin_fd >= 0) ::close(h.stdin_fd);
     h.stdin_fd = -1;
   }
   for (auto& h : started_) {

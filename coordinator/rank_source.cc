@@ -333,7 +333,9 @@ void AgentSource::Read(Agent& a) {
     if (!msg.ok()) {
       if (msg.status().code() == StatusCode::kTimeout) continue;
       // Shut the socket down whatever the error (a broken stream too), so the agent sees it and
-      // stops its ranks rather than blocking on a coordinator that no longer reads.
+      // stops its ranks rather than blocking on a coordinator that no longer reads. A stop goes
+      // first: this coordinator lives, and its agent must not take the closed link for its death.
+      (void)net::SendFrame(a.client.link(), agent::WriteRunControl(agent::StopMessage{SIGTERM}));
       a.client.link().Shutdown();
       std::lock_guard<std::mutex> lock(mu_);
       // The agent is gone (killed, its node down) or the link broke. Its ranks' fate is unknown:
