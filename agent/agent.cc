@@ -87,29 +87,19 @@ Status Agent::Run() {
     }).detach();
   });
   std::vector<pollfd> stdin_fd{{options_.exit_on_stdin_eof ? 0 : -1, POLLIN, 0}};
-  // Only an agent that learns of the coordinator's death from its stdin may outlive it.
-  bool outlives_coordinator = false;
-  int death_signal = 0;
-  ::prctl(PR_GET_PDEATHSIG, &death_signal);
-  const pid_t parent = ::getppid();
+  // An agent that learns of the coordinator's death from its stdin may outlive it while it serves a
+  // run: the death signal a launcher gave it is dropped at once (stdin closing says the same, and a
+  // run must not be ended by it), and a hangup, or a write to a stderr whose ssh session is gone, no
+  // longer kills it: no-op handlers, which exec resets, so the job's processes keep the
+  // dispositions they had (IgnoreQuietly). All on this, the main thread, before any run starts.
+  if (options_.exit_on_stdin_eof) {
+    ::prctl(PR_SET_PDEATHSIG, 0);
+    IgnoreQuietly(SIGHUP);
+    IgnoreQuietly(SIGPIPE);
+  }
   std::string stdin_text;  // what the coordinator wrote after the token: "stop" ends the job in order
   while (!stop_) {
     acceptor.Poll(std::chrono::milliseconds(200), &stdin_fd);
-    if (options_.exit_on_stdin_eof && runs_active_ > 0 && !outlives_coordinator) {
-      // A job runs here: the coordinator's death (a kill, a lost ssh session) must not end it. The
-      // death signal a launcher gave us is dropped (on this, the main thread), and a hangup, or a
-      // write to a stderr whose ssh session is gone, no longer kills us: no-op handlers, which
-      // exec resets, so the job's processes keep the dispositions they had (IgnoreQuietly).
-      ::prctl(PR_SET_PDEATHSIG, 0);
-      IgnoreQuietly(SIGHUP);
-      IgnoreQuietly(SIGPIPE);
-      outlives_coordinator = true;
-    }
-    if (outlives_coordinator && runs_active_ == 0 && !coordinator_gone_) {
-      outlives_coordinator = false;  // back to dying with the parent, if it is still there
-      if (death_signal) ::prctl(PR_SET_PDEATHSIG, death_signal);
-      if (death_signal && ::getppid() != parent) break;
-    }
     if (stdin_fd[0].fd == 0 && (stdin_fd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       char buf[256];
       ssize_t n = ::read(0, buf, sizeof buf);
