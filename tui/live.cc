@@ -22,9 +22,10 @@ constexpr off_t kRecordReserve = 4096;  // room kept allocated past the end for 
 
 // Reserves the blocks of [at, at + kRecordReserve) without changing the file's size (best effort:
 // a file system without fallocate gets no reserve).
-void Reserve(int fd, uint64_t at) {
-  (void)::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at), kRecordReserve);
+bool Reserve(int fd, uint64_t at) {
+  return ::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at), kRecordReserve) == 0;
 }
+constexpr size_t kStopLineMax = 512;  // what the stop line needs of the room
 
 std::string Line(const json& e) { return e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
 
@@ -36,7 +37,7 @@ Result<std::unique_ptr<Publisher>> Publisher::Start(const Options& options) {
   if (!options.record_path.empty()) {
     p->record_ = net::Fd(::open(options.record_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
     if (!p->record_.valid()) return ErrnoError("cannot create " + options.record_path, errno);
-    Reserve(p->record_.get(), 0);
+    if (Reserve(p->record_.get(), 0)) p->record_reserved_to_ = kRecordReserve;
   }
   if (!options.serve.empty()) {
     auto parsed = net::ParseEndpoint(options.serve);
@@ -83,7 +84,20 @@ size_t Publisher::viewers() const {
 void Publisher::Record(const std::vector<json>& events) {
   std::string lines;
   for (const auto& e : events) lines += Line(e);
+  // The batch's blocks and the next stop line's are allocated before a byte is written, so the room
+  // kept for the stop line after the last good batch is never spent: when this fails (the disk is
+  // full), nothing of the batch is written and the stop line goes into that room.
   size_t done = 0;
+  errno = 0;
+  const uint64_t want = record_bytes_ + lines.size() + kRecordReserve;
+  if (::fallocate(record_.get(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(record_bytes_),
+                  static_cast<off_t>(lines.size()) + kRecordReserve) == 0) {
+    record_reserved_to_ = std::max(record_reserved_to_, want);
+  } else if (errno != EOPNOTSUPP && errno != ENOSYS &&
+             record_bytes_ + lines.size() + kStopLineMax > record_reserved_to_) {
+    lines.clear();  // it would eat the stop line's room: nothing of it is written
+    done = 1;       // never equal: the failure path below
+  }
   while (done < lines.size()) {
     ssize_t n =
         ::pwrite(record_.get(), lines.data() + done, lines.size() - done, static_cast<off_t>(record_bytes_ + done));
@@ -93,12 +107,11 @@ void Publisher::Record(const std::vector<json>& events) {
   }
   if (done == lines.size()) {  // a killed run still leaves every tick so far on disk
     record_bytes_ += done;
-    Reserve(record_.get(), record_bytes_);
     return;
   }
   // A full disk (or any failed write) costs the recording, once said, never the run: the partial
   // lines are replaced by the stop line, in the reserved room, and the file ends there.
-  const int err = errno ? errno : ENOSPC;
+  const int err = errno && errno != EOPNOTSUPP ? errno : ENOSPC;
   record_failed_ = true;
   double t = 0;
   if (!events.empty() && events.front().is_object() && events.front().contains("t") && events.front()["t"].is_number())

@@ -70,6 +70,7 @@ class Publisher {
   void Record(const std::vector<nlohmann::json>& events);
   net::Fd record_;
   uint64_t record_bytes_ = 0;
+  uint64_t record_reserved_to_ = 0;  // the file's blocks are allocated up to here
   bool record_failed_ = false;
   net::Fd listener_;
   net::Endpoint endpoint_;
