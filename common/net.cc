@@ -11,9 +11,11 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <random>
 
 #include "common/log.h"
 
@@ -129,6 +131,27 @@ Status BindSource(int fd, const std::optional<Resolved>& source, const std::stri
 }
 
 }  // namespace
+
+int PickUnusedPort() {
+  int eph_lo = 32768, eph_hi = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int lo = 0, hi = 0;
+    if (std::fscanf(f, "%d %d", &lo, &hi) == 2 && lo > 0 && hi >= lo) eph_lo = lo, eph_hi = hi;
+    std::fclose(f);
+  }
+  int lo = 20000, hi = eph_lo - 1;
+  if (hi - lo < 1000) lo = eph_hi + 1, hi = 65535;  // an odd range: above it, if there is room
+  if (hi - lo >= 1000) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(lo, hi);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int port = pick(rng);
+      if (Listen("0.0.0.0", port, nullptr, 1).ok()) return port;
+    }
+  }
+  int port = 0;
+  return Listen("127.0.0.1", 0, &port, 1).ok() ? port : 29500;
+}
 
 Status DeferAccept(int listener, Duration wait) {
   int seconds = static_cast<int>(std::max<int64_t>(1, std::chrono::ceil<std::chrono::seconds>(wait).count()));

@@ -58,6 +58,15 @@ Result<Endpoint> ParseEndpoint(const std::string& text);
 inline constexpr int kListenBacklog = 4096;
 Result<Fd> Listen(const std::string& addr, int port, int* bound_port = nullptr, int backlog = kListenBacklog);
 
+// A port to hand to another process that will listen on it (MASTER_PORT for ranks on this
+// machine): random, below the kernel's range for outgoing connections' own ports
+// (ip_local_port_range), and free now on every address. Not what bind(port 0) gives: that comes
+// from the range every connect() on the machine draws from, and between the check and the other
+// process's bind any of them may take it (a CI run lost a rendezvous store to EADDRINUSE so). Such
+// a port is only at risk from another listener choosing the same one. Falls back to bind(port 0)
+// when the range leaves no room.
+int PickUnusedPort();
+
 // Has the kernel hand over a connection only once its first bytes arrive (TCP_DEFER_ACCEPT), or
 // after about `wait` of silence (rounded up to the kernel's SYN-ACK retransmissions: 1 s stays 1 s,
 // 5 s becomes 7 s). A connectivity probe (connect, then a reset) is answered by the kernel and never

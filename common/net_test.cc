@@ -5,7 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <set>
 #include <thread>
+#include <vector>
 
 namespace dsd::net {
 namespace {
@@ -18,6 +21,35 @@ int ClosedPort() {
   auto fd = Listen("127.0.0.1", 0, &port);
   EXPECT_TRUE(fd.ok());
   return port;
+}
+
+// A port for another process's listener: bindable on every address, and not one the kernel would
+// give an outgoing connection (below ip_local_port_range where the range leaves room).
+TEST(PickUnusedPortTest, IsFreeOnEveryAddressAndOutsideTheEphemeralRange) {
+  int eph_lo = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    EXPECT_EQ(std::fscanf(f, "%d", &eph_lo), 1);
+    std::fclose(f);
+  }
+  for (int i = 0; i < 20; ++i) {
+    const int port = PickUnusedPort();
+    if (eph_lo > 21000) {
+      EXPECT_GE(port, 20000);
+      EXPECT_LT(port, eph_lo);
+    }
+    EXPECT_TRUE(Listen("0.0.0.0", port).ok()) << port;
+  }
+  // A port held by a listener is never picked: hold many, and none comes back while held.
+  std::vector<Fd> held;
+  std::set<int> ports;
+  for (int i = 0; i < 50; ++i) {
+    const int port = PickUnusedPort();
+    EXPECT_FALSE(ports.count(port)) << port << " was picked while a listener held it";
+    auto l = Listen("0.0.0.0", port);
+    ASSERT_TRUE(l.ok()) << port;
+    held.push_back(std::move(*l));
+    ports.insert(port);
+  }
 }
 
 TEST(ProbeManyTest, ClassifiesEveryTargetInOrder) {

@@ -24,12 +24,7 @@ class FakeLauncher final : public Launcher {
   bool stopped = false;
 };
 
-int FreePort() {
-  int port = 0;
-  auto l = net::Listen("127.0.0.1", 0, &port, 4);
-  EXPECT_TRUE(l.ok());
-  return port;
-}
+int FreePort() { return net::PickUnusedPort(); }
 
 // Two real agents in this process (canned inventories), a third node its launcher could not start:
 // the session probes the two, keeps the third's reason, tells the agents to exit and stops the launcher.

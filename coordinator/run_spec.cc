@@ -15,12 +15,6 @@ namespace dsd::coordinator {
 
 namespace {
 
-int FreeLoopbackPort() {
-  int port = 0;
-  auto l = net::Listen("127.0.0.1", 0, &port, 16);
-  return l.ok() ? port : 29500;
-}
-
 std::string_view BaseName(std::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
@@ -101,7 +95,7 @@ Result<RunSpec> PlanRun(const RunPlanOptions& o) {
                   : s.simulated                ? LocalLauncherOptions{}.first_address
                   : nodes.source == "--agents" ? o.agents.at(0).host
                                                : nodes.nodes.at(0).host;
-  s.master_port = o.master_port > 0 ? o.master_port : !s.simulated ? 29500 : o.dry_run ? 0 : FreeLoopbackPort();
+  s.master_port = o.master_port > 0 ? o.master_port : !s.simulated ? 29500 : o.dry_run ? 0 : net::PickUnusedPort();
   s.ranks = PlanRanks(nodes, {}, s.master_addr, s.master_port);
   s.nodes = std::move(nodes);
   // Every rank's environment: what travels from this shell (job_env.h), the diagnostic profile

@@ -14,22 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/net.h"
 #include "runtime/distributed.h"
 
 namespace dsd::runtime::testing {
 
-// A port that was free a moment ago (bind to 0, read it, close).
-inline int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+// A port free now, outside the range outgoing connections draw from (net::PickUnusedPort).
+inline int FreePort() { return net::PickUnusedPort(); }
 
 inline std::map<std::string, std::string> RankEnvMap(int rank, int world, int port) {
   return {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)}, {"LOCAL_RANK", std::to_string(rank)},
