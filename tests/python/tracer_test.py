@@ -4,6 +4,7 @@ reader of docs/trace.md's layout written here (a second reader of the format).
 
 Run by ctest: /usr/bin/python3 tests/python/tracer_test.py -v, with DSDOCTOR_BUILD=<build>."""
 import os
+import random
 import socket
 import struct
 import subprocess
@@ -45,11 +46,26 @@ def read_trace(path):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    # Below the range connect() draws its own ports from, as net::PickUnusedPort: a port from
+    # bind(port 0) may be taken by any outgoing connection before the program's store binds it.
+    lo = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(64):
+        port = random.randint(20000, max(20001, lo - 1))
+        s = socket.socket()
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("0.0.0.0", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free port")
 
 
 class TracerTest(unittest.TestCase):
