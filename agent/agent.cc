@@ -193,6 +193,10 @@ void Agent::Serve(net::Link conn, std::string peer) {
       if (auto run = ReadRunRequest(*req); run.ok()) ServeRun(conn, decoder, *run);  // checked above
       return;
     }
+    if (req->value("type", "") == "reattach") {
+      if (auto reattach = ReadReattachRequest(*req); reattach.ok()) ServeReattach(conn, decoder, *reattach);
+      return;
+    }
     bool close_after = false;
     json reply = req->value("type", "") == "sink" ? Sink(conn, decoder) : Handle(*req, &close_after);
     if (reply.value("type", "") == "sunk") close_after = true;

@@ -63,6 +63,9 @@ class Agent {
                                      const probe::SweepOptions& sweep);
   // After a "run" request the connection is the job's stream until every rank exited (agent_run.cc).
   void ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequest& request);
+  // After a "reattach" request the connection is lent to the run it names, until the run gives it
+  // back (the link broke, or the run ended); an unknown run is an error reply (agent_run.cc).
+  void ServeReattach(net::Link& link, wire::FrameDecoder& decoder, const ReattachRequest& request);
   // After a "sink" request the connection carries raw bytes until the peer shuts down its side.
   nlohmann::json Sink(net::Link& link, wire::FrameDecoder& decoder);
 
@@ -82,6 +85,19 @@ class Agent {
   std::atomic<int> runs_active_{0};
   std::atomic<bool> coordinator_gone_{false};      // stdin closed: the coordinator's process is gone
   std::atomic<bool> coordinator_stopping_{false};  // it wrote "stop" first: an orderly end, ranks stop
+  // A run being served, as a coordinator taking it over finds it: by run id. The serving thread of
+  // the reattaching connection offers its link; the run takes it (and shuts down the one it had)
+  // at its next tick, and gives it back when it breaks or the run ends.
+  struct RunSlot {
+    std::mutex mu;
+    std::condition_variable cv;
+    net::Link* offered = nullptr;  // a reattaching connection's link, until taken or refused
+    wire::FrameDecoder* offered_decoder = nullptr;
+    ReattachRequest offered_request;
+    net::Link* lent = nullptr;  // the taken link the run uses now
+    bool ended = false;         // the run is over: nothing more is taken
+  };
+  std::map<std::string, std::shared_ptr<RunSlot>> runs_;  // by run id; guarded by mu_
   // Key-value service for rendezvous (gloo stores of bandwidth probes), on the master's agent.
   KvTable kv_;
 };

@@ -10,13 +10,16 @@
 
 namespace dsd::agent {
 
-Result<AgentClient> AgentClient::Connect(const net::Endpoint& endpoint, const std::string& token, Duration timeout) {
+Result<AgentClient> AgentClient::Connect(const net::Endpoint& endpoint, const std::string& token, Duration timeout,
+                                         net::ConnectOutcome* outcome) {
   auto c = net::Connect(endpoint.host, endpoint.port, timeout);
+  if (outcome) *outcome = c.outcome;
   if (c.outcome != net::ConnectOutcome::kOk) {
     return Unavailable("agent at " + endpoint.ToString() + ": connect " + net::ConnectOutcomeName(c.outcome) + " (" +
                        c.error + ")");
   }
   AgentClient client;
+  client.endpoint_ = endpoint;
   auto link = net::Link::Connect(std::move(c.fd), net::LinkKey::FromToken(token), timeout);
   if (!link.ok()) return link.status().WithContext("agent at " + endpoint.ToString());
   client.link_ = std::move(link).value();

@@ -16,7 +16,9 @@ namespace dsd::agent {
 class AgentClient {
  public:
   // Connects and completes the hello/welcome exchange; a refused token is kPermissionDenied.
-  static Result<AgentClient> Connect(const net::Endpoint& endpoint, const std::string& token, Duration timeout);
+  // `outcome`, when given, receives how the TCP connect ended (kRefused: nothing listens there).
+  static Result<AgentClient> Connect(const net::Endpoint& endpoint, const std::string& token, Duration timeout,
+                                     net::ConnectOutcome* outcome = nullptr);
 
   // Sends `request` and returns the reply; an {"type":"error"} reply becomes a Status.
   Result<nlohmann::json> Call(nlohmann::json request, Duration timeout);
@@ -30,6 +32,7 @@ class AgentClient {
   Result<std::optional<nlohmann::json>> TryReply(int id);
 
   const std::string& agent_name() const { return agent_name_; }
+  const net::Endpoint& endpoint() const { return endpoint_; }
   // Streams (a "run" job): the link, for one reader thread and any writer threads at a time.
   net::Link& link() { return link_; }
   wire::FrameDecoder& decoder() { return decoder_; }
@@ -38,6 +41,7 @@ class AgentClient {
   net::Link link_;
   wire::FrameDecoder decoder_;
   std::string agent_name_;
+  net::Endpoint endpoint_;
   int next_id_ = 1;
 };
 

@@ -52,6 +52,9 @@ Status ValidateRequest(const json& request) {
   } else if (type == "run") {
     if (!f.status().ok()) return f.status();  // its "id"
     return ReadRunRequest(request).status();  // the run protocol's reader (agent/run_protocol.h)
+  } else if (type == "reattach") {
+    if (!f.status().ok()) return f.status();
+    return ReadReattachRequest(request).status();
   } else if (type == "sink" || type == "shutdown") {
     // no fields
   } else {

@@ -59,6 +59,7 @@ json WriteRunRequest(const RunRequest& r) {
           {"python", r.python},
           {"share_group", r.share_group},
           {"stop_escalation_ms", r.stop_escalation_ms},
+          {"reattach_window_ms", r.reattach_window_ms},
           {"ranks", std::move(ranks)}};
 }
 
@@ -76,6 +77,7 @@ Result<RunRequest> ReadRunRequest(const json& j) {
       .Bool("python")
       .Bool("share_group")
       .Int("stop_escalation_ms", 0, 3600 * 1000)
+      .Int("reattach_window_ms", 0, 7 * 24 * 3600 * 1000)
       .Objects("ranks", 65536, true, [](Fields& r) {
         r.Int("rank", 0, kMaxRank, true).Int("local_rank", 0, 65535).StringMap("env", 100000);
       });
@@ -92,9 +94,32 @@ Result<RunRequest> ReadRunRequest(const json& j) {
   r.python = Get(j, "python", false);
   r.share_group = Get(j, "share_group", false);
   r.stop_escalation_ms = Get(j, "stop_escalation_ms", kDefaultStopEscalationMs);
+  r.reattach_window_ms = Get(j, "reattach_window_ms", kDefaultReattachWindowMs);
   for (const auto& rank : j.at("ranks"))
     r.ranks.push_back({rank.at("rank").get<int>(), Get(rank, "local_rank", 0),
                        Get(rank, "env", std::map<std::string, std::string>{})});
+  return r;
+}
+
+json WriteReattachRequest(const ReattachRequest& r) {
+  json have = json::array();
+  for (const auto& [rank, bytes] : r.have) have.push_back({{"rank", rank}, {"bytes", bytes}});
+  return {{"type", "reattach"}, {"run_id", r.run_id}, {"have", std::move(have)}};
+}
+
+Result<ReattachRequest> ReadReattachRequest(const json& j) {
+  DSD_ASSIGN_OR_RETURN(const std::string type, fields::TypeOf(j, "request"));
+  if (type != "reattach") return InvalidArgument("request: type '" + type + "' is not a reattach request");
+  Fields f(j, "reattach");
+  f.String("run_id", 256, true).Objects("have", 65536, false, [](Fields& r) {
+    r.Int("rank", 0, kMaxRank, true).Int("bytes", 0, std::numeric_limits<int64_t>::max(), true);
+  });
+  DSD_RETURN_IF_ERROR(f.status());
+  ReattachRequest r;
+  r.run_id = j.at("run_id").get<std::string>();
+  if (r.run_id.empty()) return InvalidArgument("reattach: field 'run_id' is empty");
+  if (auto have = j.find("have"); have != j.end())
+    for (const auto& h : *have) r.have[h.at("rank").get<int>()] = h.at("bytes").get<uint64_t>();
   return r;
 }
 

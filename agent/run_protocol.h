@@ -3,7 +3,7 @@
 // message or an error naming the message and the field ("run.ranks[0]: field 'rank' must be …"),
 // never an exception, so a bug or a version skew costs one refused message, never a process.
 //
-//   coordinator → agent   run (the request), stop, stacks, resync
+//   coordinator → agent   run or reattach (the request), stop, stacks, resync
 //   agent → coordinator   started, sample (text, written per rank entry), log, file, stacks, heartbeat,
 //                         done; and the generic error reply
 //
@@ -35,6 +35,7 @@ struct RunRankLaunch {
 
 // The nodes' default (collectors::kStopEscalation; agent_run.cc checks they agree).
 inline constexpr int kDefaultStopEscalationMs = 3000;
+inline constexpr int kDefaultReattachWindowMs = 600 * 1000;
 
 struct RunRequest {
   std::vector<std::string> argv;
@@ -48,10 +49,26 @@ struct RunRequest {
   bool share_group = false;  // the run dir is 0750/0640 instead of 0700/0600
   int stop_escalation_ms =
       kDefaultStopEscalationMs;  // a stop that is not SIGKILL becomes SIGKILL after this (the run's plan sets it)
+  // After every rank exited while no coordinator was attached, how long the agent waits for one to
+  // reattach and collect the ranks' ends before it lets the run go (docs/run.md "When the
+  // coordinator goes"); 0: it does not wait.
+  int reattach_window_ms = kDefaultReattachWindowMs;
   std::vector<RunRankLaunch> ranks;
 };
 nlohmann::json WriteRunRequest(const RunRequest& request);
 Result<RunRequest> ReadRunRequest(const nlohmann::json& j);
+
+// A coordinator taking over a run an agent serves (`dsdoctor attach`, or the same coordinator after
+// its link broke: a partition that healed). Its reply is the run's "started" (the ranks as they
+// are now), then the run's stream as after a "run" request: every rank restated in full, and for a
+// coordinator that does not share the node's run dir, each rank's output it lacks (from `have`, the
+// bytes of rank-<r>.log it holds) and the files of ranks that exited.
+struct ReattachRequest {
+  std::string run_id;
+  std::map<int, uint64_t> have;  // rank → bytes of its log the coordinator holds
+};
+nlohmann::json WriteReattachRequest(const ReattachRequest& request);
+Result<ReattachRequest> ReadReattachRequest(const nlohmann::json& j);
 
 struct StopMessage {
   int signal = 15;

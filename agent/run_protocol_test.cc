@@ -82,6 +82,38 @@ TEST(RunProtocolTest, BadRunRequestsNameTheField) {
   EXPECT_FALSE(ReadRunRequest(json::array({1})).ok());
 }
 
+TEST(RunProtocolTest, AReattachRequestReadsBackAndBadOnesNameTheField) {
+  ReattachRequest r{"run-7", {{0, 12}, {3, 4096}}};
+  auto back = ReadReattachRequest(WriteReattachRequest(r));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->run_id, "run-7");
+  EXPECT_EQ(back->have, (std::map<int, uint64_t>{{0, 12}, {3, 4096}}));
+  auto no_id = ReadReattachRequest(json{{"type", "reattach"}});
+  ASSERT_FALSE(no_id.ok());
+  EXPECT_NE(no_id.status().message().find("run_id"), std::string::npos) << no_id.status().message();
+  auto empty_id = ReadReattachRequest(json{{"type", "reattach"}, {"run_id", ""}});
+  EXPECT_FALSE(empty_id.ok());
+  auto bad_have = ReadReattachRequest(
+      json{{"type", "reattach"}, {"run_id", "x"}, {"have", json::array({{{"rank", 0}, {"bytes", -1}}})}});
+  ASSERT_FALSE(bad_have.ok());
+  EXPECT_NE(bad_have.status().message().find("bytes"), std::string::npos) << bad_have.status().message();
+  EXPECT_FALSE(ReadReattachRequest(json{{"type", "run"}, {"run_id", "x"}}).ok());
+  EXPECT_FALSE(ReadReattachRequest(json("reattach")).ok());
+}
+
+TEST(RunProtocolTest, ARunRequestCarriesItsReattachWindow) {
+  RunRequest r = ARequest();
+  r.reattach_window_ms = 2500;
+  auto back = ReadRunRequest(WriteRunRequest(r));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->reattach_window_ms, 2500);
+  json old = WriteRunRequest(r);
+  old.erase("reattach_window_ms");  // a coordinator from before the field
+  EXPECT_EQ(ReadRunRequest(old)->reattach_window_ms, kDefaultReattachWindowMs);
+  old["reattach_window_ms"] = -1;
+  EXPECT_FALSE(ReadRunRequest(old).ok());
+}
+
 TEST(RunProtocolTest, ControlMessagesReadBackAndBadOnesAreRefused) {
   for (const RunControl& m :
        {RunControl{StopMessage{9}}, RunControl{StacksRequest{7, {0, 3}}}, RunControl{ResyncMessage{{2}}}}) {

@@ -138,8 +138,27 @@ int Main(int argc, char** argv) {
       "Print the plan (nodes, slot ids, ranks, CUDA_VISIBLE_DEVICES, master) and start nothing; with --json - as JSON");
   run_cmd->add_option("--serve", run.serve,
                       "ADDR:PORT for `dsdoctor tui --attach` viewers (default 127.0.0.1:0, any free port; off: none)");
+  run_cmd
+      ->add_option("--reattach-window", run.reattach_window_s,
+                   "If this coordinator goes (killed, its ssh session lost), the agents keep the ranks running and, "
+                   "once they end, wait this many seconds for `dsdoctor attach` (default 600)")
+      ->check(CLI::Range(0.0, 7 * 86400.0));
   run_cmd->add_flag("--no-color", no_color, "Plain output even on a terminal");
   run_cmd->add_option("command", run.command, "The program and its arguments (after --)")->required();
+
+  AttachCmdOptions attach;
+  auto* attach_cmd = app.add_subcommand(
+      "attach", "Take over a running job whose `dsdoctor run` is gone: its report and exit code, as run's");
+  attach_cmd->add_option("run_dir", attach.run_dir, "The run's log dir (it holds agents.json)")->required();
+  attach_cmd->add_option("--json", attach.json_out, "Also write the final report as JSON to FILE (- for stdout)");
+  attach_cmd->add_flag("--quiet", attach.quiet, "Do not stream the ranks' output");
+  attach_cmd->add_option("--on-hang", attach.on_hang, "stop (default): report and end the job; wait: keep watching")
+      ->check(CLI::IsMember({"stop", "wait"}));
+  attach_cmd->add_option("--timeout", attach.timeout_s, "Stall threshold in seconds (default: the run's)")
+      ->check(CLI::Range(0.5, 86400.0));
+  attach_cmd->add_option("--hang-after", attach.hang_after_s, "Missing-rank threshold in seconds (default: the run's)")
+      ->check(CLI::Range(0.2, 86400.0));
+  attach_cmd->add_flag("--no-color", no_color, "Plain output even on a terminal");
 
   TuiOptions tui;
   auto* tui_cmd = app.add_subcommand("tui", "Live view of a running job (--attach) or of a recorded one (--replay)");
@@ -198,6 +217,10 @@ int Main(int argc, char** argv) {
       return RunJob(run);
     }
     if (*analyze_cmd) return RunAnalyze(analyze);
+    if (*attach_cmd) {
+      attach.color = !no_color && ::isatty(1) && !std::getenv("NO_COLOR");
+      return RunAttach(attach);
+    }
     if (*tui_cmd) {
       if (tui.attach.empty() == tui.replay.empty()) {
         std::cerr << "dsdoctor tui: give --attach HOST:PORT|DIR or --replay FILE|DIR\n";

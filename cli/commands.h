@@ -85,10 +85,23 @@ struct RunOptions {
   bool share_group = false;  // log dir 0750 and files 0640 instead of 0700/0600
   std::string log_level;
   std::string serve = "127.0.0.1:0";  // where `dsdoctor tui --attach` connects ("off": nowhere)
+  double reattach_window_s = 600;     // agents whose coordinator is gone wait this long after their ranks
   bool color = false;
   std::vector<std::string> command;
 };
 int RunJob(const RunOptions& options);
+
+// `dsdoctor attach RUN_DIR`: take over a run whose coordinator is gone (docs/run.md).
+struct AttachCmdOptions {
+  std::string run_dir;
+  std::string json_out;
+  bool quiet = false;
+  std::string on_hang;
+  double timeout_s = 0;
+  double hang_after_s = 0;
+  bool color = false;
+};
+int RunAttach(const AttachCmdOptions& options);
 
 struct TuiOptions {
   std::string attach;           // HOST:PORT of a running `dsdoctor run`, or its log dir

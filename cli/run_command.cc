@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -22,7 +23,8 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 void OnSignal(int sig) { g_stop_signal = sig; }
 
-int EmitReport(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, const std::string& json_out, bool color) {
+int EmitReport(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, const std::string& json_out, bool color,
+               const char* who = "run") {
   const auto json = [&] {
     return diagnosis::RunJson(job, d).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   };
@@ -32,7 +34,7 @@ int EmitReport(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, co
     std::cout << "\n" << diagnosis::RenderRunText(job, d, color);
     if (!json_out.empty())
       if (Status st = WriteFileAtomic(json_out, json()); !st.ok()) {
-        std::cerr << "dsdoctor run: cannot write " << json_out << ": " << st.message() << "\n";
+        std::cerr << "dsdoctor " << who << ": cannot write " << json_out << ": " << st.message() << "\n";
         return kExitInternal;
       }
   }
@@ -72,6 +74,7 @@ int RunJob(const RunOptions& o) {
   p.dry_run = o.dry_run;
   p.serve = o.serve;
   p.quiet = o.quiet;
+  p.reattach_window_s = o.reattach_window_s;
   auto spec = coordinator::PlanRun(p);
   if (!spec.ok()) {
     std::cerr << "dsdoctor run: " << spec.status().message() << "\n";
@@ -107,6 +110,32 @@ int RunJob(const RunOptions& o) {
     }
   }
   if (int rc = EmitReport(result->job, result->diagnosis, o.json_out, o.color); rc != kExitOk) return rc;
+  return result->exit_code;
+}
+
+int RunAttach(const AttachCmdOptions& o) {
+  coordinator::AttachOptions a{o.quiet, o.on_hang, o.timeout_s, o.hang_after_s};
+  const auto install_handlers = [] {
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+  };
+  auto result = coordinator::AttachJobSession(RunDir(std::filesystem::absolute(o.run_dir).lexically_normal().string()),
+                                              a, {stdout, stderr, &g_stop_signal, install_handlers});
+  if (!result.ok()) {
+    std::cerr << "dsdoctor attach: " << result.status().message() << "\n";
+    switch (result.status().code()) {
+      case StatusCode::kInvalidArgument:
+      case StatusCode::kNotFound:
+        return kExitUsage;
+      case StatusCode::kUnavailable:
+        return kExitProblems;
+      default:
+        return kExitInternal;
+    }
+  }
+  if (int rc = EmitReport(result->job, result->diagnosis, o.json_out, o.color, "attach"); rc != kExitOk) return rc;
   return result->exit_code;
 }
 

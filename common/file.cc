@@ -33,6 +33,27 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   return out;
 }
 
+Result<std::string> ReadFileRange(const std::string& path, uint64_t offset, size_t length) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(path, errno);
+  std::string out(length, '\0');
+  size_t got = 0;
+  while (got < length) {
+    ssize_t n = ::pread(fd, out.data() + got, length - got, static_cast<off_t>(offset + got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return ErrnoError(path, e);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
+}
+
 namespace {
 
 Status WriteAllTo(int fd, const std::string& what, std::string_view content) {

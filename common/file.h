@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,8 @@ namespace dsd {
 
 // Whole file; errors name the path. Refuses files over max_bytes (protects against /dev/zero).
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 20);
+// Up to `length` bytes from `offset` (fewer where the file ends first); errors name the path.
+Result<std::string> ReadFileRange(const std::string& path, uint64_t offset, size_t length);
 // Writes to path.tmp.<pid>, fsyncs, renames over path, fsyncs the directory: readers see the old
 // or the new content, never a torn file. A path that exists and is not a regular file (/dev/null,
 // /dev/stdout, a FIFO) is written in place: renaming over it would replace the device.

@@ -13,6 +13,9 @@
 //   viewer.addr      where `dsdoctor tui --attach` connects
 //   viewer.token     the viewers' token
 //   dsdoctor.log     dsdoctor's own log lines while `run --tui`'s view had the terminal
+//   agents.json      where each node's agent serves the run, and its ranks: what `dsdoctor attach`
+//                    needs to take the run over (docs/run.md "Taking a run over")
+//   agents.token     the agents' token (0600) while the run is watched; removed when run ends
 // Values only; thread-safe.
 #pragma once
 
@@ -59,6 +62,8 @@ class RunDir {
   std::string ViewerAddr() const { return Join(kViewerAddr); }
   std::string ViewerToken() const { return Join(kViewerToken); }
   std::string CoordinatorLog() const { return Join(kCoordinatorLog); }
+  std::string Agents() const { return Join(kAgents); }
+  std::string AgentsToken() const { return Join(kAgentsToken); }
 
   static constexpr const char* kManifest = "run.json";
   static constexpr const char* kRunId = "run.id";
@@ -66,6 +71,8 @@ class RunDir {
   static constexpr const char* kViewerAddr = "viewer.addr";
   static constexpr const char* kViewerToken = "viewer.token";
   static constexpr const char* kCoordinatorLog = "dsdoctor.log";
+  static constexpr const char* kAgents = "agents.json";
+  static constexpr const char* kAgentsToken = "agents.token";
 
  private:
   std::string Join(std::string_view name) const;

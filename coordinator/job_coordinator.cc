@@ -138,9 +138,10 @@ void JobCoordinator::UpdateAgents() {
       auto& rank = job_.ranks[r];
       rank.unobserved = is_lost && rank.status == diagnosis::RankStatus::kRunning;
       if (rank.unobserved) loss.ranks.push_back(r);
-      // A rank dies with its agent (PR_SET_PDEATHSIG), and an agent that lost its coordinator
-      // stops its ranks: behind a closed connection nothing runs any more.
-      if (rank.unobserved && !h.connected) gone_.insert(r);
+      // A rank dies with its agent (PR_SET_PDEATHSIG): once the agent's address refuses
+      // connections, nothing of the node's runs any more. A link that merely broke is a partition
+      // that may heal: the agent keeps its ranks running and the source connects again.
+      if (rank.unobserved && h.gone) gone_.insert(r);
     }
     auto was = agent_gaps_.find(h.node);
     if (is_lost) {

@@ -259,7 +259,8 @@ TEST_F(JobCoordinatorTest, StaleSamplesAreNeverDiagnosed) {
 TEST_F(JobCoordinatorTest, SilentAgentIsLostNamedAndNotGivenAnExitCode) {
   auto job = Make(4, {.lost_give_up = std::chrono::seconds(5)});
   EXPECT_TRUE(job->Tick());
-  source_->health = {{"node-0", {0, 1}, true, false, false, 0.2, ""}, {"node-1", {2, 3}, true, false, true, 1.2, ""}};
+  source_->health = {{"node-0", {0, 1}, true, false, false, false, 0.2, ""},
+                     {"node-1", {2, 3}, true, false, true, false, 1.2, ""}};
   source_->unreachable = {2, 3};
   source_->Enter(0, "all_reduce", 7, "engine.step");
   source_->Enter(1, "all_reduce", 7, "engine.step");
@@ -287,9 +288,9 @@ TEST_F(JobCoordinatorTest, SilentAgentIsLostNamedAndNotGivenAnExitCode) {
 
 TEST_F(JobCoordinatorTest, AgentThatComesBackLeavesAWarningAndTheJobsCode) {
   auto job = Make(2);
-  source_->health = {{"node-0", {0, 1}, true, false, true, 3.0, ""}};
+  source_->health = {{"node-0", {0, 1}, true, false, true, false, 3.0, ""}};
   EXPECT_TRUE(job->Tick());
-  source_->health = {{"node-0", {0, 1}, true, false, false, 0.0, ""}};
+  source_->health = {{"node-0", {0, 1}, true, false, false, false, 0.0, ""}};
   source_->Exit(0, 0);
   source_->Exit(1, 0);
   EXPECT_TRUE(RunFor(*job, 1));
@@ -301,10 +302,11 @@ TEST_F(JobCoordinatorTest, AgentThatComesBackLeavesAWarningAndTheJobsCode) {
   EXPECT_NE(r.diagnosis.findings[0].summary.find("came back"), std::string::npos);
 }
 
-// An agent whose connection closed took its ranks with it: the job ends without waiting for them.
-TEST_F(JobCoordinatorTest, DisconnectedAgentEndsWithoutWaiting) {
+// An agent whose address refuses connections took its ranks with it: the job ends without waiting
+// for them.
+TEST_F(JobCoordinatorTest, GoneAgentEndsWithoutWaiting) {
   auto job = Make(2);
-  source_->health = {{"node-0", {0, 1}, false, false, true, 0.1, "connection lost: connection reset by peer"}};
+  source_->health = {{"node-0", {0, 1}, false, false, true, true, 0.1, "connection lost: connection reset by peer"}};
   EXPECT_FALSE(job->Tick());
   JobResult r = job->Finish();
   EXPECT_EQ(r.exit_code, 1);
@@ -315,8 +317,8 @@ TEST_F(JobCoordinatorTest, DisconnectedAgentEndsWithoutWaiting) {
 // grace period instead of waiting forever in a collective with the dead ranks.
 TEST_F(JobCoordinatorTest, GoneAgentStopsTheOthersAfterTheGrace) {
   auto job = Make(4);
-  source_->health = {{"node-0", {0, 1}, true, false, false, 0.1, ""},
-                     {"node-1", {2, 3}, false, false, true, 0.1, "connection lost: connection closed by peer"}};
+  source_->health = {{"node-0", {0, 1}, true, false, false, false, 0.1, ""},
+                     {"node-1", {2, 3}, false, false, true, true, 0.1, "connection lost: connection closed by peer"}};
   source_->unreachable = {2, 3};
   EXPECT_FALSE(RunFor(*job, 9.5));
   EXPECT_TRUE(source_->signals.empty());
@@ -328,10 +330,31 @@ TEST_F(JobCoordinatorTest, GoneAgentStopsTheOthersAfterTheGrace) {
   EXPECT_EQ(r.diagnosis.findings[0].code, "AGENT_LOST");
 }
 
+// A broken link is a partition that may heal: the agent keeps its ranks, the source connects again.
+// The job neither fails fast nor ends without them, and once the agent is back its ranks' own exit
+// codes make the job's.
+TEST_F(JobCoordinatorTest, APartitionThatHealsNeverChangesTheExitCode) {
+  auto job = Make(4);
+  source_->health = {{"node-0", {0, 1}, true, false, false, false, 0.1, ""},
+                     {"node-1", {2, 3}, false, false, true, false, 5.0, "connection lost: connection timed out"}};
+  source_->unreachable = {2, 3};
+  EXPECT_FALSE(RunFor(*job, 20)) << "the job waits for the partitioned node";
+  EXPECT_TRUE(source_->signals.empty()) << "a partition is not a failure";
+  source_->health = {{"node-0", {0, 1}, true, false, false, false, 0.1, ""},
+                     {"node-1", {2, 3}, true, false, false, false, 0.1, ""}};
+  source_->unreachable.clear();
+  for (int r = 0; r < 4; ++r) source_->Exit(r, 0);
+  EXPECT_TRUE(RunFor(*job, 2));
+  JobResult r = job->Finish();
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(source_->signals.empty());
+}
+
 // Ranks the coordinator cannot see never prove a hang, also on the look after the stacks.
 TEST_F(JobCoordinatorTest, AHangThatRestsOnALostAgentsRanksNeverStopsTheJob) {
   auto job = Make(4);
-  source_->health = {{"node-0", {0, 1}, true, false, false, 0.1, ""}, {"node-1", {2, 3}, true, false, true, 2.0, ""}};
+  source_->health = {{"node-0", {0, 1}, true, false, false, false, 0.1, ""},
+                     {"node-1", {2, 3}, true, false, true, false, 2.0, ""}};
   source_->unreachable = {2, 3};
   source_->Enter(0, "barrier", 5, "save_checkpoint");
   for (int r = 1; r < 4; ++r) source_->Enter(r, "all_reduce", 5, "engine.step");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "collectors/rank_monitor.h"
 #include "common/file.h"
@@ -17,6 +18,12 @@ namespace {
 
 // How long ~AgentSource waits for agents to end ranks it stops (their escalation to SIGKILL is 3 s).
 constexpr auto kStopReachesAgents = std::chrono::seconds(5);
+
+// `dsdoctor attach` diagnoses this much of the end of each rank's log already on disk.
+constexpr uint64_t kPriorLogBytes = 1u << 20;
+
+// Between two attempts to connect again to an agent whose link broke.
+constexpr auto kRelinkEvery = std::chrono::seconds(1);
 
 // A sample's state replaces the rank's (`assign` writes it over `into`), but what the coordinator
 // decided stays: its judgement that the agent was lost, and a stack it captured when the sample has none.
@@ -97,7 +104,12 @@ AgentSource::~AgentSource() {
     while (still_running() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  for (auto& a : agents_) a->client.link().Shutdown();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    for (auto& a : agents_) a->client->link().Shutdown();
+    cv_.notify_all();
+  }
   for (auto& a : agents_)
     if (a->reader.joinable()) a->reader.join();
   const SampleReads r = sample_reads();
@@ -111,6 +123,42 @@ AgentSource::SampleReads AgentSource::sample_reads() const {
 }
 
 Status AgentSource::Start(std::vector<agent::AgentClient> clients, const RunSpec& spec) {
+  return Begin(std::move(clients), spec, /*reattach=*/false);
+}
+
+Status AgentSource::Reattach(std::vector<agent::AgentClient> clients, const RunSpec& spec) {
+  return Begin(std::move(clients), spec, /*reattach=*/true);
+}
+
+std::map<int, uint64_t> AgentSource::LogBytes(const std::vector<int>& ranks) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, uint64_t> have;
+  for (int r : ranks)
+    if (auto it = seen_.find(r); it != seen_.end()) have[r] = it->second;
+  return have;
+}
+
+Status AgentSource::SendReattach(Agent& a, agent::AgentClient& client) {
+  DSD_RETURN_IF_ERROR(net::SendFrame(client.link(), agent::WriteReattachRequest({run_id_, LogBytes(a.ranks)})));
+  auto reply = net::RecvFrame(client.link(), client.decoder(), std::chrono::seconds(30));
+  if (!reply.ok()) return Unavailable("agent " + a.name + ": " + reply.status().message());
+  auto msg = agent::ReadAgentRunMessage(*reply);
+  if (!msg.ok()) return Unavailable("agent " + a.name + ": " + msg.status().message());
+  if (const auto* error = std::get_if<agent::ErrorMessage>(&*msg))
+    return NotFound("agent " + a.name + " cannot hand the run over: " + error->message);
+  const auto* started = std::get_if<agent::StartedMessage>(&*msg);
+  if (!started) return Unavailable("agent " + a.name + " answered the reattach request with " + reply->dump());
+  if (!started->shared_run_dir) {
+    mirror_->Resume(a.ranks);
+    std::lock_guard<std::mutex> lock(mu_);
+    a.mirrored = true;
+  }
+  return Status::Ok();
+}
+
+Status AgentSource::Begin(std::vector<agent::AgentClient> clients, const RunSpec& spec, bool reattach) {
+  run_dir_ = spec.run_dir;
+  run_id_ = spec.run_id;
   const int sample_ms =
       static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.sample_period).count());
   char host[256] = {};
@@ -133,13 +181,36 @@ Status AgentSource::Start(std::vector<agent::AgentClient> clients, const RunSpec
     req.share_group = spec.share_group;
     req.stop_escalation_ms =
         static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.stop_escalation).count());
+    req.reattach_window_ms =
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.reattach_window).count());
     for (const auto& l : spec.NodeRanks(i)) {
       req.ranks.push_back({l.rank, l.local_rank, RankPlan::OwnEnv(l)});
       a->ranks.push_back(l.rank);
     }
-    const std::string name = a->client.agent_name();
-    DSD_RETURN_IF_ERROR(net::SendFrame(a->client.link(), agent::WriteRunRequest(req)));
-    auto reply = net::RecvFrame(a->client.link(), a->client.decoder(), std::chrono::seconds(30));
+    const std::string name = a->name;
+    if (reattach) {
+      // What the run dir holds of each rank's output: its tail is diagnosed first, as if it had
+      // just been printed (the agent sends what it lacks next).
+      for (int r : a->ranks) {
+        std::error_code ec;
+        const uint64_t size = std::filesystem::file_size(spec.run_dir.RankLog(r), ec);
+        if (ec || !size) continue;
+        const uint64_t from = size > kPriorLogBytes ? size - kPriorLogBytes : 0;
+        if (auto tail = ReadFileRange(spec.run_dir.RankLog(r), from, size - from); tail.ok()) {
+          seen_[r] = from + tail->size();
+          pending_log_[r] = std::move(*tail);
+        }
+      }
+      DSD_RETURN_IF_ERROR(SendReattach(*a, *a->client));
+      mirrored_ranks += a->mirrored ? a->ranks.size() : 0;
+      a->last_frame = a->last_live = clock_->Now();
+      Agent* raw = a.get();
+      agents_.push_back(std::move(a));
+      raw->reader = std::thread([this, raw] { Read(*raw); });
+      continue;
+    }
+    DSD_RETURN_IF_ERROR(net::SendFrame(a->client->link(), agent::WriteRunRequest(req)));
+    auto reply = net::RecvFrame(a->client->link(), a->client->decoder(), std::chrono::seconds(30));
     if (!reply.ok()) return Unavailable("agent " + name + ": " + reply.status().message());
     auto msg = agent::ReadAgentRunMessage(*reply);
     if (!msg.ok()) return Unavailable("agent " + name + ": " + msg.status().message());
@@ -186,7 +257,7 @@ Duration AgentSource::SilenceLimit() const {
 }
 
 void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
-  std::vector<std::pair<net::Link*, nlohmann::json>> resyncs;  // sent after unlocking: a send may block
+  std::vector<std::pair<std::shared_ptr<agent::AgentClient>, nlohmann::json>> resyncs;  // sent unlocked: may block
   // The coordinator's own run dir, when it copies nodes' files: probed without holding mu_, so a
   // slow disk never holds up the agents' readers.
   std::optional<diagnosis::LogDirStatus> mirror_status;
@@ -202,11 +273,11 @@ void AgentSource::Tick(int64_t, std::vector<diagnosis::RankState>& ranks, std::v
       // Refused deltas: the agent restates those ranks in full (agents before "resync" ignore it
       // and send their periodic keyframe).
       if (a->connected && !a->done)
-        resyncs.emplace_back(&a->client.link(), agent::WriteRunControl(agent::ResyncMessage{a->resync}));
+        resyncs.emplace_back(a->client, agent::WriteRunControl(agent::ResyncMessage{a->resync}));
       a->resync.clear();
     }
   }
-  for (const auto& [link, request] : resyncs) (void)net::SendFrame(*link, request);
+  for (const auto& [client, request] : resyncs) (void)net::SendFrame(client->link(), request);
 }
 
 void AgentSource::TickLocked(std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) {
@@ -262,7 +333,7 @@ std::vector<AgentHealth> AgentSource::Health() const {
   MonoTime now = clock_->Now();
   std::vector<AgentHealth> out;
   for (const auto& a : agents_) {
-    AgentHealth h{a->client.agent_name(), a->ranks, a->connected, a->done, Lost(*a, now), 0, a->why};
+    AgentHealth h{a->name, a->ranks, a->connected, a->done, Lost(*a, now), a->gone && !a->connected, 0, a->why};
     if (!a->done) h.silent_s = std::max(0.0, std::chrono::duration<double>(now - a->last_frame).count());
     out.push_back(std::move(h));
   }
@@ -270,19 +341,19 @@ std::vector<AgentHealth> AgentSource::Health() const {
 }
 
 void AgentSource::Signal(int sig) {
-  std::vector<net::Link*> links;  // agents_ never shrinks while the source lives
+  std::vector<std::shared_ptr<agent::AgentClient>> clients;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& a : agents_)
-      if (a->connected && !a->done) links.push_back(&a->client.link());
+      if (a->connected && !a->done) clients.push_back(a->client);
   }
   const nlohmann::json stop = agent::WriteRunControl(agent::StopMessage{sig});
-  for (net::Link* link : links) (void)net::SendFrame(*link, stop);
+  for (const auto& client : clients) (void)net::SendFrame(client->link(), stop);
 }
 
 std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
   std::vector<Agent*> asked;
-  std::vector<std::pair<net::Link*, nlohmann::json>> requests;  // sent after unlocking: a send may block
+  std::vector<std::pair<std::shared_ptr<agent::AgentClient>, nlohmann::json>> requests;  // sent unlocked: may block
   int64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -298,10 +369,10 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
       if (mine.empty()) continue;
       asked.push_back(a.get());
       a->stacks_pending = true;
-      requests.emplace_back(&a->client.link(), agent::WriteRunControl(agent::StacksRequest{id, mine}));
+      requests.emplace_back(a->client, agent::WriteRunControl(agent::StacksRequest{id, mine}));
     }
   }
-  for (const auto& [link, request] : requests) (void)net::SendFrame(*link, request);
+  for (const auto& [client, request] : requests) (void)net::SendFrame(client->link(), request);
   std::unique_lock<std::mutex> lock(mu_);
   auto deadline = std::chrono::steady_clock::now() + options_.stack_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -316,37 +387,108 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
   return stacks_;
 }
 
+bool AgentSource::Relink(Agent& a, std::optional<agent::AgentClient>* out) {
+  auto log = log::Get("run");
+  if (options_.token.empty()) return false;  // a source made without the token cannot connect again
+  net::Endpoint endpoint;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    endpoint = a.client->endpoint();
+  }
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, kRelinkEvery, [&] { return closing_; });
+      if (closing_) return false;
+    }
+    net::ConnectOutcome outcome = net::ConnectOutcome::kError;
+    auto c = agent::AgentClient::Connect(endpoint, options_.token, std::chrono::seconds(3), &outcome);
+    if (!c.ok()) {
+      // Nothing listens on its port (the host answered): the agent is gone, and its ranks died with
+      // it. A timeout or no route is a partition, which may heal: keep trying.
+      if (outcome == net::ConnectOutcome::kRefused) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!a.gone) log->warn("agent {}: {}: the agent is gone", a.name, c.status().message());
+        a.gone = true;
+      }
+      continue;
+    }
+    Status st = SendReattach(a, *c);
+    if (st.code() == StatusCode::kNotFound) {  // it no longer serves the run (it ended, or restarted)
+      std::lock_guard<std::mutex> lock(mu_);
+      log->warn("agent {}: {}", a.name, st.message());
+      a.gone = true;
+      a.why = st.message();
+      return false;
+    }
+    if (!st.ok()) continue;
+    out->emplace(std::move(*c));
+    return true;
+  }
+}
+
 void AgentSource::Read(Agent& a) {
   auto log = log::Get("run");
   agent::SampleFrameText sample;                        // its entries' storage is reused frame after frame
   std::vector<std::pair<int, std::string>> mirror_out;  // rank output for the mirror, written unlocked
+  std::shared_ptr<agent::AgentClient> client;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    client = a.client;
+  }
   while (true) {
     // Sample frames, nearly all of them, are read in place (agent::ScanSampleFrame); any other
     // frame, or one of another shape, is parsed as a JSON tree.
-    auto text = net::RecvFrameText(a.client.link(), a.client.decoder(), std::chrono::seconds(3600));
+    auto text = net::RecvFrameText(client->link(), client->decoder(), std::chrono::seconds(1));
     const bool in_place = text.ok() && agent::ScanSampleFrame(*text, &sample);
     Result<nlohmann::json> msg = nlohmann::json();
     if (!text.ok())
       msg = text.status();
     else if (!in_place)
       msg = wire::ParseFramePayload(*text);
-    if (!msg.ok()) {
-      if (msg.status().code() == StatusCode::kTimeout) continue;
-      // Shut the socket down whatever the error (a broken stream too), so the agent sees it and
-      // stops its ranks rather than blocking on a coordinator that no longer reads. A stop goes
-      // first: this coordinator lives, and its agent must not take the closed link for its death.
-      (void)net::SendFrame(a.client.link(), agent::WriteRunControl(agent::StopMessage{SIGTERM}));
-      a.client.link().Shutdown();
+    if (!msg.ok() && msg.status().code() == StatusCode::kTimeout) {
+      // Silence: a half-open connection (a partition the kernel has not noticed) is made again.
       std::lock_guard<std::mutex> lock(mu_);
-      // The agent is gone (killed, its node down) or the link broke. Its ranks' fate is unknown:
-      // they keep their last state, and no exit code is made up for them.
-      if (!a.done) {
+      const Duration silent = clock_->Now() - a.last_frame;
+      if (closing_ || a.done || a.stacks_pending || silent <= std::max(options_.relink_after, 2 * SilenceLimit()))
+        continue;
+      msg = Unavailable("nothing from the agent for " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(silent).count()) + " s");
+    }
+    if (!msg.ok()) {
+      // The agent is gone (killed, its node down) or the link broke. Its ranks run on if they can
+      // (an agent stops them only when told): they keep their last state, no exit code is made up
+      // for them, and the link is made again to take the run over once the agent can be reached.
+      client->link().Shutdown();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (a.done || closing_) {
+          cv_.notify_all();
+          return;
+        }
         a.connected = false;
+        if (a.taken_over) {
+          a.why = "another coordinator took the run over (dsdoctor attach)";
+          log->warn("agent {}: {}; this one no longer watches its ranks", a.name, a.why);
+          cv_.notify_all();
+          return;
+        }
         a.why = "connection lost: " + msg.status().message();
-        log->warn("agent {}: {}", a.client.agent_name(), a.why);
+        log->warn("agent {}: {}; connecting again", a.name, a.why);
+        cv_.notify_all();
       }
+      std::optional<agent::AgentClient> fresh;
+      if (!Relink(a, &fresh)) return;
+      client = std::make_shared<agent::AgentClient>(std::move(*fresh));
+      std::lock_guard<std::mutex> lock(mu_);
+      a.client = client;
+      a.connected = true;
+      a.why.clear();
+      a.stacks_pending = false;
+      a.last_frame = a.last_live = clock_->Now();
+      log->warn("agent {}: connected again; the run goes on", a.name);
       cv_.notify_all();
-      return;
+      continue;
     }
     // A tree: a sample of another shape, or any other message (read and checked here, unlocked).
     bool is_sample = in_place;
@@ -357,12 +499,12 @@ void AgentSource::Read(Agent& a) {
     }
     if (!is_sample && !typed.ok()) {
       // An agent's frame of the wrong shape degrades that frame, never the coordinator.
-      log->warn("agent {}: ignoring a malformed frame: {}", a.client.agent_name(), typed.status().message());
+      log->warn("agent {}: ignoring a malformed frame: {}", a.name, typed.status().message());
       std::lock_guard<std::mutex> lock(mu_);
       a.last_frame = clock_->Now();
       continue;
     }
-    const bool live = !a.client.link().HasPendingInput() && a.client.decoder().buffered() == 0;
+    const bool live = !client->link().HasPendingInput() && client->decoder().buffered() == 0;
     mirror_out.clear();
     try {
       // A node's file for our copy of its run dir (only its own ranks'): written before the frames
@@ -376,7 +518,7 @@ void AgentSource::Read(Agent& a) {
           if (std::find(a.ranks.begin(), a.ranks.end(), file->rank) != a.ranks.end())
             mirror_->Write(*file);
           else
-            log->warn("agent {}: ignoring a file of rank {}, which is not its own", a.client.agent_name(), file->rank);
+            log->warn("agent {}: ignoring a file of rank {}, which is not its own", a.name, file->rank);
         }
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -392,7 +534,7 @@ void AgentSource::Read(Agent& a) {
         for (const auto& [rank, bytes] : mirror_out) mirror_->AppendLog(rank, bytes);
     } catch (const std::exception& e) {
       // Whatever an agent sends costs at most that frame, never the coordinator.
-      log->warn("agent {}: a frame could not be handled: {}", a.client.agent_name(), e.what());
+      log->warn("agent {}: a frame could not be handled: {}", a.name, e.what());
     }
   }
 }
@@ -411,8 +553,8 @@ void AgentSource::HandleSample(Agent& a, const agent::SampleFrameText& frame, bo
     ++(reader.last_in_place() ? reads_.entries_in_place : reads_.entries_parsed);
     if (!applied.ok()) {
       if (delta_refused_.insert(r).second) {  // once until one applies again: never a line per tick
-        log::Get("run")->warn("agent {}: ignoring rank {}'s samples until it restates them: {}", a.client.agent_name(),
-                              r, applied.message());
+        log::Get("run")->warn("agent {}: ignoring rank {}'s samples until it restates them: {}", a.name, r,
+                              applied.message());
         a.resync.push_back(r);
       }
       // The state waits for the keyframe; the rank's output does not: it is never dropped.
@@ -431,16 +573,17 @@ void AgentSource::HandleSample(Agent& a, const agent::SampleFrameText& frame, bo
     if (wire_log.empty()) continue;
     fresh.clear();
     if (!agent::DecodeLog(wire_log, &fresh)) {
-      log::Get("run")->warn("agent {}: rank {}'s output in a sample is not base64; dropped", a.client.agent_name(), r);
+      log::Get("run")->warn("agent {}: rank {}'s output in a sample is not base64; dropped", a.name, r);
       continue;
     }
     pending_log_[r] += fresh;
+    seen_[r] += fresh.size();
     if (a.mirrored) mirror_out->emplace_back(r, fresh);
   }
   if (!frame.log_dir.empty()) {
     if (auto space = wire::ParseJsonBounded(frame.log_dir); space.ok()) {
       if (auto d = diagnosis::LogDirStatusFromJson(*space); d.ok()) {
-        d->node = a.client.agent_name();  // the node is who we connected to, whatever the frame says
+        d->node = a.name;  // the node is who we connected to, whatever the frame says
         a.log_dir = std::move(*d);
       }
     }
@@ -453,6 +596,7 @@ void AgentSource::Handle(Agent& a, const agent::AgentRunMessage& msg, bool live,
     // A rank's output that did not fit its sample: it comes first, in order.
     if (std::find(a.ranks.begin(), a.ranks.end(), chunk->rank) == a.ranks.end()) return;
     pending_log_[chunk->rank] += chunk->bytes;
+    seen_[chunk->rank] += chunk->bytes.size();
     if (a.mirrored) mirror_out->emplace_back(chunk->rank, chunk->bytes);
   } else if (const auto* reply = std::get_if<agent::StacksReply>(&msg)) {
     // A reply to an earlier request that timed out describes ranks as they were then: dropped.
@@ -467,7 +611,8 @@ void AgentSource::Handle(Agent& a, const agent::AgentRunMessage& msg, bool live,
     a.done = true;
     cv_.notify_all();
   } else if (const auto* error = std::get_if<agent::ErrorMessage>(&msg)) {
-    log::Get("run")->warn("agent {}: {} ({})", a.client.agent_name(), error->message, error->code);
+    if (error->code == "taken_over") a.taken_over = true;
+    log::Get("run")->warn("agent {}: {} ({})", a.name, error->message, error->code);
   }
   // A heartbeat (between stack captures), a file (mirrored before) and anything else only count as
   // a sign of life.

@@ -35,6 +35,7 @@ struct AgentHealth {
   bool connected = true;  // false: the connection ended before the agent said "done"
   bool done = false;      // every rank of the node exited and the agent said so
   bool lost = false;      // disconnected, or silent for longer than the source allows
+  bool gone = false;      // its address refuses connections: the agent, and the ranks that die with it, are gone
   double silent_s = 0;    // time since its last frame, counted while the coordinator was awake
   std::string why;        // how the connection ended ("" while connected)
 };
@@ -83,10 +84,18 @@ struct AgentSourceOptions {
   Duration sample_period = std::chrono::milliseconds(200);  // asked of every agent
   int lost_after_samples = 5;  // an agent silent this many sample periods (at least 1 s) is lost
   Duration stack_timeout = std::chrono::seconds(30);
+  std::string token;  // the agents' token: a connection that broke is made again ("reattach")
+  // A connected agent silent this long (and at least twice the silence that makes it lost) has its
+  // link closed and made again: a half-open connection (a partition the kernel has not noticed,
+  // which it would only after ~15 min of retransmissions) is never waited on for ever.
+  Duration relink_after = std::chrono::seconds(5);
 };
 
 // One connection per agent, each read by its own thread; the coordinator's thread only sends.
 // Every agent sends a sample each period whether or not anything changed: the heartbeat.
+// When an agent's connection breaks, its reader connects again, once a second, and takes the run
+// over with a "reattach" (docs/agent-protocol.md): a partition that heals loses nothing but the
+// time it lasted. A refused connection means the agent is gone with its ranks (AgentHealth::gone).
 class AgentSource final : public RankSource {
  public:
   // `clock` is borrowed and must outlive the source.
@@ -95,6 +104,10 @@ class AgentSource final : public RankSource {
   // Sends each agent (clients[i] is node i of the spec) the run request for its ranks and waits
   // for its "started". Errors: an agent that refused or could not start its ranks (named).
   Status Start(std::vector<agent::AgentClient> clients, const RunSpec& spec);
+  // Takes over a run the agents serve already (`dsdoctor attach`): a "reattach" instead of a run
+  // request, the node's rank files are appended to, never restarted, and the tail of each rank's
+  // log already in the run dir is read first, so the diagnosis sees what was printed before.
+  Status Reattach(std::vector<agent::AgentClient> clients, const RunSpec& spec);
   void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
   void Signal(int sig) override;
   std::map<int, std::string> Stacks(const std::vector<int>& want) override;
@@ -110,13 +123,18 @@ class AgentSource final : public RankSource {
 
  private:
   struct Agent {
-    explicit Agent(agent::AgentClient c) : client(std::move(c)) {}
-    agent::AgentClient client;
+    explicit Agent(agent::AgentClient c)
+        : client(std::make_shared<agent::AgentClient>(std::move(c))), name(client->agent_name()) {}
+    // Replaced when the reader connects again; senders take a copy of the pointer under mu_.
+    std::shared_ptr<agent::AgentClient> client;
+    const std::string name;
     std::vector<int> ranks;
     std::thread reader;
     // Guarded by mu_:
-    MonoTime last_frame{};  // when its newest frame arrived
-    MonoTime last_live{};   // when a sample arrived with nothing queued behind it
+    bool gone = false;        // its address refused a new connection
+    bool taken_over = false;  // another coordinator took the run over: never connect again
+    MonoTime last_frame{};    // when its newest frame arrived
+    MonoTime last_live{};     // when a sample arrived with nothing queued behind it
     bool connected = true;
     bool done = false;
     std::string why;
@@ -128,7 +146,15 @@ class AgentSource final : public RankSource {
     // Its ranks whose deltas we refused: the next Tick asks the agent to restate them in full.
     std::vector<int> resync;
   };
+  Status Begin(std::vector<agent::AgentClient> clients, const RunSpec& spec, bool reattach);
   void Read(Agent& a);
+  // After a's connection broke: connects again until it takes the run over (true) or the source
+  // closes or the agent is gone (false).
+  bool Relink(Agent& a, std::optional<agent::AgentClient>* client);
+  // Sends the reattach request on `client` and reads its "started"; mirrors the node's files.
+  Status SendReattach(Agent& a, agent::AgentClient& client);
+  // The bytes of each of a's ranks' output we have (seen_).
+  std::map<int, uint64_t> LogBytes(const std::vector<int>& ranks) const;
   void TickLocked(std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs);  // mu_ held
   // The frames' contents; the rank output they carried for the mirror goes to *mirror_out.
   void Handle(Agent& a, const agent::AgentRunMessage& msg, bool live,
@@ -150,11 +176,17 @@ class AgentSource final : public RankSource {
   std::map<int, int64_t> sampled_at_;  // by rank: now_ns of the frame its newest entry came in
   std::set<int> delta_refused_;        // ranks whose last entry did not apply
   std::map<int, std::string> pending_log_;
+  // By rank: the bytes of its output received (from its log's start): what a reattach asks the
+  // agent to continue from.
+  std::map<int, uint64_t> seen_;
   SampleReads reads_;
   std::map<int, std::string> stacks_;
   MonoTime last_tick_{};   // the coordinator's previous Tick
   MonoTime resumed_{};     // when the coordinator last came back from a stall
   int64_t stacks_id_ = 0;  // the newest stacks request; replies to older ones are dropped
+  RunDir run_dir_;
+  std::string run_id_;
+  bool closing_ = false;  // the destructor runs: readers stop connecting again (guarded by mu_)
 };
 
 }  // namespace dsd::coordinator

@@ -57,6 +57,20 @@ bool RunDirMirror::Adopt(const std::vector<int>& ranks) {
   return true;
 }
 
+void RunDirMirror::Resume(const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  used_ = true;
+  for (int r : ranks) {
+    if (logs_.count(r)) continue;
+    const std::string path = dir_.RankLog(r);
+    net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    if (!fd.valid())
+      Failed(RankFileName(r, RankFile::kLog) + ": " + std::strerror(errno) +
+             " (the node keeps its own copy of the rank's output)");
+    logs_[r] = std::move(fd);
+  }
+}
+
 void RunDirMirror::AppendLog(int rank, std::string_view bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = logs_.find(rank);

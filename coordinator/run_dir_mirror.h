@@ -35,6 +35,9 @@ class RunDirMirror {
   // Otherwise the ranks' files of an earlier run in this dir are removed and empty logs started, so
   // nothing stale is read as this run's and a rank that never prints still has its log.
   bool Adopt(const std::vector<int>& ranks);
+  // Ranks of a run taken over (`dsdoctor attach`, or a link made again): their logs here are
+  // appended to, never restarted; ranks copied already are left as they are.
+  void Resume(const std::vector<int>& ranks);
   // Appends a rank's output to rank-<r>.log.
   void AppendLog(int rank, std::string_view bytes);
   // One piece of a rank's file; the file replaces any older one, atomically, with its last piece.

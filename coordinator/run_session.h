@@ -36,4 +36,18 @@ struct RunSessionIo {
 // ranks could not start (a problem of the cluster), anything else an internal failure.
 Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launcher, const RunSessionIo& io);
 
+// `dsdoctor attach RUN_DIR` (docs/run.md "Taking a run over"): a new coordinator for a run whose
+// coordinator is gone. From the run dir's agents.json and agents.token it connects to every agent,
+// takes the run over ("reattach") and watches it as `run` would, to the same report and exit code.
+struct AttachOptions {
+  bool quiet = false;
+  std::string on_hang;      // stop | wait; "": stop
+  double timeout_s = 0;     // 0: the run's own
+  double hang_after_s = 0;  // 0: the run's own
+};
+// Errors: kNotFound (no agents.json), kInvalidArgument (a bad or stale agents.json, no token),
+// kUnavailable (an agent that cannot be reached or no longer serves the run: the error says so and
+// points at `dsdoctor analyze`).
+Result<JobResult> AttachJobSession(const RunDir& dir, const AttachOptions& options, const RunSessionIo& io);
+
 }  // namespace dsd::coordinator

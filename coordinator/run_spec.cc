@@ -88,6 +88,7 @@ Result<RunSpec> PlanRun(const RunPlanOptions& o) {
   s.tui = o.tui;
   s.quiet = o.quiet;
   s.serve = o.serve;
+  s.reattach_window = std::chrono::milliseconds(static_cast<int64_t>(o.reattach_window_s * 1000));
   // MASTER_ADDR as deepspeed picks it: --master_addr, else the first node, which is its agent's
   // address when simulated (local agents listen on 127.0.0.2, …) or attached without a hostfile.
   s.master_addr = !o.master_addr.empty()       ? o.master_addr

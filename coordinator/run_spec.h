@@ -38,6 +38,7 @@ struct RunPlanOptions {
   bool dry_run = false;      // --dry-run: nothing starts, so no free port is picked
   std::string serve = "127.0.0.1:0";
   bool quiet = false;
+  double reattach_window_s = 600;  // --reattach-window
 };
 
 struct RunSpec {
@@ -64,6 +65,9 @@ struct RunSpec {
   Duration sample_period = std::chrono::milliseconds(200);
   // A stop that is not SIGKILL becomes SIGKILL after this, on the coordinator and on every node.
   Duration stop_escalation = collectors::kStopEscalation;
+  // How long agents whose ranks all ended with no coordinator attached wait for one to collect
+  // their ends (`dsdoctor attach`) before they let the run go.
+  Duration reattach_window = std::chrono::minutes(10);
 
   // The ranks of node `index` (its launches in rank order).
   std::vector<RankLaunch> NodeRanks(size_t index) const;

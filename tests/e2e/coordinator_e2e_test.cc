@@ -218,7 +218,7 @@ TEST_F(CoordinatorE2eTest, ARankPrintingFastNeverBreaksTheAgentLink) {
 // (Before, every rank was stopped within 2 s.)
 TEST_F(CoordinatorE2eTest, AJobOutlivesItsKilledCoordinatorAndAnalyzeReportsIt) {
   auto r = InNamespace(
-      "$DSD run --local 2 --agent-port 47945 --quiet --log-dir $DIR/logs -- "
+      "$DSD run --local 2 --agent-port 47945 --quiet --log-dir $DIR/logs --reattach-window 0 -- "
       "sh -c 'sleep 4; echo finished' & C=$!; "
       "for i in $(seq 100); do [ -e $DIR/logs/rank-0.log ] && [ -e $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
       "sleep 1; kill -9 $C; wait $C; echo run=$?; "
@@ -239,6 +239,99 @@ TEST_F(CoordinatorE2eTest, AJobOutlivesItsKilledCoordinatorAndAnalyzeReportsIt) 
   ASSERT_EQ(a["ranks"].size(), 2u) << a.dump(2);
   for (const auto& rank : a["ranks"]) EXPECT_EQ(rank["exit_code"], 0) << rank.dump();
   for (const auto& f : a["findings"]) EXPECT_NE(f["severity"], "error") << f.dump(2);
+}
+
+// kill -9 of the coordinator mid-run; `dsdoctor attach` takes the run over from the run dir while
+// the ranks train: every line they print is in its output (the log's tail before it came, what was
+// printed while no one watched, then live), its report and exit code are the job's (rank 1 exits 3),
+// and after it nothing is left: no agent, no token.
+TEST_F(CoordinatorE2eTest, AKilledCoordinatorsRunIsTakenOverByAttach) {
+  auto r = InNamespace(
+      "$DSD run --local 2 --agent-port 47955 --quiet --log-dir $DIR/logs -- "
+      "sh -c 'for i in $(seq 10); do echo tick $i; sleep 0.4; done; [ \"$RANK\" = 1 ] && exit 3; exit 0' & C=$!; "
+      "for i in $(seq 100); do [ -e $DIR/logs/agents.json ] && [ -s $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
+      "$DSD attach $DIR/logs > $DIR/alive.out 2>&1; echo alive=$?; "
+      "sleep 0.5; kill -9 $C; wait $C; echo run=$?; sleep 1; "
+      "$DSD attach $DIR/logs --json $DIR/attach.json > $DIR/attach.out 2>&1; echo attach=$?; "
+      "for i in $(seq 50); do pgrep -f '[a]gent --listen 127.0.0.[23]:47955' >/dev/null || break; sleep 0.1; done; "
+      "pgrep -f '[a]gent --listen 127.0.0.[23]:47955' || echo no-agents-left; "
+      "[ -e $DIR/logs/agents.token ] && echo token-left || echo token-removed");
+  EXPECT_NE(r.out.find("run=137"), std::string::npos) << r.out << r.err;
+  // While the first coordinator lives, attach refuses: two coordinators would fight for the agents.
+  EXPECT_NE(r.out.find("alive=2"), std::string::npos) << r.out;
+  EXPECT_NE(ReadFile((dir_ / "alive.out").string()).value_or("").find("is alive: watch it with `dsdoctor tui"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("attach=3"), std::string::npos) << "the job's own code: " << r.out << r.err;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("token-removed"), std::string::npos) << r.out;
+  std::string out = ReadFile((dir_ / "attach.out").string()).value_or("");
+  EXPECT_NE(out.find("dsdoctor: took over run"), std::string::npos) << out;
+  for (int rank = 0; rank < 2; ++rank)
+    for (int i = 1; i <= 10; ++i) {
+      const std::string line = "[" + std::to_string(rank) + "] tick " + std::to_string(i) + "\n";
+      EXPECT_NE(out.find(line), std::string::npos) << "missing " << line << out;
+    }
+  json a = ReadJson("attach.json");
+  ASSERT_EQ(a["ranks"].size(), 2u) << a.dump(2);
+  EXPECT_EQ(a["ranks"][0]["exit_code"], 0);
+  EXPECT_EQ(a["ranks"][1]["exit_code"], 3);
+  auto exited = FindingsWithCode(a, "RANK_EXITED");
+  ASSERT_EQ(exited.size(), 1u) << a["findings"].dump(2);
+  EXPECT_EQ(exited[0]["ranks"], json({1}));
+}
+
+// The ranks ended while no coordinator watched: their agents wait (--reattach-window) and `attach`
+// collects their ends, the report and the job's code; then the agents go. After the window, attach
+// says the agents are gone and points at analyze.
+TEST_F(CoordinatorE2eTest, AttachAfterTheRanksEndedCollectsTheirEndsWithinTheWindow) {
+  auto r = InNamespace(
+      "$DSD run --local 2 --agent-port 47960 --quiet --log-dir $DIR/logs --reattach-window 60 -- "
+      "sh -c 'sleep 1.5; echo done-$RANK' & C=$!; "
+      "for i in $(seq 100); do [ -e $DIR/logs/agents.json ] && break; sleep 0.1; done; "
+      "kill -9 $C; wait $C; "
+      "for i in $(seq 100); do [ -s $DIR/logs/rank-0.exit ] && [ -s $DIR/logs/rank-1.exit ] && break; sleep 0.1; done; "
+      "sleep 1; pgrep -f '[a]gent --listen 127.0.0.[23]:47960' >/dev/null && echo agents-wait; "
+      "$DSD attach $DIR/logs --json $DIR/attach.json > $DIR/attach.out 2>&1; echo attach=$?; "
+      "for i in $(seq 50); do pgrep -f '[a]gent --listen 127.0.0.[23]:47960' >/dev/null || break; sleep 0.1; done; "
+      "pgrep -f '[a]gent --listen 127.0.0.[23]:47960' || echo no-agents-left; "
+      "$DSD attach $DIR/logs > $DIR/again.out 2>&1; echo again=$?");
+  EXPECT_NE(r.out.find("agents-wait"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("attach=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  json a = ReadJson("attach.json");
+  ASSERT_EQ(a["ranks"].size(), 2u) << a.dump(2);
+  for (const auto& rank : a["ranks"]) EXPECT_EQ(rank["exit_code"], 0) << rank.dump();
+  std::string out = ReadFile((dir_ / "attach.out").string()).value_or("");
+  EXPECT_NE(out.find("[1] done-1"), std::string::npos) << out;
+  // The run is over and collected: nothing to take over any more, and the user is told where to look.
+  EXPECT_EQ(r.out.find("again=0"), std::string::npos) << r.out;
+  std::string again = ReadFile((dir_ / "again.out").string()).value_or("");
+  EXPECT_NE(again.find("dsdoctor analyze"), std::string::npos) << again;
+}
+
+// A partition longer than the link survives (9 s of DROP both ways: the coordinator gives up on the
+// silent link after 5 s and connects again once it heals): the agent kept its ranks running, the
+// new link takes the run over, every line printed meanwhile reaches the coordinator, and the job's
+// code is unchanged (0), with AGENT_LOST as a warning that the node came back.
+TEST_F(CoordinatorE2eTest, APartitionLongerThanTheLinkHealsWithoutChangingTheExitCode) {
+  auto r = InNamespace(
+      "$DSD run --local 2 --agent-port 47965 --log-dir $DIR/logs --json $DIR/run.json -- "
+      "sh -c 'for i in $(seq 30); do echo tick $i; sleep 0.5; done' > $DIR/live.out 2>&1 & C=$!; sleep 1.5; "
+      "iptables -A INPUT -s 127.0.0.3 -p tcp --sport 47965 -j DROP; "
+      "iptables -A INPUT -d 127.0.0.3 -p tcp --dport 47965 -j DROP; sleep 9; iptables -F INPUT; "
+      "wait $C; echo run=$?");
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  std::string live = ReadFile((dir_ / "live.out").string()).value_or("");
+  EXPECT_NE(live.find("agent node-1: connected again"), std::string::npos) << live;
+  for (int i = 1; i <= 30; ++i) {
+    const std::string line = "[1] tick " + std::to_string(i) + "\n";
+    EXPECT_NE(live.find(line), std::string::npos) << "missing " << line << live;
+  }
+  json run = ReadJson("run.json");
+  auto lost = FindingsWithCode(run, "AGENT_LOST");
+  ASSERT_EQ(lost.size(), 1u) << run["findings"].dump(2);
+  EXPECT_EQ(lost[0]["severity"], "warning");
+  EXPECT_EQ(run["ranks"][1]["exit_code"], 0);
 }
 
 // A coordinator stopped (SIGSTOP) longer than --hang-after finds stale samples queued when it

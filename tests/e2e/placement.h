@@ -67,11 +67,13 @@ inline bool CopiedTheNodesFiles(const std::string& out) {
 // The command line of `dsdoctor run <flags> -- <command>` on `nodes` nodes of `slots` slots each,
 // placed as asked, with its run dir `dir` (PlacedRunDir). For kSharedNothing the hostfile is written
 // beside `dir` (dir + ".hostfile") and MASTER_ADDR is node-0's address; env gets what the cluster
-// script needs.
+// script needs; `coordinator_script`, when given, is the bash script run in the coordinator's
+// namespace instead of `run` alone ($1 is dsdoctor, the rest run's arguments).
 inline std::vector<std::string> PlacedRunArgv(Placement p, int nodes, int slots, const std::string& dir,
                                               const std::vector<std::string>& flags,
                                               const std::vector<std::string>& command,
-                                              std::map<std::string, std::string>* env) {
+                                              std::map<std::string, std::string>* env,
+                                              const std::string& coordinator_script = "") {
   std::vector<std::string> argv;
   if (p == Placement::kLocal) {
     argv = {DSDOCTOR_BIN, "run", "--local", std::to_string(nodes), "--slots", std::to_string(slots)};
@@ -98,7 +100,10 @@ inline std::vector<std::string> PlacedRunArgv(Placement p, int nodes, int slots,
         "--",
         "bash",
         "-c",
-        "dsd=$1; shift; exec \"$dsd\" run --launcher attach --agents \"$AGENTS\" --token-file \"$TOKEN_FILE\" \"$@\"",
+        !coordinator_script.empty()
+            ? coordinator_script
+            : "dsd=$1; shift; exec \"$dsd\" run --launcher attach --agents \"$AGENTS\" --token-file \"$TOKEN_FILE\" "
+              "\"$@\"",
         "_",
         DSDOCTOR_BIN,
         "--hostfile",

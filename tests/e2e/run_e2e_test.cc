@@ -15,6 +15,7 @@
 
 #include "common/file.h"
 #include "common/process.h"
+#include "common/strings.h"
 #include "common/subprocess.h"
 #include "runtime/trace.h"
 #include "tests/e2e/placement.h"
@@ -261,9 +262,10 @@ TEST(RunE2eTest, DeadCoordinatorLeavesTheRanksToTheirAgentAndNothingAfterThem) {
   SubprocessOptions so;
   so.log_path = dir + ".out";
   fs::remove(so.log_path);
-  auto run = Subprocess::Start({DSDOCTOR_BIN, "run", "--local", "1", "--slots", "2", "--log-dir", dir, "--quiet", "--",
-                                Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
-                               so);
+  auto run = Subprocess::Start(
+      {DSDOCTOR_BIN, "run", "--local", "1", "--slots", "2", "--log-dir", dir, "--quiet", "--reattach-window", "0", "--",
+       Example("train_healthy"), "--steps", "100000", "--step-delay-ms", "5"},
+      so);
   ASSERT_TRUE(run.ok());
   std::vector<int> pids = WaitForTraining(dir, 2, 1);
   ASSERT_EQ(pids.size(), 2u);
@@ -292,6 +294,46 @@ TEST(RunE2eTest, DeadCoordinatorLeavesTheRanksToTheirAgentAndNothingAfterThem) {
   EXPECT_TRUE(agent_gone) << "agent pid " << agent << " outlived its ranks";
   for (int pid : pids) EXPECT_FALSE(alive(pid));
   EXPECT_TRUE(fs::exists(dir + "/rank-0.exit")) << "the agent wrote the ranks' exits";
+}
+
+// Nodes that share nothing with the coordinator: after kill -9 of `run`, `dsdoctor attach` in the
+// coordinator's namespace takes the run over. The nodes send what the coordinator's copy lacks: the
+// run dir ends with every rank's whole log and its exit status, as if the first coordinator had
+// watched to the end.
+TEST(RunE2eTest, AttachTakesOverARunOnNodesThatShareNothing) {
+  REQUIRE_PLACEMENT(e2e::Placement::kSharedNothing);
+  const std::string dir = e2e::PlacedRunDir("attach", e2e::Placement::kSharedNothing);
+  std::map<std::string, std::string> env;
+  const std::string script =
+      "dsd=$1; shift; \"$dsd\" run --launcher attach --agents \"$AGENTS\" --token-file \"$TOKEN_FILE\" \"$@\" & C=$!; "
+      "for i in $(seq 100); do [ -e " +
+      dir + "/agents.json ] && [ -s " + dir +
+      "/rank-1.log ] && break; sleep 0.1; done; "
+      "sleep 1; kill -9 $C; wait $C; echo run=$?; sleep 1.5; "
+      "\"$dsd\" attach " +
+      dir + " --quiet --json " + dir + "/attach.json; echo attach=$?";
+  auto argv = e2e::PlacedRunArgv(e2e::Placement::kSharedNothing, 2, 1, dir, {"--log-dir", dir, "--quiet"},
+                                 {"sh", "-c", "for i in $(seq 12); do echo tick $i; sleep 0.3; done"}, &env, script);
+  CommandOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  opts.env = env;
+  auto res = RunCommand(argv, opts);
+  ASSERT_TRUE(res.ok());
+  const std::string out = res->out + res->err;
+  EXPECT_NE(out.find("run=137"), std::string::npos) << out;
+  EXPECT_NE(out.find("attach=0"), std::string::npos) << out;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = ReadFile(dir + "/rank-" + std::to_string(rank) + ".log").value_or("");
+    for (int i = 1; i <= 12; ++i)
+      EXPECT_NE(log.find("tick " + std::to_string(i) + "\n"), std::string::npos)
+          << "rank " << rank << "'s copy lacks tick " << i << ":\n"
+          << log;
+    EXPECT_EQ(Trim(ReadFile(dir + "/rank-" + std::to_string(rank) + ".exit").value_or("")), "0") << rank;
+  }
+  auto text = ReadFile(dir + "/attach.json");
+  ASSERT_TRUE(text.ok()) << out;
+  auto report = nlohmann::json::parse(*text, nullptr, false);
+  for (const auto& rank : report["ranks"]) EXPECT_EQ(rank["exit_code"], 0) << rank.dump();
 }
 
 TEST(RunE2eTest, InterruptStopsEveryRankAndReports) {
