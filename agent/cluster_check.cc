@@ -90,6 +90,46 @@ CheckRow PlanRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   return r;
 }
 
+// What Slurm says of the allocation's nodes: one drained, draining, down, failing or not
+// responding ("*") is named with Slurm's reason, whatever the probes found (a drained node may
+// answer every probe and still be taken out by the next job).
+CheckRow SlurmRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
+  CheckRow r{"Slurm nodes", CheckStatus::kOk, "", {}, ""};
+  if (!in.slurm_error.empty()) {
+    r.status = CheckStatus::kWarn;
+    r.summary = "not checked: " + in.slurm_error;
+    r.remedy = "run the check where sinfo works (the login node of the allocation)";
+    return r;
+  }
+  std::vector<std::string> bad_nodes;
+  for (const auto& n : in.slurm_nodes) {
+    const std::string& st = n.state;
+    const bool bad = st.find("drain") != std::string::npos || st.find("down") != std::string::npos ||
+                     st.find("fail") != std::string::npos || st.find("maint") != std::string::npos ||
+                     st.find("reboot") != std::string::npos || (!st.empty() && st.back() == '*');
+    if (!bad) continue;
+    bad_nodes.push_back(n.name);
+    const std::string reason = n.reason.empty() || n.reason == "none" ? "" : " (reason: " + n.reason + ")";
+    r.details.push_back(n.name + ": " + st + reason);
+    out.push_back({codes::kSlurmNodeState,
+                   Severity::kError,
+                   "Slurm has node " + n.name + " of this allocation " + st + reason,
+                   {n.name},
+                   {},
+                   {"sinfo: " + n.name + " " + st + (n.reason.empty() ? "" : " " + n.reason)},
+                   "`scontrol show node " + n.name + "` says why; once it is fixed, `scontrol update nodename=" +
+                       n.name + " state=resume`, or leave it out of the job (sbatch/salloc --exclude=" + n.name + ")"});
+  }
+  r.summary = std::to_string(in.slurm_nodes.size() - bad_nodes.size()) + " of " +
+              std::to_string(in.slurm_nodes.size()) + " nodes usable by Slurm";
+  if (!bad_nodes.empty()) {
+    r.status = CheckStatus::kFail;
+    r.summary += "; " + Join(bad_nodes, ", ") + " not";
+    r.remedy = "see SLURM_NODE_STATE";
+  }
+  return r;
+}
+
 CheckRow AgentsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   CheckRow r{"agents", CheckStatus::kOk, "", {}, ""};
   if (!in.resource_error.empty()) {
@@ -901,6 +941,10 @@ ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
   for (auto check : {PlanRow, AgentsRow, HostnamesRow, NcclRow, CudaRow, GpuSlotsRow, BootstrapRow, EnvRow}) {
     size_t before = res.findings.size();
     add(check(in, res.findings), before);
+    if (in.slurm && check == AgentsRow) {  // Slurm's view of the nodes, beside the agents'
+      before = res.findings.size();
+      add(SlurmRow(in, res.findings), before);
+    }
   }
   for (const char* kind : {"agent", "rendezvous"}) {
     size_t before = res.findings.size();
@@ -916,7 +960,8 @@ ClusterCheckResult EvaluateCluster(const ClusterCheckInput& in) {
   // read "ok" (a check that reached no host is never green).
   if (std::none_of(in.nodes.begin(), in.nodes.end(), [](const NodeProbe& n) { return Reachable(n); })) {
     for (auto& row : res.rows) {
-      if (row.name == "plan" || row.name == "agents" || row.status == CheckStatus::kFail) continue;
+      if (row.name == "plan" || row.name == "agents" || row.name == "Slurm nodes" || row.status == CheckStatus::kFail)
+        continue;
       row.status = CheckStatus::kInfo;
       row.summary = "not checked: no node's agent answered";
       row.details.clear();

@@ -103,6 +103,14 @@ struct ClusterCheckInput {
   BandwidthInput bandwidth;
   std::string plan_source;              // the hostfile (or --local N …) the nodes came from
   std::vector<std::string> plan_notes;  // where deepspeed plans surprisingly (coordinator/hostfile.h)
+  // The nodes came from a Slurm allocation: what Slurm says of each (sinfo), for the "Slurm nodes"
+  // row; slurm_error when sinfo could not be asked.
+  struct SlurmNode {
+    std::string name, state, reason;  // sinfo's %N, %T (e.g. "mixed", "draining", "down*"), %E
+  };
+  bool slurm = false;
+  std::vector<SlurmNode> slurm_nodes;
+  std::string slurm_error;
   // Non-empty: the check could not start (this process's limits are too low for the cluster);
   // RESOURCE_LIMIT says which and how to raise it, and no node is blamed.
   std::string resource_error;

@@ -52,6 +52,36 @@ TEST(ClusterCheckTest, HealthyClusterHasNoFindings) {
   EXPECT_EQ(ClusterExitCode(r), 0);
 }
 
+// Slurm's own view of the allocation: a drained or unresponsive node is named with Slurm's reason
+// and the remedy, although every probe of it passed; healthy states pass; no row outside Slurm.
+TEST(ClusterCheckTest, ADrainedOrDownSlurmNodeIsNamedWithSlurmsReason) {
+  auto in = Cluster({Report("a", "2.21.5", "12.4"), Report("b", "2.21.5", "12.4"), Report("c", "2.21.5", "12.4")});
+  auto rows_named = [](const ClusterCheckResult& r) {
+    int n = 0;
+    for (const auto& row : r.rows) n += row.name == "Slurm nodes";
+    return n;
+  };
+  EXPECT_EQ(rows_named(EvaluateCluster(in)), 0);
+  in.slurm = true;
+  in.slurm_nodes = {{"node-0", "mixed", "none"}, {"node-1", "draining", "bad gpu"}, {"node-2", "idle*", ""}};
+  auto r = EvaluateCluster(in);
+  ASSERT_EQ(rows_named(r), 1);
+  auto f = WithCode(r, "SLURM_NODE_STATE");
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].nodes, std::vector<std::string>{"node-1"});
+  EXPECT_NE(f[0].summary.find("draining (reason: bad gpu)"), std::string::npos) << f[0].summary;
+  EXPECT_NE(f[0].remedy.find("state=resume"), std::string::npos);
+  EXPECT_EQ(f[1].nodes, std::vector<std::string>{"node-2"});
+  EXPECT_EQ(ClusterExitCode(r), 1);
+  in.slurm_nodes = {{"node-0", "allocated", ""}, {"node-1", "mixed", ""}, {"node-2", "allocated", ""}};
+  EXPECT_TRUE(WithCode(EvaluateCluster(in), "SLURM_NODE_STATE").empty());
+  in.slurm_nodes.clear();
+  in.slurm_error = "`sinfo` failed (exit 1): slurm_load_node: Unable to contact slurm controller";
+  auto unasked = EvaluateCluster(in);
+  for (const auto& row : unasked.rows)
+    if (row.name == "Slurm nodes") EXPECT_NE(row.summary.find("Unable to contact"), std::string::npos);
+}
+
 TEST(ClusterCheckTest, NcclVersionMismatchListsWhichNodeHasWhich) {
   auto r = EvaluateCluster(
       Cluster({Report("a", "2.21.5", "12.4"), Report("b", "2.18.3", "12.4"), Report("c", "2.21.5", "12.4")}));

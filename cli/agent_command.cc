@@ -34,13 +34,22 @@ Result<std::string> ReadTokenLineFromStdin() {
   return token;
 }
 
-// This rank's (name, address) from "name=addr,…" and the rank mpirun gave us.
+// This agent's (name, address) from "name=addr,…": under srun the entry named by SLURMD_NODENAME
+// (tasks are numbered in Slurm's node order, not ours), under mpirun the entry at its rank.
 Result<std::pair<std::string, std::string>> MpiNode(const std::string& list) {
+  auto entries = Split(list, ',');
+  if (const char* slurm_node = std::getenv("SLURMD_NODENAME"); slurm_node && std::getenv("SLURM_STEP_ID")) {
+    for (const auto& e : entries) {
+      const size_t eq = e.find('=');
+      const std::string name = e.substr(0, eq);
+      if (name == slurm_node) return std::make_pair(name, eq == std::string::npos ? name : e.substr(eq + 1));
+    }
+    return InvalidArgument("srun started this agent on " + std::string(slurm_node) + ", which the list does not name");
+  }
   const char* rank_text = std::getenv("OMPI_COMM_WORLD_RANK");
   if (!rank_text) rank_text = std::getenv("PMIX_RANK");
   if (!rank_text) return InvalidArgument("not started by mpirun (no OMPI_COMM_WORLD_RANK)");
   size_t rank = std::strtoul(rank_text, nullptr, 10);
-  auto entries = Split(list, ',');
   if (rank >= entries.size()) {
     return InvalidArgument("rank " + std::string(rank_text) + " but only " + std::to_string(entries.size()) +
                            " nodes listed");

@@ -15,6 +15,7 @@
 #include "coordinator/job_env.h"
 #include "coordinator/launcher.h"
 #include "coordinator/plan.h"
+#include "coordinator/slurm.h"
 #include "probe/collective.h"
 
 namespace dsd::cli {
@@ -41,6 +42,14 @@ int RunCheck(const CheckOptions& o) {
   ::gethostname(host, sizeof host - 1);
   source.this_node = host;
   source.filters = {o.include, o.exclude, o.num_nodes, o.num_gpus};
+  if (o.hostfile.empty() && o.local == 0 && endpoints.empty()) {
+    auto slurm = coordinator::SlurmAllocationFromEnv();
+    if (!slurm.ok()) {
+      std::cerr << "dsdoctor check: " << slurm.status().message() << "\n";
+      return kExitUsage;
+    }
+    source.slurm = *slurm;
+  }
   auto nodes = coordinator::PlanJobNodes(source);
   if (!nodes.ok()) {
     std::cerr << "dsdoctor check: " << nodes.status().message() << "\n";
@@ -52,7 +61,8 @@ int RunCheck(const CheckOptions& o) {
     return kExitUsage;
   }
   const std::string launcher_name =
-      !o.launcher.empty() ? o.launcher : coordinator::DefaultLauncher(!o.agents.empty(), nodes->simulated);
+      !o.launcher.empty() ? o.launcher
+                          : coordinator::DefaultLauncher(!o.agents.empty(), nodes->simulated, nodes->slurm);
   if (o.plan) {
     // The plan alone: what each node would run, without starting anything.
     auto ranks = coordinator::PlanRanks(*nodes, {}, nodes->nodes[0].host, o.master_port);
@@ -87,6 +97,15 @@ int RunCheck(const CheckOptions& o) {
   so.shutdown_agents = launcher_name != "attach";
   so.job_env = coordinator::JobEnvironment();
   agent::ClusterCheckInput input = coordinator::RunCheckSession(*nodes, *launcher, token, so);
+  if (nodes->slurm) {
+    input.slurm = true;
+    std::vector<std::string> hosts;
+    for (const auto& n : nodes->nodes) hosts.push_back(n.host);
+    if (auto states = coordinator::SlurmNodeStates(hosts); states.ok())
+      for (auto& s : *states) input.slurm_nodes.push_back({std::move(s.name), std::move(s.state), std::move(s.reason)});
+    else
+      input.slurm_error = states.status().message();
+  }
 
   auto result = agent::EvaluateCluster(input);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

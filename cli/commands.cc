@@ -45,7 +45,8 @@ int Main(int argc, char** argv) {
   agent_cmd->add_flag("--exit-with-parent", agent_opts.exit_with_parent, "Exit when the parent process dies (mpirun)");
   agent_cmd->add_option(
       "--mpi-nodes", agent_opts.mpi_nodes,
-      "name=addr,…: under mpirun, the entry at OMPI_COMM_WORLD_RANK gives this agent's name and address");
+      "name=addr,…: the entry named SLURMD_NODENAME under srun, or at OMPI_COMM_WORLD_RANK under mpirun, gives this "
+      "agent's name and address");
 
   CheckOptions check;
   auto* check_cmd = app.add_subcommand("check", "Pre-flight check of a cluster: agents, NCCL, env, connectivity");
@@ -60,11 +61,12 @@ int Main(int argc, char** argv) {
   check_cmd
       ->add_option("--launcher", check.launcher,
                    "local | ssh | pdsh | mpirun | attach (default: local, or attach with --agents)")
-      ->check(CLI::IsMember({"local", "attach", "ssh", "pdsh", "mpirun"}));
+      ->check(CLI::IsMember({"local", "attach", "ssh", "pdsh", "mpirun", "slurm"}));
   check_cmd->add_flag(
       "--plan", check.plan,
       "Print the plan (nodes, slot ids, ranks, CUDA_VISIBLE_DEVICES, master) and start nothing; with --json - as JSON");
   check_cmd->add_option("--pdsh-opts", check.pdsh_opts, "Extra pdsh arguments");
+  check_cmd->add_option("--slurm-opts", check.slurm_opts, "Extra srun arguments for the agents' step, e.g. \"-p gpu\"");
   check_cmd->add_option("--agents", check.agents, "Running agents to attach to: host:port,… or @FILE (one a line)");
   check_cmd->add_option("--token-file", check.token_file, "Token of attached agents");
   check_cmd->add_option("--ssh-opts", check.ssh_opts, "Extra ssh arguments, e.g. \"-p 2222 -i ~/.ssh/cluster\"");
@@ -118,12 +120,13 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--num_gpus,--num_accelerators", run.num_gpus, "Like deepspeed: slots 0..N-1 of every node");
   run_cmd
       ->add_option("--launcher", run.launcher,
-                   "How agents start: local | ssh | pdsh | mpirun | attach (default: local for simulated nodes, ssh "
-                   "for a hostfile)")
-      ->check(CLI::IsMember({"local", "ssh", "pdsh", "mpirun", "attach"}));
+                   "How agents start: local | ssh | pdsh | mpirun | slurm | attach (default: local for simulated "
+                   "nodes, slurm inside a Slurm allocation, ssh for a hostfile)")
+      ->check(CLI::IsMember({"local", "ssh", "pdsh", "mpirun", "slurm", "attach"}));
   run_cmd->add_option("--ssh-opts", run.ssh_opts, "Extra ssh arguments (ssh and pdsh launchers)");
   run_cmd->add_option("--mpirun-opts", run.mpirun_opts, "Extra mpirun arguments");
   run_cmd->add_option("--pdsh-opts", run.pdsh_opts, "Extra pdsh arguments");
+  run_cmd->add_option("--slurm-opts", run.slurm_opts, "Extra srun arguments for the agents' step, e.g. \"-p gpu\"");
   run_cmd->add_option("--remote-dsdoctor", run.remote_dsdoctor, "dsdoctor's path on the nodes (default: this one's)");
   run_cmd->add_option("--agents", run.agents, "--launcher attach: running agents host:port,… or @FILE (one a line)");
   run_cmd->add_option("--token-file", run.token_file, "--launcher attach: the agents' token");

@@ -33,9 +33,10 @@ struct CheckOptions {
   int local = 0;  // --local N: N simulated nodes on this machine
   std::string include, exclude;
   int num_nodes = -1, num_gpus = -1;
-  std::string launcher;         // local | ssh | pdsh | mpirun | attach
+  std::string launcher;         // local | ssh | pdsh | mpirun | slurm | attach
   std::string mpirun_opts;      // extra mpirun arguments
   std::string pdsh_opts;        // extra pdsh arguments
+  std::string slurm_opts;       // extra srun arguments
   bool plan = false;            // print the plan (nodes, slots, ranks) and start nothing
   std::string ssh_opts;         // extra ssh arguments, split on whitespace
   std::string remote_dsdoctor;  // dsdoctor's path on the nodes (default: this binary's path)
@@ -74,7 +75,7 @@ struct RunOptions {
   int num_nodes = -1, num_gpus = -1;
   std::string
       launcher;  // local | ssh | pdsh | mpirun | attach (default: local for simulated nodes, ssh for a hostfile)
-  std::string ssh_opts, mpirun_opts, pdsh_opts;
+  std::string ssh_opts, mpirun_opts, pdsh_opts, slurm_opts;
   std::string remote_dsdoctor;  // dsdoctor's path on the nodes (default: this binary's path)
   std::string agents;           // attach: running agents host:port,…
   std::string token_file;       // attach: their token

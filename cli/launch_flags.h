@@ -21,6 +21,7 @@ coordinator::LauncherChoice LauncherChoiceFrom(const Options& o, std::string kin
   c.ssh_args = SplitWhitespace(o.ssh_opts);
   c.mpirun_args = SplitWhitespace(o.mpirun_opts);
   c.pdsh_args = SplitWhitespace(o.pdsh_opts);
+  c.slurm_args = SplitWhitespace(o.slurm_opts);
   c.agents = std::move(agents);
   c.token_file = o.token_file;
   c.agent_port = o.agent_port;

@@ -57,6 +57,14 @@ int RunJob(const RunOptions& o) {
              .attach_agents = endpoints->size(),
              .this_node_slots = o.slots,
              .filters = {o.include, o.exclude, o.num_nodes, o.num_gpus}};
+  if (o.hostfile.empty() && o.local == 0 && endpoints->empty() && !o.direct) {
+    auto slurm = coordinator::SlurmAllocationFromEnv();
+    if (!slurm.ok()) {
+      std::cerr << "dsdoctor run: " << slurm.status().message() << "\n";
+      return kExitUsage;
+    }
+    p.nodes.slurm = *slurm;
+  }
   p.agents = *endpoints;
   p.launcher = o.launcher;
   p.direct = o.direct;

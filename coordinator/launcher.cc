@@ -493,6 +493,8 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
   int err_fd = AnonymousFile();
   int out_pipe[2];
   if (err_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) return fail_all(tool() + " setup: " + std::strerror(errno));
+  int in_pipe[2] = {-1, -1};
+  if (token_on_stdin() && ::pipe2(in_pipe, O_CLOEXEC) != 0) return fail_all(tool() + " setup: " + std::strerror(errno));
   Command command = FanoutCommand(name_addr, token_file);
   std::vector<char*> argv;
   for (auto& a : command.argv) argv.push_back(a.data());
@@ -505,7 +507,7 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
     ::setpgid(0, 0);  // see SpawnLauncher::Start
     ::umask(UserUmask());
     int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, 0);
+    ::dup2(in_pipe[0] >= 0 ? in_pipe[0] : devnull, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_fd, 2);
     for (const auto& [k, v] : command.env) ::setenv(k.c_str(), v.c_str(), 1);
@@ -515,6 +517,11 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
   }
   ::close(out_pipe[1]);
   pid_ = pid;
+  if (in_pipe[0] >= 0) {
+    ::close(in_pipe[0]);
+    stdin_fd_ = in_pipe[1];
+    (void)WriteToPipe(stdin_fd_, token + "\n");
+  }
   log->debug("{} pid {} starts {} agents", tool(), pid, nodes.size());
   // pdsh goes on for the other hosts when one fails: stop waiting once every node is either ready
   // or named in the tool's stderr as failed.
@@ -552,6 +559,11 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
 }
 
 void FanoutLauncher::Stop() {
+  if (stdin_fd_ >= 0) {  // an orderly end (SpawnLauncher::Stop): the agents stop their ranks
+    (void)WriteToPipe(stdin_fd_, "stop\n");
+    ::close(stdin_fd_);
+    stdin_fd_ = -1;
+  }
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);  // mpirun and pdsh forward it and end every remote command
     int status = 0;
@@ -574,6 +586,53 @@ void FanoutLauncher::RemoveTokenDir() {
   ::unlink((token_dir_ + "/token").c_str());
   ::rmdir(token_dir_.c_str());
   token_dir_.clear();
+}
+
+SlurmLauncher::SlurmLauncher(SlurmLauncherOptions options) : options_(std::move(options)) {
+  ready_timeout_ = options_.ready_timeout;
+}
+
+std::vector<std::string> SlurmLauncher::SrunCommand(
+    const std::vector<std::pair<std::string, std::string>>& name_addr) const {
+  std::vector<std::string> hosts, nodes;
+  for (const auto& [name, addr] : name_addr) {
+    hosts.push_back(name);
+    nodes.push_back(name + "=" + addr);
+  }
+  const std::string n = std::to_string(name_addr.size());
+  // --kill-on-bad-exit=0: one agent that fails to start must not end the others (it is named);
+  // --overlap: the job's own steps (an srun inside the training script) may share the nodes.
+  std::vector<std::string> cmd = {options_.srun,
+                                  "--nodes=" + n,
+                                  "--ntasks=" + n,
+                                  "--ntasks-per-node=1",
+                                  "--nodelist=" + Join(hosts, ","),
+                                  "--kill-on-bad-exit=0",
+                                  "--overlap",
+                                  "--job-name=dsdoctor-agents"};
+  cmd.insert(cmd.end(), options_.extra_args.begin(), options_.extra_args.end());
+  cmd.push_back(options_.dsdoctor_binary);
+  if (!options_.log_level.empty()) cmd.insert(cmd.end(), {"--log-level", options_.log_level});
+  cmd.insert(cmd.end(), {"agent", "--mpi-nodes", Join(nodes, ","), "--listen",
+                         "mpi:" + std::to_string(options_.agent_port), "--token-file", "-", "--exit-with-coordinator"});
+  return cmd;
+}
+
+std::set<std::string> SlurmLauncher::FailedNodes(const std::string& stderr_text) const {
+  // "srun: error: node-1: task 1: Exited with exit code 2", "srun: error: Task launch for StepId=… failed on node
+  // node-1: …", "srun: error: Unable to create step for job 12: …" (every node: none is named).
+  std::set<std::string> failed;
+  for (const auto& line : Split(stderr_text, '\n')) {
+    if (!StartsWith(line, "srun: error: ")) continue;
+    const std::string rest = line.substr(13);
+    if (size_t on = rest.find("failed on node "); on != std::string::npos) {
+      std::string node = rest.substr(on + 15);
+      failed.insert(node.substr(0, node.find(':')));
+    } else if (size_t colon = rest.find(": task "); colon != std::string::npos) {
+      failed.insert(rest.substr(0, colon));
+    }
+  }
+  return failed;
 }
 
 std::vector<AgentHandle> AttachLauncher::Start(const std::vector<NodePlan>& nodes, const std::string&) {
@@ -619,8 +678,8 @@ Result<std::vector<net::Endpoint>> ParseAgentList(const std::string& list) {
   return out;
 }
 
-std::string DefaultLauncher(bool agents_given, bool simulated_nodes) {
-  return agents_given ? "attach" : simulated_nodes ? "local" : "ssh";
+std::string DefaultLauncher(bool agents_given, bool simulated_nodes, bool slurm_nodes) {
+  return agents_given ? "attach" : simulated_nodes ? "local" : slurm_nodes ? "slurm" : "ssh";
 }
 
 Result<LaunchSetup> MakeLauncher(const LauncherChoice& c, size_t node_count) {
@@ -672,8 +731,16 @@ Result<LaunchSetup> MakeLauncher(const LauncherChoice& c, size_t node_count) {
     o.log_level = c.log_level;
     o.simulated = c.simulated;
     setup.launcher = std::make_unique<MpirunLauncher>(o);
+  } else if (c.kind == "slurm") {
+    if (c.simulated) return InvalidArgument("--launcher slurm needs the nodes of a Slurm allocation, not --local");
+    SlurmLauncherOptions o;
+    o.dsdoctor_binary = remote;
+    o.extra_args = c.slurm_args;
+    o.agent_port = c.agent_port;
+    o.log_level = c.log_level;
+    setup.launcher = std::make_unique<SlurmLauncher>(o);
   } else {
-    return InvalidArgument("unknown --launcher '" + c.kind + "' (local, ssh, pdsh, mpirun or attach)");
+    return InvalidArgument("unknown --launcher '" + c.kind + "' (local, ssh, pdsh, mpirun, slurm or attach)");
   }
   auto token = agent::GenerateToken();
   if (!token.ok()) return Internal(token.status().message());

@@ -147,12 +147,16 @@ class FanoutLauncher : public Launcher {
   virtual std::string tool() const = 0;  // "mpirun", "pdsh": for messages
   // Nodes the tool's stderr so far says will never start an agent.
   virtual std::set<std::string> FailedNodes(const std::string& stderr_text) const { return {}; }
+  // The tool hands its stdin to every agent (srun): the token goes there, no file is written, and
+  // the pipe stays open: its end tells the agents the coordinator is gone ("stop" first when not).
+  virtual bool token_on_stdin() const { return false; }
   std::string token_dir_parent_ = "/tmp";
   Duration ready_timeout_ = std::chrono::seconds(60);
 
  private:
   void RemoveTokenDir();
   pid_t pid_ = -1;
+  int stdin_fd_ = -1;  // token_on_stdin: our end of the tool's stdin
   std::string token_dir_;
 };
 
@@ -223,6 +227,40 @@ class PdshLauncher final : public FanoutLauncher {
   PdshLauncherOptions options_;
 };
 
+struct SlurmLauncherOptions {
+  std::string srun = "srun";
+  std::string dsdoctor_binary;          // dsdoctor's path on every node
+  std::vector<std::string> extra_args;  // more srun arguments (--slurm-args: -p gpu, --account …)
+  int agent_port = 0;                   // 0: each agent picks a free port (its ready line says which)
+  std::string log_level;
+  Duration ready_timeout = std::chrono::seconds(120);  // srun may wait for the allocation
+};
+
+// One `srun --nodes=N --ntasks-per-node=1` step starts every agent (inside an allocation it runs on
+// its nodes; outside one, srun asks for one). srun hands its stdin to every task, so the token
+// travels there, never in argv or a file; each agent finds its own entry of --mpi-nodes by
+// SLURMD_NODENAME and listens on its node's name. The agents end with the step: when the
+// coordinator stops srun, or `scancel` ends the job.
+class SlurmLauncher final : public FanoutLauncher {
+ public:
+  explicit SlurmLauncher(SlurmLauncherOptions options);
+  // The srun command line (exposed for tests).
+  std::vector<std::string> SrunCommand(const std::vector<std::pair<std::string, std::string>>& name_addr) const;
+  // Nodes srun's stderr names as failed ("srun: error: node-1: task 1: Exited with exit code 2").
+  std::set<std::string> FailedNodes(const std::string& stderr_text) const override;
+
+ protected:
+  Command FanoutCommand(const std::vector<std::pair<std::string, std::string>>& name_addr,
+                        const std::string&) const override {
+    return {SrunCommand(name_addr), {}};
+  }
+  std::string tool() const override { return "srun"; }
+  bool token_on_stdin() const override { return true; }
+
+ private:
+  SlurmLauncherOptions options_;
+};
+
 class AttachLauncher final : public Launcher {
  public:
   // `agents` as given to --agents: "host:port,…"; names come from the nodes' hostfile order, or
@@ -237,14 +275,15 @@ class AttachLauncher final : public Launcher {
 
 // The one place `check` and `run` turn a launcher name into a Launcher and the job token.
 struct LauncherChoice {
-  std::string kind;                   // local | ssh | pdsh | mpirun | attach
+  std::string kind;                   // local | ssh | pdsh | mpirun | attach | slurm
   std::string self_binary;            // this dsdoctor (local agents)
   std::string remote_dsdoctor;        // dsdoctor's path on the nodes; "": self_binary
   std::vector<std::string> ssh_args;  // ssh and pdsh (through its ssh)
   std::vector<std::string> mpirun_args;
   std::vector<std::string> pdsh_args;
-  std::vector<net::Endpoint> agents;  // attach
-  std::string token_file;             // attach: the running agents' token
+  std::vector<std::string> slurm_args;  // more srun arguments
+  std::vector<net::Endpoint> agents;    // attach
+  std::string token_file;               // attach: the running agents' token
   int agent_port = 0;
   std::string log_level;
   bool simulated = false;    // --local: every node on this machine
@@ -257,11 +296,12 @@ struct LaunchSetup {
 };
 
 // The launcher when --launcher is not given, one rule for `check` and `run`: --agents → attach;
+// the nodes of the Slurm allocation we run in (SLURM_JOB_ID, no hostfile) → slurm;
 // simulated nodes (--local N, or this machine alone when there is no hostfile) → local; a
 // hostfile's nodes → ssh, which hands each agent its token on stdin. pdsh, DeepSpeed's default,
 // needs the token on storage every node sees, so it runs only when asked for (--launcher pdsh).
 // Never local for a hostfile: a check of hosts it never contacted must not come out green.
-std::string DefaultLauncher(bool agents_given, bool simulated_nodes);
+std::string DefaultLauncher(bool agents_given, bool simulated_nodes, bool slurm_nodes = false);
 
 // "host:port,host:port" (--agents) → endpoints; "" → none; "@FILE" → the file's entries (one or more
 // a line, by commas or blanks; '#' starts a comment). Errors name the bad entry (file:line).

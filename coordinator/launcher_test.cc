@@ -162,11 +162,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadChoice{"PdshLocal", {.kind = "pdsh", .simulated = true}, 2, "--launcher pdsh needs a hostfile"},
         BadChoice{"AttachNoAgents", {.kind = "attach"}, 2, "needs --agents"},
         BadChoice{"AttachCount", {.kind = "attach", .agents = {{"a", 1}}}, 2, "--agents lists 1 agents for 2 nodes"},
-        BadChoice{"Unknown", {.kind = "slurm"}, 2, "unknown --launcher 'slurm'"}),
+        BadChoice{"SlurmLocal", {.kind = "slurm", .simulated = true}, 2, "--launcher slurm needs the nodes of a Slurm"},
+        BadChoice{"Unknown", {.kind = "condor"}, 2, "unknown --launcher 'condor'"}),
     [](const auto& info) { return info.param.name; });
 
 TEST(LauncherTest, EveryLauncherKindIsMade) {
-  for (const char* kind : {"local", "ssh", "pdsh", "mpirun"}) {
+  for (const char* kind : {"local", "ssh", "pdsh", "mpirun", "slurm"}) {
     auto s = MakeLauncher({.kind = kind, .self_binary = "/bin/dsdoctor"}, 2);
     ASSERT_TRUE(s.ok()) << kind << ": " << s.status().ToString();
     EXPECT_NE(s->launcher, nullptr);

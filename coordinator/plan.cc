@@ -30,6 +30,13 @@ Result<JobNodes> PlanJobNodes(const NodeSourceOptions& o) {
     out.simulated = true;
   } else if (!o.hostfile.empty() || DefaultHostfilePath()) {
     DSD_ASSIGN_OR_RETURN(hf, LoadHostfile(o.hostfile.empty() ? *DefaultHostfilePath() : o.hostfile));
+  } else if (o.slurm && o.attach_agents == 0) {
+    hf.path = "Slurm job " + o.slurm->job_id;
+    for (size_t i = 0; i < o.slurm->hosts.size(); ++i) {
+      const int slots = i < o.slurm->tasks_per_node.size() ? o.slurm->tasks_per_node[i] : o.this_node_slots;
+      hf.hosts.push_back({o.slurm->hosts[i], std::max(slots, 1), 0});
+    }
+    out.slurm = true;
   } else if (o.attach_agents > 0) {
     hf.path = "--agents";
     for (size_t i = 0; i < o.attach_agents; ++i) hf.hosts.push_back({"node-" + std::to_string(i), 1, 0});

@@ -5,11 +5,13 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "coordinator/hostfile.h"
+#include "coordinator/slurm.h"
 
 namespace dsd::coordinator {
 
@@ -20,6 +22,9 @@ struct NodeSourceOptions {
   size_t attach_agents = 0;          // --agents lists this many endpoints (nodes node-<i> without a hostfile)
   std::string this_node = "node-0";  // the node's name when no other source is given
   int this_node_slots = 1;
+  // The Slurm allocation we run in (SLURM_JOB_ID): its nodes, when no hostfile, --local or --agents
+  // names others; each node's slots are its SLURM_TASKS_PER_NODE, else this_node_slots (--slots).
+  std::optional<SlurmAllocation> slurm;
   PlanOptions filters;
 };
 
@@ -28,6 +33,7 @@ struct JobNodes {
   bool simulated = false;  // every node on this machine (--local, or this node alone)
   std::vector<NodePlan> nodes;
   std::vector<std::string> notes;  // where deepspeed would do something surprising (hostfile.h)
+  bool slurm = false;              // the nodes of the Slurm allocation we run in
   int world_size() const;
 };
 

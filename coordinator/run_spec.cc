@@ -67,7 +67,9 @@ Result<RunSpec> PlanRun(const RunPlanOptions& o) {
   DSD_ASSIGN_OR_RETURN(JobNodes nodes, PlanJobNodes(o.nodes));
   RunSpec s;
   s.simulated = nodes.simulated || o.launcher == "local";
-  s.launcher = o.direct ? "direct" : !o.launcher.empty() ? o.launcher : DefaultLauncher(!o.agents.empty(), s.simulated);
+  s.launcher = o.direct              ? "direct"
+               : !o.launcher.empty() ? o.launcher
+                                     : DefaultLauncher(!o.agents.empty(), s.simulated, nodes.slurm);
   if (o.direct && !s.simulated)
     return InvalidArgument("--direct starts ranks on this machine only; a hostfile's nodes need agents");
   s.command = o.command;

@@ -32,7 +32,8 @@ inline constexpr const char* kEnvMismatch = "ENV_MISMATCH";
 inline constexpr const char* kSlotsExceedGpus = "SLOTS_EXCEED_GPUS";
 inline constexpr const char* kBandwidthLow = "BANDWIDTH_LOW";
 inline constexpr const char* kAllreduceWrong = "ALLREDUCE_WRONG";
-inline constexpr const char* kResourceLimit = "RESOURCE_LIMIT";  // ulimit -n too low for the cluster's links
+inline constexpr const char* kResourceLimit = "RESOURCE_LIMIT";     // ulimit -n too low for the cluster's links
+inline constexpr const char* kSlurmNodeState = "SLURM_NODE_STATE";  // a node of the allocation drained/down
 inline constexpr const char* kLaunchPlan =
     "LAUNCH_PLAN";  // deepspeed accepts the flags/hostfile but plans surprisingly
 // run

@@ -13,6 +13,9 @@ APT_PACKAGES=(
   libre2-dev libhyperscan-dev
   # tools the tests drive for real
   iproute2 iptables procps util-linux openssh-server openssh-client pdsh tmux gdb elfutils iperf3
+  # a real Slurm cluster for the Slurm e2e tests (tests/e2e/slurm_cluster.sh): controller, node daemon,
+  # srun/sbatch/scontrol, and munge for its authentication
+  slurmctld slurmd slurm-client munge
   # a real third-party training program for the run/analyze e2e tests (PyTorch, gloo backend)
   python3-torch
   # DeepSpeed (pip, below) in a venv over Debian's torch; its JIT shm op needs torch's headers and pybind11

@@ -1,0 +1,44 @@
+// The nodes of the Slurm allocation `check` and `run` are started in (docs/slurm.md): the job's
+// nodes as Slurm names them, expanded by `scontrol show hostnames` (Slurm's own bracket grammar,
+// never a parser of ours), and each node's task count from SLURM_TASKS_PER_NODE.
+// Pure functions, except SlurmAllocationFromEnv, which reads the environment and runs scontrol.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace dsd::coordinator {
+
+struct SlurmAllocation {
+  std::string job_id;
+  std::vector<std::string> hosts;   // in Slurm's order
+  std::vector<int> tasks_per_node;  // by host; empty when Slurm did not say
+};
+
+// "2(x3),1" → {2, 2, 2, 1} (SLURM_TASKS_PER_NODE's grammar); errors name the text.
+Result<std::vector<int>> ExpandTasksPerNode(std::string_view text);
+
+// The allocation whose environment `env` is (SLURM_JOB_ID, SLURM_JOB_NODELIST or SLURM_NODELIST,
+// SLURM_TASKS_PER_NODE), its host list expanded by running `scontrol show hostnames`; nullopt
+// without SLURM_JOB_ID. Errors (kInvalidArgument) quote scontrol's own message.
+Result<std::optional<SlurmAllocation>> SlurmAllocationFrom(const std::map<std::string, std::string>& env,
+                                                           const std::string& scontrol = "scontrol");
+// The same for this process's environment.
+Result<std::optional<SlurmAllocation>> SlurmAllocationFromEnv();
+
+struct SlurmNodeState {
+  std::string name, state, reason;
+};
+// `sinfo -h -N -o %N|%T|%E` output → one entry per line (a node listed twice, once per partition,
+// once); lines of another shape are skipped.
+std::vector<SlurmNodeState> ParseSinfoNodes(std::string_view text);
+// Asks sinfo about `hosts`; errors quote sinfo's own message.
+Result<std::vector<SlurmNodeState>> SlurmNodeStates(const std::vector<std::string>& hosts,
+                                                    const std::string& sinfo = "sinfo");
+
+}  // namespace dsd::coordinator

@@ -1,0 +1,133 @@
+#include "coordinator/slurm.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/file.h"
+#include "coordinator/launcher.h"
+#include "coordinator/plan.h"
+
+namespace dsd::coordinator {
+namespace {
+
+TEST(SlurmTest, TasksPerNodeExpandsSlurmsGrammar) {
+  EXPECT_EQ(*ExpandTasksPerNode("4"), std::vector<int>{4});
+  EXPECT_EQ(*ExpandTasksPerNode("2(x3),1"), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(*ExpandTasksPerNode("8(x2)"), (std::vector<int>{8, 8}));
+  for (const char* bad : {"", "x", "2(x)", "2(3)", "2(x3", "-1", "2,,1", "2(x0)"}) {
+    auto r = ExpandTasksPerNode(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("SLURM_TASKS_PER_NODE"), std::string::npos) << r.status().message();
+  }
+}
+
+// A stand-in for scontrol (the real one needs a controller): the test of the real one is the
+// Slurm e2e test. This one prints the hosts of its last argument, or fails as scontrol would.
+class FakeScontrol {
+ public:
+  FakeScontrol() {
+    path_ = std::filesystem::temp_directory_path() / ("fake_scontrol_" + std::to_string(::getpid()));
+    EXPECT_TRUE(WriteFileAtomic(path_,
+                                "#!/bin/sh\n"
+                                "case \"$3\" in\n"
+                                "  'gpu-[01-02],cpu-7') printf 'gpu-01\\ngpu-02\\ncpu-7\\n';;\n"
+                                "  *) echo \"scontrol: error: Invalid hostlist: $3\" >&2; exit 1;;\n"
+                                "esac\n")
+                    .ok());
+    ::chmod(path_.c_str(), 0755);
+  }
+  ~FakeScontrol() { std::filesystem::remove(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(SlurmTest, AnAllocationsNodesComeFromScontrolAndItsTasksPerNode) {
+  FakeScontrol scontrol;
+  auto none = SlurmAllocationFrom({{"HOME", "/root"}}, scontrol.path());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value()) << "outside an allocation";
+  auto a = SlurmAllocationFrom(
+      {{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NODELIST", "gpu-[01-02],cpu-7"}, {"SLURM_TASKS_PER_NODE", "4(x2),1"}},
+      scontrol.path());
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(a->has_value());
+  EXPECT_EQ((*a)->job_id, "42");
+  EXPECT_EQ((*a)->hosts, (std::vector<std::string>{"gpu-01", "gpu-02", "cpu-7"}));
+  EXPECT_EQ((*a)->tasks_per_node, (std::vector<int>{4, 4, 1}));
+  NodeSourceOptions o;
+  o.slurm = **a;
+  auto nodes = PlanJobNodes(o);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_TRUE(nodes->slurm);
+  EXPECT_FALSE(nodes->simulated);
+  EXPECT_EQ(nodes->source, "Slurm job 42");
+  EXPECT_EQ(nodes->world_size(), 9);
+  EXPECT_EQ(DefaultLauncher(false, nodes->simulated, nodes->slurm), "slurm");
+  // A hostfile, --local or --agents wins over the allocation (the user named the nodes).
+  o.attach_agents = 2;
+  EXPECT_FALSE(PlanJobNodes(o)->slurm);
+}
+
+TEST(SlurmTest, BadAllocationsSayWhatIsWrongInSlurmsWords) {
+  FakeScontrol scontrol;
+  auto bad_list = SlurmAllocationFrom({{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "n[1-"}}, scontrol.path());
+  ASSERT_FALSE(bad_list.ok());
+  EXPECT_NE(bad_list.status().message().find("Invalid hostlist: n[1-"), std::string::npos)
+      << bad_list.status().message();
+  auto no_list = SlurmAllocationFrom({{"SLURM_JOB_ID", "7"}}, scontrol.path());
+  ASSERT_FALSE(no_list.ok());
+  EXPECT_NE(no_list.status().message().find("SLURM_JOB_NODELIST"), std::string::npos);
+  auto mismatch = SlurmAllocationFrom(
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "gpu-[01-02],cpu-7"}, {"SLURM_TASKS_PER_NODE", "2(x2)"}},
+      scontrol.path());
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("gives 2 nodes"), std::string::npos) << mismatch.status().message();
+  auto no_scontrol = SlurmAllocationFrom({{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "a"}}, "/nonexistent/scontrol");
+  EXPECT_FALSE(no_scontrol.ok());
+}
+
+TEST(SlurmTest, SinfoLinesBecomeNodeStates) {
+  auto nodes = ParseSinfoNodes("node-0|mixed|none\nnode-1|drained|bad gpu|again\nnode-0|mixed|none\n\ngarbage\n");
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[1].name, "node-1");
+  EXPECT_EQ(nodes[1].state, "drained");
+  EXPECT_EQ(nodes[1].reason, "bad gpu|again");
+}
+
+// One srun step, one task per node, the token never in argv; each agent finds its entry by name.
+TEST(SlurmLauncherTest, SrunCommandStartsOneAgentPerNodeWithTheTokenOnStdin) {
+  SlurmLauncherOptions o;
+  o.dsdoctor_binary = "/opt/dsdoctor";
+  o.extra_args = {"-p", "gpu"};
+  o.agent_port = 47000;
+  SlurmLauncher launcher(o);
+  auto cmd = launcher.SrunCommand({{"gpu-01", "gpu-01"}, {"gpu-02", "gpu-02"}});
+  const std::string line = [&] {
+    std::string s;
+    for (const auto& w : cmd) s += w + " ";
+    return s;
+  }();
+  EXPECT_EQ(cmd[0], "srun");
+  for (const char* want : {"--nodes=2 ", "--ntasks=2 ", "--ntasks-per-node=1 ", "--nodelist=gpu-01,gpu-02 ",
+                           "--kill-on-bad-exit=0 ", "-p gpu /opt/dsdoctor agent ",
+                           "--mpi-nodes gpu-01=gpu-01,gpu-02=gpu-02 ", "--listen mpi:47000 ", "--token-file - "})
+    EXPECT_NE(line.find(want), std::string::npos) << want << " in " << line;
+}
+
+TEST(SlurmLauncherTest, FailedNodesComeFromSrunsErrors) {
+  SlurmLauncher launcher({});
+  auto failed = launcher.FailedNodes(
+      "srun: error: node-1: task 1: Exited with exit code 2\n"
+      "srun: error: Task launch for StepId=12.0 failed on node node-3: Invalid node name specified\n"
+      "srun: error: Unable to create step for job 12: Requested node configuration is not available\n"
+      "some other line\n");
+  EXPECT_EQ(failed, (std::set<std::string>{"node-1", "node-3"}));
+}
+
+}  // namespace
+}  // namespace dsd::coordinator

@@ -1,0 +1,153 @@
+// End-to-end tests on a real Slurm cluster (tests/e2e/slurm_cluster.sh): slurmctld and one slurmd per
+// node, each with its own munged, each machine in its own network, UTS and mount namespace
+// (addresses in 198.18.0.0/15). dsdoctor runs on the login node inside `salloc`/`sbatch`
+// allocations, as users run it, and starts its agents with one srun step. Every daemon is stopped by
+// pid and every namespace removed by the script. Skips where Slurm or namespaces are missing, and
+// fails then under DSDOCTOR_REQUIRE_SLURM=1 (CI).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/file.h"
+#include "common/process.h"
+
+namespace dsd {
+namespace {
+
+using nlohmann::json;
+
+class SlurmE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string missing;
+    for (const char* tool : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/srun"})
+      if (::access(tool, X_OK) != 0) missing += std::string(missing.empty() ? "" : ", ") + tool;
+    auto probe = RunCommand({"unshare", "-n", "-m", "-u", "sh", "-c", "ip link set lo up && hostname probe"}, {});
+    if (::geteuid() != 0 || !probe.ok() || probe->exit_code != 0) missing += " (root and namespaces)";
+    if (!missing.empty()) {
+      if (std::getenv("DSDOCTOR_REQUIRE_SLURM")) FAIL() << "Slurm e2e needs " << missing << ": run scripts/setup.sh";
+      GTEST_SKIP() << "needs " << missing;
+    }
+    // Shared by the machines of the cluster, as a home directory on NFS would be: not under /tmp,
+    // which every machine has of its own.
+    dir_ = "/var/tmp/dsd-slurm-e2e-" + std::to_string(::getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  // Runs `script` on the login node of a fresh cluster of `nodes` nodes with `cpus` CPUs each;
+  // $DSD, $EX, $DIR and $NODE_PID_<i> (a process in node i's namespaces, for nsenter) are set.
+  CommandResult OnCluster(int nodes, int cpus, const std::string& script) {
+    static std::atomic<int> n{0};
+    const std::string prefix = "dsdsl" + std::to_string(::getpid() % 100000) + "x" + std::to_string(n++);
+    CommandOptions opts;
+    opts.env = {{"DSD", DSDOCTOR_BIN}, {"EX", EXAMPLES_DIR}, {"DIR", dir_}, {"DSDOCTOR_LOG_LEVEL", "warn"}};
+    opts.timeout = std::chrono::seconds(200);
+    auto r = RunCommand({"bash", SLURM_CLUSTER, prefix, std::to_string(nodes), std::to_string(cpus), "--", "bash", "-c",
+                         "set -u; " + script},
+                        opts);
+    EXPECT_TRUE(r.ok());
+    EXPECT_FALSE(r.ok() && r->timed_out) << (r.ok() ? r->out + r->err : "");
+    return r.ok() ? *r : CommandResult{};
+  }
+
+  json ReadJson(const std::string& name) {
+    auto text = ReadFile(dir_ + "/" + name);
+    EXPECT_TRUE(text.ok()) << text.status().ToString();
+    return text.ok() ? json::parse(*text, nullptr, false) : json();
+  }
+
+  std::string dir_;
+};
+
+// Inside an allocation, `check` with no hostfile finds the allocation's nodes (scontrol show
+// hostnames), starts its agents with srun and probes between them; an iptables DROP from node-0 to
+// node-1's agent port is PORT_BLOCKED naming that pair. Nothing of the agents' step is left after.
+TEST_F(SlurmE2eTest, CheckFindsTheAllocationsNodesAndNamesABlockedPair) {
+  auto r =
+      OnCluster(2, 4,
+                "salloc -N 2 --ntasks-per-node=2 $DSD check --no-bandwidth --json $DIR/ok.json; echo ok=$?; "
+                "nsenter --net=/proc/$NODE_PID_1/ns/net iptables -A INPUT -s 198.18.0.10 -p tcp --dport 47000 -j DROP; "
+                "salloc -N 2 $DSD check --no-bandwidth --agent-port 47000 --connect-timeout-ms 1000 "
+                "--json $DIR/blocked.json; echo blocked=$?; "
+                "sleep 0.5; pgrep -f '[d]sdoctor agent' || echo no-agents-left; "
+                "salloc -N 2 bash -c 'scontrol update nodename=node-1 state=drain reason=\"bad gpu\"; "
+                "$DSD check --no-bandwidth --json $DIR/drained.json; echo drained=$?'");
+  EXPECT_NE(r.out.find("ok=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("blocked=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
+  json ok = ReadJson("ok.json");
+  EXPECT_EQ(ok["simulated"], false);
+  ASSERT_EQ(ok["nodes"].size(), 2u) << ok.dump(2).substr(0, 2000);
+  EXPECT_EQ(ok["nodes"][0]["name"], "node-0");
+  EXPECT_EQ(ok["nodes"][1]["name"], "node-1");
+  EXPECT_NE(ok.dump().find("4 slots from Slurm job"), std::string::npos) << ok.dump(2).substr(0, 3000);
+  // Slurm drains node-1 while the allocation holds it: the probes pass, Slurm's own state fails.
+  EXPECT_NE(r.out.find("drained=1"), std::string::npos) << r.out << r.err;
+  const std::string drained = ReadJson("drained.json").dump();
+  EXPECT_NE(drained.find("SLURM_NODE_STATE"), std::string::npos) << drained.substr(0, 3000);
+  EXPECT_NE(drained.find("bad gpu"), std::string::npos) << drained.substr(0, 3000);
+  json blocked = ReadJson("blocked.json");
+  const std::string text = blocked.dump();
+  EXPECT_NE(text.find("PORT_BLOCKED"), std::string::npos) << text.substr(0, 4000);
+  EXPECT_NE(text.find("node-0"), std::string::npos);
+  EXPECT_NE(text.find("node-1"), std::string::npos);
+}
+
+// `run` inside an sbatch job, no hostfile: ranks on both nodes through the agents' srun step, and the
+// rank-0-only save_checkpoint hang pinpointed on rank 0 with the remedy. The run dir is the login
+// node's own /tmp: the nodes share nothing with it, so their files come over the links.
+TEST_F(SlurmE2eTest, RunInAnSbatchJobPinpointsTheRankZeroOnlyCheckpoint) {
+  auto r =
+      OnCluster(2, 4,
+                "cat > $DIR/job.sh <<EOF\n"
+                "#!/bin/bash\n"
+                "$DSD run --quiet --timeout 30 --log-dir /tmp/run --json $DIR/run.json -- $EX/rank0_only_checkpoint\n"
+                "echo run=\\$? > $DIR/rc\n"
+                "ls /tmp/run > $DIR/files\n"
+                "EOF\n"
+                "id=$(sbatch --parsable -N 2 --ntasks-per-node=2 -o $DIR/job.out $DIR/job.sh); "
+                "for i in $(seq 600); do [ -s $DIR/rc ] && break; sleep 0.1; done; cat $DIR/rc $DIR/job.out");
+  EXPECT_NE(r.out.find("run=1"), std::string::npos) << r.out << r.err;
+  json run = ReadJson("run.json");
+  ASSERT_FALSE(run["findings"].empty()) << run.dump(2).substr(0, 3000);
+  const json& f = run["findings"][0];
+  EXPECT_EQ(f["ranks"], json({0})) << f.dump(2);
+  EXPECT_NE(f["summary"].get<std::string>().find("save_checkpoint"), std::string::npos) << f.dump(2);
+  ASSERT_EQ(run["ranks"].size(), 4u);
+  EXPECT_EQ(run["ranks"][2]["node"], "node-1");
+  const std::string files = ReadFile(dir_ + "/files").value_or("");
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(files.find("rank-" + std::to_string(rank) + ".log"), std::string::npos) << files;
+}
+
+// `scancel` of a job whose `run` trains: Slurm ends the batch script, the coordinator and the
+// agents' step; no rank and no agent is left on any node.
+TEST_F(SlurmE2eTest, ScancelLeavesNothingRunning) {
+  // Written here, so that no command line of the test's own holds the pattern pgrep looks for.
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/job.sh", std::string("#!/bin/bash\n") + DSDOCTOR_BIN +
+                                                    " run --quiet --log-dir " + dir_ + "/logs -- " + EXAMPLES_DIR +
+                                                    "/train_healthy --steps 100000 --step-delay-ms 20\n")
+                  .ok());
+  auto r = OnCluster(2, 4,
+                     "id=$(sbatch --parsable -N 2 --ntasks-per-node=1 -o $DIR/job.out $DIR/job.sh); "
+                     "for i in $(seq 300); do [ -s $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
+                     "pgrep -f '[t]rain_healthy --steps 100000' >/dev/null && echo training; "
+                     "scancel $id; "
+                     "for i in $(seq 300); do pgrep -f '[t]rain_healthy --steps 100000|[d]sdoctor agent' >/dev/null "
+                     "|| break; sleep 0.1; done; "
+                     "pgrep -af '[t]rain_healthy --steps 100000|[d]sdoctor agent' || echo nothing-left");
+  EXPECT_NE(r.out.find("training"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("nothing-left"), std::string::npos) << r.out << r.err;
+}
+
+}  // namespace
+}  // namespace dsd
