@@ -49,10 +49,23 @@ class SlurmE2eTest : public ::testing::Test {
     static std::atomic<int> n{0};
     const std::string prefix = "dsdsl" + std::to_string(::getpid() % 100000) + "x" + std::to_string(n++);
     CommandOptions opts;
-    opts.env = {{"DSD", DSDOCTOR_BIN}, {"EX", EXAMPLES_DIR}, {"DIR", dir_}, {"DSDOCTOR_LOG_LEVEL", "warn"}};
+    // The software the machines run, wherever the checkout is (under /tmp too, which each machine
+    // has of its own): the source and build trees are bound into every machine's /tmp.
+    const std::string keep = std::string(DSDOCTOR_SOURCE_DIR) + ":" +
+                             std::filesystem::path(DSDOCTOR_BIN).parent_path().parent_path().string();
+    opts.env = {
+        {"DSD", DSDOCTOR_BIN}, {"EX", EXAMPLES_DIR}, {"DIR", dir_}, {"KEEP", keep}, {"DSDOCTOR_LOG_LEVEL", "warn"}};
     opts.timeout = std::chrono::seconds(200);
+    // in_cluster PATTERN: the pids matching PATTERN that run on this cluster's nodes (by network
+    // namespace), never another test's processes on this machine.
+    const std::string helpers =
+        "in_cluster() { for p in $(pgrep -f \"$1\"); do n=$(readlink /proc/$p/ns/net 2>/dev/null) || continue; "
+        "for i in $(seq 0 " +
+        std::to_string(nodes - 1) +
+        "); do q=NODE_PID_$i; "
+        "[ \"$n\" = \"$(readlink /proc/${!q}/ns/net)\" ] && echo $p; done; done; }; ";
     auto r = RunCommand({"bash", SLURM_CLUSTER, prefix, std::to_string(nodes), std::to_string(cpus), "--", "bash", "-c",
-                         "set -u; " + script},
+                         "set -u; " + helpers + script},
                         opts);
     EXPECT_TRUE(r.ok());
     EXPECT_FALSE(r.ok() && r->timed_out) << (r.ok() ? r->out + r->err : "");
@@ -78,7 +91,7 @@ TEST_F(SlurmE2eTest, CheckFindsTheAllocationsNodesAndNamesABlockedPair) {
                 "nsenter --net=/proc/$NODE_PID_1/ns/net iptables -A INPUT -s 198.18.0.10 -p tcp --dport 47000 -j DROP; "
                 "salloc -N 2 $DSD check --no-bandwidth --agent-port 47000 --connect-timeout-ms 1000 "
                 "--json $DIR/blocked.json; echo blocked=$?; "
-                "sleep 0.5; pgrep -f '[d]sdoctor agent' || echo no-agents-left; "
+                "sleep 0.5; [ -z \"$(in_cluster '[d]sdoctor agent')\" ] && echo no-agents-left; "
                 "salloc -N 2 bash -c 'scontrol update nodename=node-1 state=drain reason=\"bad gpu\"; "
                 "$DSD check --no-bandwidth --json $DIR/drained.json; echo drained=$?'");
   EXPECT_NE(r.out.find("ok=0"), std::string::npos) << r.out << r.err;
@@ -137,14 +150,16 @@ TEST_F(SlurmE2eTest, ScancelLeavesNothingRunning) {
                                                     " run --quiet --log-dir " + dir_ + "/logs -- " + EXAMPLES_DIR +
                                                     "/train_healthy --steps 100000 --step-delay-ms 20\n")
                   .ok());
-  auto r = OnCluster(2, 4,
-                     "id=$(sbatch --parsable -N 2 --ntasks-per-node=1 -o $DIR/job.out $DIR/job.sh); "
-                     "for i in $(seq 300); do [ -s $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
-                     "pgrep -f '[t]rain_healthy --steps 100000' >/dev/null && echo training; "
-                     "scancel $id; "
-                     "for i in $(seq 300); do pgrep -f '[t]rain_healthy --steps 100000|[d]sdoctor agent' >/dev/null "
-                     "|| break; sleep 0.1; done; "
-                     "pgrep -af '[t]rain_healthy --steps 100000|[d]sdoctor agent' || echo nothing-left");
+  auto r =
+      OnCluster(2, 4,
+                "id=$(sbatch --parsable -N 2 --ntasks-per-node=1 -o $DIR/job.out $DIR/job.sh); "
+                "for i in $(seq 300); do [ -s $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
+                "[ -n \"$(in_cluster '[t]rain_healthy --steps 100000')\" ] && echo training; "
+                "scancel $id; "
+                "for i in $(seq 300); do [ -z \"$(in_cluster '[t]rain_healthy --steps 100000|[d]sdoctor agent')\" ] "
+                "&& break; sleep 0.1; done; "
+                "left=$(in_cluster '[t]rain_healthy --steps 100000|[d]sdoctor agent'); "
+                "[ -z \"$left\" ] && echo nothing-left || ps -o pid,args -p $left");
   EXPECT_NE(r.out.find("training"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("nothing-left"), std::string::npos) << r.out << r.err;
 }
