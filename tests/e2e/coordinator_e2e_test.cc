@@ -277,7 +277,7 @@ TEST_F(CoordinatorE2eTest, AKilledCoordinatorsRunIsTakenOverByAttach) {
   EXPECT_EQ(a["ranks"][1]["exit_code"], 3);
   auto exited = FindingsWithCode(a, "RANK_EXITED");
   ASSERT_EQ(exited.size(), 1u) << a["findings"].dump(2);
-  EXPECT_EQ(exited[0]["ranks"], json({1}));
+  EXPECT_EQ(exited[0]["ranks"], json::array({1}));
 }
 
 // The ranks ended while no coordinator watched: their agents wait (--reattach-window) and `attach`

@@ -133,7 +133,7 @@ TEST_F(SlurmE2eTest, RunInAnSbatchJobPinpointsTheRankZeroOnlyCheckpoint) {
   json run = ReadJson("run.json");
   ASSERT_FALSE(run["findings"].empty()) << run.dump(2).substr(0, 3000);
   const json& f = run["findings"][0];
-  EXPECT_EQ(f["ranks"], json({0})) << f.dump(2);
+  EXPECT_EQ(f["ranks"], json::array({0})) << f.dump(2);
   EXPECT_NE(f["summary"].get<std::string>().find("save_checkpoint"), std::string::npos) << f.dump(2);
   ASSERT_EQ(run["ranks"].size(), 4u);
   EXPECT_EQ(run["ranks"][2]["node"], "node-1");
