@@ -278,10 +278,7 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequ
     size_t running = 0;
     for (size_t i = 0; i < ranks.size(); ++i) running += ranks.state(i).status == diagnosis::RankStatus::kRunning;
     log->info("run: a coordinator took the run over ({} of {} ranks running)", running, ranks.size());
-    StartedMessage now = started;
-    now.ranks.clear();
-    for (size_t i = 0; i < ranks.size(); ++i) now.ranks.push_back({ranks.state(i).rank, ranks.state(i).pid});
-    out.Resume(*current, request_copy, now);
+    out.Resume(*current, request_copy, started);  // the same ranks and pids: a rank is never restarted
   };
   const auto period = std::chrono::milliseconds(std::clamp(request.sample_ms, 20, 5000));
   // Every rank exited and no coordinator is attached: until when the agent waits for one.

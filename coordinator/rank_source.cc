@@ -156,80 +156,80 @@ Status AgentSource::SendReattach(Agent& a, agent::AgentClient& client) {
   return Status::Ok();
 }
 
+Status AgentSource::StartRun(Agent& a, const RunSpec& spec, size_t index, size_t* mirrored_ranks) {
+  agent::RunRequest req;
+  req.argv = spec.command;
+  req.env = spec.env;
+  if (index < spec.ranks.node_env.size())  // the node's shared variables once, each rank's own beside it
+    for (const auto& [k, v] : spec.ranks.node_env[index]) req.env[k] = v;
+  req.cwd = spec.cwd;
+  req.run_dir = spec.run_dir.path();
+  req.run_id = spec.run_id;
+  req.sample_ms =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.sample_period).count());
+  req.trace_python = spec.trace_python;
+  req.python = spec.python;
+  req.share_group = spec.share_group;
+  req.stop_escalation_ms =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.stop_escalation).count());
+  req.reattach_window_ms =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.reattach_window).count());
+  for (const auto& l : spec.NodeRanks(index)) req.ranks.push_back({l.rank, l.local_rank, RankPlan::OwnEnv(l)});
+  const std::string& name = a.name;
+  DSD_RETURN_IF_ERROR(net::SendFrame(a.client->link(), agent::WriteRunRequest(req)));
+  auto reply = net::RecvFrame(a.client->link(), a.client->decoder(), std::chrono::seconds(30));
+  if (!reply.ok()) return Unavailable("agent " + name + ": " + reply.status().message());
+  auto msg = agent::ReadAgentRunMessage(*reply);
+  if (!msg.ok()) return Unavailable("agent " + name + ": " + msg.status().message());
+  if (const auto* error = std::get_if<agent::ErrorMessage>(&*msg))
+    return Unavailable("agent " + name + " could not start its ranks: " + error->message);
+  const auto* started = std::get_if<agent::StartedMessage>(&*msg);
+  if (!started) return Unavailable("agent " + name + " answered the run request with " + reply->dump());
+  // A node that did not find run.id has its rank files copied here, unless they turn out to be
+  // here after all (a shared file system slow to show run.id to the node).
+  if (!started->shared_run_dir) {
+    a.mirrored = mirror_->Adopt(a.ranks);
+    *mirrored_ranks += a.ranks.size();
+    if (a.mirrored)
+      log::Get("run")->info("agent {} does not share the run dir {}: its rank files are copied here", name,
+                            spec.run_dir.path());
+    else
+      log::Get("run")->info("agent {} did not find run.id, but its rank logs are in {}: not copied", name,
+                            spec.run_dir.path());
+  }
+  return Status::Ok();
+}
+
+Status AgentSource::ResumeRun(Agent& a, const RunSpec& spec, size_t* mirrored_ranks) {
+  // What the run dir holds of each rank's output: its tail is diagnosed first, as if it had just
+  // been printed (the agent sends what it lacks next). Under mu_: earlier agents' readers run.
+  for (int r : a.ranks) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(spec.run_dir.RankLog(r), ec);
+    if (ec || !size) continue;
+    const uint64_t from = size > kPriorLogBytes ? size - kPriorLogBytes : 0;
+    if (auto tail = ReadFileRange(spec.run_dir.RankLog(r), from, size - from); tail.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_[r] = from + tail->size();
+      pending_log_[r] = std::move(*tail);
+    }
+  }
+  DSD_RETURN_IF_ERROR(SendReattach(a, *a.client));
+  if (a.mirrored) *mirrored_ranks += a.ranks.size();
+  return Status::Ok();
+}
+
 Status AgentSource::Begin(std::vector<agent::AgentClient> clients, const RunSpec& spec, bool reattach) {
   run_dir_ = spec.run_dir;
   run_id_ = spec.run_id;
-  const int sample_ms =
-      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.sample_period).count());
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   mirror_.emplace(spec.run_dir, std::string(host) + " (coordinator)");
   size_t mirrored_ranks = 0;
   for (size_t i = 0; i < clients.size(); ++i) {
     auto a = std::make_unique<Agent>(std::move(clients[i]));
-    agent::RunRequest req;
-    req.argv = spec.command;
-    req.env = spec.env;
-    if (i < spec.ranks.node_env.size())  // the node's shared variables once, each rank's own beside it
-      for (const auto& [k, v] : spec.ranks.node_env[i]) req.env[k] = v;
-    req.cwd = spec.cwd;
-    req.run_dir = spec.run_dir.path();
-    req.run_id = spec.run_id;
-    req.sample_ms = sample_ms;
-    req.trace_python = spec.trace_python;
-    req.python = spec.python;
-    req.share_group = spec.share_group;
-    req.stop_escalation_ms =
-        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.stop_escalation).count());
-    req.reattach_window_ms =
-        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.reattach_window).count());
-    for (const auto& l : spec.NodeRanks(i)) {
-      req.ranks.push_back({l.rank, l.local_rank, RankPlan::OwnEnv(l)});
-      a->ranks.push_back(l.rank);
-    }
-    const std::string name = a->name;
-    if (reattach) {
-      // What the run dir holds of each rank's output: its tail is diagnosed first, as if it had
-      // just been printed (the agent sends what it lacks next).
-      for (int r : a->ranks) {
-        std::error_code ec;
-        const uint64_t size = std::filesystem::file_size(spec.run_dir.RankLog(r), ec);
-        if (ec || !size) continue;
-        const uint64_t from = size > kPriorLogBytes ? size - kPriorLogBytes : 0;
-        if (auto tail = ReadFileRange(spec.run_dir.RankLog(r), from, size - from); tail.ok()) {
-          seen_[r] = from + tail->size();
-          pending_log_[r] = std::move(*tail);
-        }
-      }
-      DSD_RETURN_IF_ERROR(SendReattach(*a, *a->client));
-      mirrored_ranks += a->mirrored ? a->ranks.size() : 0;
-      a->last_frame = a->last_live = clock_->Now();
-      Agent* raw = a.get();
-      agents_.push_back(std::move(a));
-      raw->reader = std::thread([this, raw] { Read(*raw); });
-      continue;
-    }
-    DSD_RETURN_IF_ERROR(net::SendFrame(a->client->link(), agent::WriteRunRequest(req)));
-    auto reply = net::RecvFrame(a->client->link(), a->client->decoder(), std::chrono::seconds(30));
-    if (!reply.ok()) return Unavailable("agent " + name + ": " + reply.status().message());
-    auto msg = agent::ReadAgentRunMessage(*reply);
-    if (!msg.ok()) return Unavailable("agent " + name + ": " + msg.status().message());
-    if (const auto* error = std::get_if<agent::ErrorMessage>(&*msg))
-      return Unavailable("agent " + name + " could not start its ranks: " + error->message);
-    const auto* started = std::get_if<agent::StartedMessage>(&*msg);
-    if (!started) return Unavailable("agent " + name + " answered the run request with " + reply->dump());
-    // A node that did not find run.id has its rank files copied here, unless they turn out to be
-    // here after all (a shared file system slow to show run.id to the node).
-    if (!started->shared_run_dir) {
-      a->mirrored = mirror_->Adopt(a->ranks);
-      mirrored_ranks += a->ranks.size();
-      if (a->mirrored)
-        log::Get("run")->info("agent {} does not share the run dir {}: its rank files are copied here", name,
-                              spec.run_dir.path());
-      else
-        log::Get("run")->info("agent {} did not find run.id, but its rank logs are in {}: not copied", name,
-                              spec.run_dir.path());
-    }
+    for (const auto& l : spec.NodeRanks(i)) a->ranks.push_back(l.rank);
+    DSD_RETURN_IF_ERROR(reattach ? ResumeRun(*a, spec, &mirrored_ranks) : StartRun(*a, spec, i, &mirrored_ranks));
     a->last_frame = a->last_live = clock_->Now();
     Agent* raw = a.get();
     agents_.push_back(std::move(a));

@@ -147,6 +147,11 @@ class AgentSource final : public RankSource {
     std::vector<int> resync;
   };
   Status Begin(std::vector<agent::AgentClient> clients, const RunSpec& spec, bool reattach);
+  // Sends node `index`'s run request and reads its "started"; adds its ranks to *mirrored_ranks
+  // when its files are to be copied here.
+  Status StartRun(Agent& a, const RunSpec& spec, size_t index, size_t* mirrored_ranks);
+  // Takes a's run over (SendReattach), after reading the tail of its ranks' logs on disk.
+  Status ResumeRun(Agent& a, const RunSpec& spec, size_t* mirrored_ranks);
   void Read(Agent& a);
   // After a's connection broke: connects again until it takes the run over (true) or the source
   // closes or the agent is gone (false).
