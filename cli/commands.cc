@@ -191,6 +191,9 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0.5, 86400.0));
   analyze_cmd->add_option("--hang-after", analyze.hang_after_s, "Missing-rank threshold in seconds")
       ->check(CLI::Range(0.2, 86400.0));
+  analyze_cmd->add_option("--slurm-job", analyze.slurm_job,
+                          "Add what Slurm recorded of this job (sacct: OOM kill, node failure, time limit) and read "
+                          "its output file; with no path, that file is the log");
 
   try {
     app.parse(argc, argv);

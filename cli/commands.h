@@ -121,6 +121,7 @@ struct AnalyzeOptions {
   bool json = false;
   double timeout_s = 60;
   double hang_after_s = 5;
+  std::string slurm_job;  // add what Slurm recorded of this job (sacct) and read its output file
 };
 int RunAnalyze(const AnalyzeOptions& options);
 

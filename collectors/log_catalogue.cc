@@ -40,6 +40,11 @@ const char* kPeerDiedRemedy =
 // Order matters: the first match wins, so within a family the specific entries come first.
 const std::vector<LogPattern> kCatalogue = {
     // ---- context (no finding): facts for attribution and cross-rank checks ------------------------
+    // dsdoctor's own report and log lines (a job's output holds them when `dsdoctor run` is its
+    // command): they restate findings already made, and are never the job's errors.
+    {"dsdoctor_own_line",
+     R"(^(?:\d{4}-\d\d-\d\dT[\d:.]+ )?(?:dsdoctor(?: [a-z]+)?: |(?:trace|debug|info|warning|error|critical) \[(?:run|check|agent|analyze|attach|tui|coordinator|launcher|diagnosis|net|runtime)\] ))",
+     codes::kLogError, kInfo, kContext, "dsdoctor's own line", "", ""},
     {"nccl_comm_init",
      R"(NCCL INFO (?:\w+ )?comm 0x[0-9a-f]+ rank (?P<self_rank>\d+) nranks (?P<nranks>\d+)(?: cudaDev (?P<device>\d+))?)",
      codes::kLogError, kInfo, kContext, "NCCL communicator: rank {self_rank} of {nranks}", "", NCCL_ENV},
@@ -434,6 +439,18 @@ const std::vector<LogPattern> kCatalogue = {
      "Slurm: the step's cgroup OOM killer fired ({count} times)",
      "A process of the step exceeded the memory the job asked for: request more (--mem / --mem-per-gpu) or lower host "
      "memory use.",
+     "https://slurm.schedmd.com/sbatch.html"},
+    {"slurm_step_mem_exceeded",
+     R"((?:StepId=|[Ss]tep |Job )(?P<step>\d[\w.+]*) exceeded memory limit \((?P<used>\d+) > (?P<limit>\d+)\))",
+     codes::kOutOfMemory, kErr, kCause, "Slurm killed step {step}: it used {used} bytes, over its limit of {limit}",
+     "Slurm's memory accounting (JobAcctGatherParams=OverMemoryKill) killed the whole step on this node, its ranks "
+     "with it: ask for more memory (--mem / --mem-per-cpu / --mem-per-gpu) or lower host memory use (data-loader "
+     "workers, dataset in RAM, pinned memory, CPU offload).",
+     "https://slurm.schedmd.com/slurm.conf.html#OPT_OverMemoryKill"},
+    {"slurm_mem_exceeded", R"(Exceeded (?:job|step) memory limit(?P<when> at some point)?)", codes::kOutOfMemory,
+     kWarn, kConseq, "Slurm: the step exceeded its memory limit{when}",
+     "The step reached the memory the job asked for. 'at some point' with no kill often counts the page cache of "
+     "files read (harmless); with a kill or 'Killed' tasks beside it, ask for more memory (--mem) or use less.",
      "https://slurm.schedmd.com/sbatch.html"},
     {"slurm_cancelled",
      R"(\*\*\* (?:STEP|JOB) (?P<step>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)(?P<why>.*)\*\*\*)",

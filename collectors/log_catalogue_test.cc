@@ -24,6 +24,9 @@ struct Example {
 
 // clang-format off
 const Example kExamples[] = {
+  // ---- dsdoctor's own lines in a job's output (tests/e2e/slurm_e2e_test)
+  {"dsdoctor_own_line", "2026-12-06T11:32:12.535 warning [run] agent node-1: agent at node-1:38675: connect refused (Connection refused): the agent is gone", "", "dsdoctor's log format (common/log.cc)"},
+  {"dsdoctor_own_line", "dsdoctor: error AGENT_LOST: the agent on node-0 is gone (connection lost: connection closed by peer)", "", "dsdoctor run's report"},
   // ---- NCCL context
   {"nccl_comm_init", "kolyoz2:25146:25827 [0] NCCL INFO ncclCommInitRank comm 0x559d5aa8ca00 rank 4 nranks 8 cudaDev 0 nvmlDev 0 busId 42000 commId 0x996ee6f117cb8e1e - Init COMPLETE", "self_rank=4;nranks=8", "https://github.com/NVIDIA/nccl-tests/issues/252"},
   {"nccl_comm_init", "node7:193027:193119 [7] NCCL INFO comm 0x7fdf08000d00 rank 15 nranks 16 cudaDev 7 busId e7000 - Init COMPLETE", "self_rank=15;nranks=16", "https://github.com/NVIDIA/nccl/issues/629"},
@@ -115,6 +118,8 @@ const Example kExamples[] = {
   {"slurm_task_oom", "srun: error: nid001277: tasks 1-3: Out Of Memory", "host=nid001277;tasks=1-3", "https://github.com/chrisknewman/tusas/issues/149"},
   {"slurm_task_exit", "srun: error: slurm-job-compute-0-0: tasks 2-7: Exited with exit code 1", "host=slurm-job-compute-0-0;tasks=2-7;exit_code=1", "https://github.com/facebookresearch/ParlAI/issues/3084"},
   {"slurm_oom_kill", "slurmstepd: error: Detected 1 oom_kill event in StepId=440575.0. Some of the step tasks have been OOM Killed.", "count=1", "https://slurm.schedmd.com/ (slurmstepd message)"},
+  {"slurm_step_mem_exceeded", "slurmstepd-node-1: error: StepId=1.0 exceeded memory limit (642932736 > 314572800), being killed", "step=1.0;used=642932736;limit=314572800", "Slurm 22.05 slurmstepd (jobacct_gather OverMemoryKill), tests/e2e/slurm_e2e_test"},
+  {"slurm_mem_exceeded", "slurmstepd: error: Exceeded step memory limit at some point.", "when= at some point", "https://bugs.schedmd.com/show_bug.cgi?id=3214 (slurmstepd message)"},
   {"slurm_cancelled", "slurmstepd: error: *** STEP 440575.0 ON nid001277 CANCELLED AT 2023-12-05T07:16:01 DUE TO TIME LIMIT ***", "step=440575.0;host=nid001277", "https://github.com/chrisknewman/tusas/issues/149"},
   {"ds_build_extension", "RuntimeError: Error building extension 'fused_adam'", "extension=fused_adam", "https://github.com/deepspeedai/DeepSpeed/issues/629"},
   {"mpi_daemon_start", "ORTE was unable to reliably start one or more daemons.", "", "https://github.com/kubeflow/mpi-operator/issues/152"},

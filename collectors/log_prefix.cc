@@ -224,6 +224,17 @@ bool LooksLikeHost(std::string_view token) {
 }
 
 // "<host>: "
+// "slurmstepd-node-1: " (Slurm 20.11+ names its node in slurmstepd's lines): that node.
+size_t SlurmstepdTag(std::string_view s, std::string* host) {
+  constexpr std::string_view kTag = "slurmstepd-";
+  if (!s.starts_with(kTag)) return 0;
+  size_t i = kTag.size();
+  while (i < s.size() && IsHostChar(s[i])) ++i;
+  if (i == kTag.size() || i >= s.size() || s[i] != ':') return 0;
+  *host = std::string(s.substr(kTag.size(), i - kTag.size()));
+  return i + 1 < s.size() && s[i + 1] == ' ' ? i + 2 : i + 1;
+}
+
 size_t PdshLabel(std::string_view s, std::string* host) {
   size_t i = 0;
   while (i < s.size() && IsHostChar(s[i])) ++i;
@@ -245,7 +256,9 @@ void DialectLearner::Add(std::string_view line) {
   int64_t ns;
   std::string_view rest = line.substr(Timestamp(line, &ns));
   int rank;
-  if (PdshLabel(rest, &host) && NcclTag(rest, &p.host, &p.pid) == 0) {
+  if (SlurmstepdTag(rest, &host)) {
+    // Slurm's own line, not a pdsh label: it names no host of a pdsh dialect.
+  } else if (PdshLabel(rest, &host) && NcclTag(rest, &p.host, &p.pid) == 0) {
     ++host_lines_;
     hosts_.insert(host);
   } else if (SrunLabel(rest, &rank)) {
@@ -302,6 +315,8 @@ std::string_view StripPrefixes(std::string_view line, const PrefixDialect& diale
     } else if ((n = NcclTag(s, &host, &pid))) {
       out->host = host;
       out->pid = pid;
+    } else if ((n = SlurmstepdTag(s, &host))) {
+      out->host = host;
     } else if (dialect.srun && (n = SrunLabel(s, &rank))) {
       out->rank = rank;
     } else if ((dialect.pdsh || !dialect.hosts.empty()) && (n = PdshLabel(s, &host)) &&

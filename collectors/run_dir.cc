@@ -151,6 +151,19 @@ void ApplyExitEvents(diagnosis::JobState* job) {
 
 }  // namespace
 
+Status AddCombinedLogs(const std::vector<std::string>& paths, diagnosis::JobState* job,
+                       std::vector<std::string>* warnings) {
+  LogScanner scanner(LogScanOptions{});
+  scanner.ExpectBytes(TotalBytes(paths));
+  for (const std::string& p : paths) {
+    Status st = scanner.Add({p, -1, p});
+    if (st.code() == StatusCode::kNotFound) return st;
+    if (!st.ok() && warnings) warnings->push_back(st.message());
+  }
+  MergeLogs(scanner.Finish(), job, warnings);
+  return Status::Ok();
+}
+
 Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, const RunDirOptions& options,
                                      std::vector<std::string>* warnings) {
   if (paths.empty()) return InvalidArgument("analyze: no path given (a run dir, log files, or - for standard input)");
@@ -307,6 +320,11 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       if (warnings) warnings->push_back(run_dir.RankLog(r) + ": missing");
       job.evidence_missing.push_back(RankFileName(r, RankFile::kLog) + ": missing");
     }
+  }
+  // What srun/pdsh/mpirun said while the agents ran (a step killed for memory, a lost node).
+  if (struct stat st; ::stat(run_dir.LauncherLog().c_str(), &st) == 0 && st.st_size > 0) {
+    if (Status s = scanner.Add({run_dir.LauncherLog(), -1, run_dir.LauncherLog()}); !s.ok() && warnings)
+      warnings->push_back(s.message());
   }
   MergeLogs(scanner.Finish(), &job, warnings);
   job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(),

@@ -50,4 +50,9 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
 Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, const RunDirOptions& options,
                                      std::vector<std::string>* warnings);
 
+// Adds what combined logs beside a run dir say (a Slurm job's output file, with slurmstepd's own
+// lines) to `job`: their events, ranks from their own prefixes, hosts kept. Errors name the file.
+Status AddCombinedLogs(const std::vector<std::string>& paths, diagnosis::JobState* job,
+                       std::vector<std::string>* warnings);
+
 }  // namespace dsd::collectors

@@ -64,6 +64,7 @@ class RunDir {
   std::string CoordinatorLog() const { return Join(kCoordinatorLog); }
   std::string Agents() const { return Join(kAgents); }
   std::string AgentsToken() const { return Join(kAgentsToken); }
+  std::string LauncherLog() const { return Join(kLauncherLog); }
 
   static constexpr const char* kManifest = "run.json";
   static constexpr const char* kRunId = "run.id";
@@ -73,6 +74,9 @@ class RunDir {
   static constexpr const char* kCoordinatorLog = "dsdoctor.log";
   static constexpr const char* kAgents = "agents.json";
   static constexpr const char* kAgentsToken = "agents.token";
+  // What the tool that started every agent (srun, pdsh, mpirun) printed on stderr for the whole
+  // run: srun's "task 1: Killed", slurmstepd's memory kill, pdsh's ssh failures.
+  static constexpr const char* kLauncherLog = "launcher.log";
 
  private:
   std::string Join(std::string_view name) const;

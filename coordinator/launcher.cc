@@ -490,7 +490,9 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
   token_dir_ = dir_template;
   std::string token_file = token_dir_ + "/token";
   if (Status s = WriteTokenFile(token_file, token); !s.ok()) return fail_all(s.message());
-  int err_fd = AnonymousFile();
+  int err_fd = output_file_.empty()
+                   ? AnonymousFile()
+                   : ::open(output_file_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   int out_pipe[2];
   if (err_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) return fail_all(tool() + " setup: " + std::strerror(errno));
   int in_pipe[2] = {-1, -1};
@@ -742,6 +744,7 @@ Result<LaunchSetup> MakeLauncher(const LauncherChoice& c, size_t node_count) {
   } else {
     return InvalidArgument("unknown --launcher '" + c.kind + "' (local, ssh, pdsh, mpirun, slurm or attach)");
   }
+  setup.launcher->set_output_file(c.output_file);
   auto token = agent::GenerateToken();
   if (!token.ok()) return Internal(token.status().message());
   setup.token = *token;

@@ -50,6 +50,12 @@ class Launcher {
   virtual std::vector<AgentHandle> Start(const std::vector<NodePlan>& nodes, const std::string& token) = 0;
   virtual void Stop() = 0;
   virtual bool simulated() const { return false; }  // all nodes on this machine
+  // Where a tool that starts every agent (srun, pdsh, mpirun) keeps its stderr for the whole run
+  // (the run dir's launcher.log); "" (check): an anonymous file, read for failed starts only.
+  void set_output_file(std::string path) { output_file_ = std::move(path); }
+
+ protected:
+  std::string output_file_;
 };
 
 // Starts one process per node whose stdout carries the agent's ready line; all nodes at once.
@@ -282,6 +288,7 @@ struct LauncherChoice {
   std::vector<std::string> mpirun_args;
   std::vector<std::string> pdsh_args;
   std::vector<std::string> slurm_args;  // more srun arguments
+  std::string output_file;              // Launcher::set_output_file
   std::vector<net::Endpoint> agents;    // attach
   std::string token_file;               // attach: the running agents' token
   int agent_port = 0;

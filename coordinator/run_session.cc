@@ -185,7 +185,9 @@ Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launc
   std::unique_ptr<Launcher> launcher;
   std::string token;
   if (spec.launcher != "direct") {
-    auto setup = MakeLauncher(launcher_choice, spec.nodes.nodes.size());
+    LauncherChoice choice = launcher_choice;
+    choice.output_file = spec.run_dir.LauncherLog();
+    auto setup = MakeLauncher(choice, spec.nodes.nodes.size());
     if (!setup.ok())
       return setup.status().code() == StatusCode::kInternal ? setup.status()
                                                             : InvalidArgument(setup.status().message());

@@ -1,7 +1,11 @@
 #include "coordinator/slurm.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <set>
 
 #include "common/process.h"
@@ -112,6 +116,87 @@ Result<std::vector<SlurmNodeState>> SlurmNodeStates(const std::vector<std::strin
     return Unavailable("`" + sinfo + "` failed (exit " + std::to_string(res->exit_code) +
                        "): " + std::string(Trim(res->err + res->out)));
   return ParseSinfoNodes(res->out);
+}
+
+namespace {
+
+bool IsJobId(const std::string& id) {
+  // 1234, an array task 1234_7, a het job component 1234+1.
+  if (id.empty() || id.size() > 40 || !std::isdigit(static_cast<unsigned char>(id[0]))) return false;
+  return std::all_of(id.begin(), id.end(),
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '+'; });
+}
+
+constexpr const char* kSacctFields = "JobID,JobName,State,ExitCode,DerivedExitCode,NodeList,Elapsed,Start,End";
+
+// One sacct query: its records, or why there are none (sacct's own words).
+Result<std::vector<collectors::SacctRecord>> RunSacct(const std::vector<std::string>& argv) {
+  CommandOptions opts;
+  opts.timeout = std::chrono::seconds(60);
+  auto res = RunCommand(argv, opts);
+  if (!res.ok()) return Unavailable(argv[0] + ": " + res.status().message());
+  const std::string said(Trim(res->err));
+  if (res->exit_code != 0 || said.find("disabled") != std::string::npos)
+    return Unavailable("`" + Join(argv, " ") + "` failed (exit " + std::to_string(res->exit_code) +
+                       "): " + std::string(Trim(said.empty() ? res->out : said)));
+  auto records = collectors::ParseSacct(res->out);
+  if (!records.ok()) return Unavailable(records.status().message());
+  if (records->empty())
+    return Unavailable("`" + Join(argv, " ") + "` lists no such job" + (said.empty() ? "" : ": " + said));
+  return records;
+}
+
+}  // namespace
+
+Result<SlurmJobRecords> QuerySlurmJob(const std::string& job_id, const std::string& sacct,
+                                      const std::string& scontrol) {
+  if (!IsJobId(job_id))
+    return InvalidArgument("--slurm-job '" + job_id + "' is not a Slurm job id (digits, as sbatch printed it)");
+  SlurmJobRecords out;
+  auto records = RunSacct({sacct, "-j", job_id, "--parsable2", "--format", kSacctFields});
+  out.source = "sacct";
+  if (!records.ok()) {
+    // No slurmdbd: the job completion log (JobCompType=jobcomp/filetxt) has the job's end.
+    auto completion = RunSacct({sacct, "--completion", "-j", job_id, "--parsable2", "--format", kSacctFields});
+    if (!completion.ok())
+      return Unavailable("Slurm has no record of job " + job_id + ": " + records.status().message() + "; " +
+                         completion.status().message());
+    out.notes.push_back(records.status().message() + " (the job completion log was read instead: job-level only)");
+    records = std::move(completion);
+    out.source = "sacct --completion";
+  }
+  out.records = std::move(*records);
+  std::map<std::string, std::vector<std::string>> expanded;
+  CommandOptions opts;
+  opts.timeout = std::chrono::seconds(30);
+  for (auto& r : out.records) {
+    if (r.node_list.empty() || r.node_list == "None assigned") continue;
+    auto [it, fresh] = expanded.try_emplace(r.node_list);
+    if (fresh) {
+      auto res = RunCommand({scontrol, "show", "hostnames", r.node_list}, opts);
+      if (res.ok() && res->exit_code == 0)
+        for (const auto& line : Split(res->out, '\n'))
+          if (auto host = Trim(line); !host.empty()) it->second.emplace_back(host);
+      if (it->second.empty()) it->second.push_back(r.node_list);
+    }
+    r.nodes = it->second;
+  }
+  // The job's output files, which hold slurmstepd's own lines (killed for memory, cancelled):
+  // slurmctld forgets a job MinJobAge (300 s) after it ends.
+  auto show = RunCommand({scontrol, "show", "job", "-o", job_id}, opts);
+  if (show.ok() && show->exit_code == 0) {
+    for (const auto& token : SplitWhitespace(show->out))
+      for (const char* key : {"StdOut=", "StdErr="})
+        if (token.starts_with(key) && token.size() > std::strlen(key)) {
+          std::string path = token.substr(std::strlen(key));
+          if (std::find(out.output_files.begin(), out.output_files.end(), path) == out.output_files.end())
+            out.output_files.push_back(std::move(path));
+        }
+  } else {
+    out.notes.push_back("scontrol no longer knows job " + job_id +
+                        " (it forgets a job minutes after it ends): its output file is not read; give it to analyze");
+  }
+  return out;
 }
 
 }  // namespace dsd::coordinator

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "collectors/slurm_accounting.h"
 #include "common/status.h"
 
 namespace dsd::coordinator {
@@ -40,5 +41,19 @@ std::vector<SlurmNodeState> ParseSinfoNodes(std::string_view text);
 // Asks sinfo about `hosts`; errors quote sinfo's own message.
 Result<std::vector<SlurmNodeState>> SlurmNodeStates(const std::vector<std::string>& hosts,
                                                     const std::string& sinfo = "sinfo");
+
+// What Slurm recorded of a job, for `analyze --slurm-job` (docs/slurm.md).
+struct SlurmJobRecords {
+  std::vector<collectors::SacctRecord> records;  // node lists expanded by scontrol show hostnames
+  std::string source;                            // "sacct", or "sacct --completion" without slurmdbd
+  std::vector<std::string> output_files;         // the job's StdOut/StdErr while slurmctld still knows it
+  std::vector<std::string> notes;                // what could not be asked (scontrol's message), for warnings
+};
+// Runs `sacct -j ID` (and, where accounting storage is disabled, `sacct --completion`, which reads
+// the job completion log), and `scontrol show job` for the job's output files. Errors
+// (kInvalidArgument for an ID that is not a job id, kUnavailable when sacct knows no such job or
+// cannot answer) quote sacct's own message.
+Result<SlurmJobRecords> QuerySlurmJob(const std::string& job_id, const std::string& sacct = "sacct",
+                                      const std::string& scontrol = "scontrol");
 
 }  // namespace dsd::coordinator

@@ -35,7 +35,8 @@ bool IsKnownCode(const std::string& code) {
       codes::kRankExited,          codes::kCollectiveStall,     codes::kWatchdogTimeout,    codes::kP2pDeadlock,
       codes::kStraggler,           codes::kNcclError,           codes::kCommError,          codes::kLogError,
       codes::kRendezvousError,     codes::kOutOfMemory,         codes::kCudaError,          codes::kLaunchError,
-      codes::kAgentLost,           codes::kLaunchPlan,          codes::kLogDirFull,         codes::kResourceLimit};
+      codes::kAgentLost,           codes::kLaunchPlan,          codes::kLogDirFull,         codes::kResourceLimit,
+      codes::kSlurmNodeState,      codes::kSlurmJobState};
   return std::find(kAll.begin(), kAll.end(), code) != kAll.end();
 }
 

@@ -34,6 +34,8 @@ inline constexpr const char* kBandwidthLow = "BANDWIDTH_LOW";
 inline constexpr const char* kAllreduceWrong = "ALLREDUCE_WRONG";
 inline constexpr const char* kResourceLimit = "RESOURCE_LIMIT";     // ulimit -n too low for the cluster's links
 inline constexpr const char* kSlurmNodeState = "SLURM_NODE_STATE";  // a node of the allocation drained/down
+inline constexpr const char* kSlurmJobState =
+    "SLURM_JOB_STATE";  // analyze --slurm-job: Slurm ended the job (node failure, time limit, preemption, …)
 inline constexpr const char* kLaunchPlan =
     "LAUNCH_PLAN";  // deepspeed accepts the flags/hostfile but plans surprisingly
 // run
@@ -69,6 +71,7 @@ inline constexpr const char* kLog = "log";              // lines the ranks print
 inline constexpr const char* kAgent = "agent";          // the coordinator lost sight of an agent
 inline constexpr const char* kDisk = "disk";            // statvfs of the log dir and writes that failed
 inline constexpr const char* kHeuristic = "heuristic";  // quiet output, flat CPU, elapsed time
+inline constexpr const char* kScheduler = "scheduler";  // the scheduler's own records (Slurm's sacct)
 }  // namespace proof
 
 struct Finding {

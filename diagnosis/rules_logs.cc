@@ -300,6 +300,7 @@ void Events(Ctx& c) {
     f.severity = b.first->severity;
     std::sort(b.ranks.begin(), b.ranks.end());
     f.ranks = b.ranks;
+    f.nodes.assign(b.hosts.begin(), b.hosts.end());
     std::string who = !b.ranks.empty() ? RankWord(b.ranks)
                       : !b.hosts.empty()
                           ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")

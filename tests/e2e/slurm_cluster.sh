@@ -73,20 +73,25 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+SelectTypeParameters=CR_CPU_Memory
 ReturnToService=2
 # Nodes declare the CPUs the test asks for, whatever this machine has (one machine hosts them all).
 SlurmdParameters=config_overrides
 MpiDefault=none
-JobCompType=jobcomp/none
+# No slurmdbd: the completion log is what sacct -c reads. Memory is accounted every second and a
+# step over its --mem is killed, as sites without cgroup memory limits configure it.
+JobCompType=jobcomp/filetxt
+JobCompLoc=$state/jobcomp.log
 AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 EOF
 for ((i = 0; i < nodes; i++)); do
-  echo "NodeName=node-$i NodeAddr=198.18.0.$((10 + i)) CPUs=$cpus State=UNKNOWN" >> "$work/slurm.conf"
+  echo "NodeName=node-$i NodeAddr=198.18.0.$((10 + i)) CPUs=$cpus RealMemory=4000 State=UNKNOWN" >> "$work/slurm.conf"
 done
 echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >> "$work/slurm.conf"
 # slurmd wants a cgroup file system; `ip netns exec` leaves none under /sys. Its controllers are

@@ -142,6 +142,48 @@ TEST_F(SlurmE2eTest, RunInAnSbatchJobPinpointsTheRankZeroOnlyCheckpoint) {
     EXPECT_NE(files.find("rank-" + std::to_string(rank) + ".log"), std::string::npos) << files;
 }
 
+// A rank that outgrows the job's memory on node-1: Slurm's accounting kills that node's step (the
+// agent and ranks 2 and 3). After the job, `analyze --slurm-job ID RUN_DIR` adds what Slurm says:
+// the job's own output (found by scontrol) has slurmstepd's kill on node-1, and sacct (here the
+// job completion log: the cluster has no slurmdbd) the job's end; the OOM names node-1's ranks.
+TEST_F(SlurmE2eTest, AnalyzeSlurmJobNamesTheRanksOfTheStepKilledForMemory) {
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/hog.py",
+                              "import os, time\n"
+                              "if os.environ['RANK'] == '2':\n"
+                              "    a = bytearray(600 << 20)\n"
+                              "    for i in range(0, len(a), 4096): a[i] = 1\n"
+                              "time.sleep(8)\n")
+                  .ok());
+  auto r = OnCluster(2, 4,
+                     "cat > $DIR/job.sh <<EOF\n"
+                     "#!/bin/bash\n"
+                     "$DSD run --quiet --timeout 30 --log-dir $DIR/run -- python3 $DIR/hog.py\n"
+                     "echo run=\\$? > $DIR/rc\n"
+                     "EOF\n"
+                     "id=$(sbatch --parsable -N 2 --ntasks-per-node=2 --mem=300M -o $DIR/job.out $DIR/job.sh); "
+                     "for i in $(seq 600); do [ -s $DIR/rc ] && break; sleep 0.1; done; "
+                     "for i in $(seq 100); do squeue -h -j $id | grep -q . || break; sleep 0.1; done; "
+                     "cat $DIR/rc $DIR/job.out; "
+                     "$DSD analyze --slurm-job $id --json $DIR/run > $DIR/analyze.json; echo analyze=$?; "
+                     "$DSD analyze --slurm-job 999999 $DIR/run > /dev/null 2> $DIR/unknown.err; echo unknown=$?; "
+                     "$DSD analyze --slurm-job 'x;y' $DIR/run 2>&1; echo bad=$?");
+  EXPECT_NE(r.out.find("run=1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("analyze=1"), std::string::npos) << r.out << r.err;
+  json a = ReadJson("analyze.json");
+  ASSERT_FALSE(a["findings"].empty()) << a.dump(2).substr(0, 3000);
+  const json& f = a["findings"][0];
+  EXPECT_EQ(f["code"], "OUT_OF_MEMORY") << a["findings"].dump(2).substr(0, 3000);
+  EXPECT_EQ(f["nodes"], json::array({"node-1"})) << f.dump(2);
+  EXPECT_EQ(f["ranks"], json::array({2, 3})) << f.dump(2);
+  // sacct's record of the job is in the report too.
+  EXPECT_NE(a.dump().find("sacct --completion"), std::string::npos) << a.dump(2).substr(0, 4000);
+  // A job Slurm never ran is said, and the report is not green.
+  EXPECT_NE(r.out.find("unknown=1"), std::string::npos) << r.out;
+  // An id that is not one is a usage error naming it.
+  EXPECT_NE(r.out.find("not a Slurm job id"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bad=2"), std::string::npos) << r.out;
+}
+
 // `scancel` of a job whose `run` trains: Slurm ends the batch script, the coordinator and the
 // agents' step; no rank and no agent is left on any node.
 TEST_F(SlurmE2eTest, ScancelLeavesNothingRunning) {
