@@ -127,6 +127,33 @@ CheckRow SlurmRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     r.summary += "; " + Join(bad_nodes, ", ") + " not";
     r.remedy = "see SLURM_NODE_STATE";
   }
+  // More ranks on a node than the GPUs Slurm granted it: ranks would share a GPU (NCCL refuses:
+  // "Duplicate GPU detected"), or see none, since Slurm hides the others (CUDA_VISIBLE_DEVICES).
+  if (in.slurm_gpus_per_node > 0) {
+    std::vector<std::string> over;
+    int most = 0;
+    for (const auto& n : in.nodes)
+      if (n.slots > in.slurm_gpus_per_node) over.push_back(n.name), most = std::max(most, n.slots);
+    r.details.push_back("Slurm granted " + std::to_string(in.slurm_gpus_per_node) + " GPUs per node (" +
+                        in.slurm_gpus_from + ")");
+    if (!over.empty()) {
+      r.status = CheckStatus::kFail;
+      r.summary += "; " + std::to_string(over.size()) + " with more ranks than granted GPUs";
+      r.remedy = r.remedy.empty() ? "see SLOTS_EXCEED_GPUS" : r.remedy + ", SLOTS_EXCEED_GPUS";
+      out.push_back({codes::kSlotsExceedGpus,
+                     Severity::kError,
+                     "Slurm granted " + std::to_string(in.slurm_gpus_per_node) + " GPUs per node but " +
+                         std::to_string(most) + " ranks are planned on " +
+                         (over.size() <= 4 ? Join(over, ", ") : std::to_string(over.size()) + " nodes") +
+                         ": ranks would share a GPU",
+                     over,
+                     {},
+                     {in.slurm_gpus_from},
+                     "ask Slurm for a GPU per rank (--gpus-per-node=" + std::to_string(most) + " or --gres=gpu:" +
+                         std::to_string(most) + ") or start fewer ranks per node (--ntasks-per-node=" +
+                         std::to_string(in.slurm_gpus_per_node) + ", or --num_gpus)"});
+    }
+  }
   return r;
 }
 

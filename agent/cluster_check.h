@@ -111,6 +111,8 @@ struct ClusterCheckInput {
   bool slurm = false;
   std::vector<SlurmNode> slurm_nodes;
   std::string slurm_error;
+  int slurm_gpus_per_node = 0;  // GPUs Slurm granted each node (0: it said none)
+  std::string slurm_gpus_from;  // the variable that said so ("SLURM_GPUS_ON_NODE=4")
   // Non-empty: the check could not start (this process's limits are too low for the cluster);
   // RESOURCE_LIMIT says which and how to raise it, and no node is blamed.
   std::string resource_error;

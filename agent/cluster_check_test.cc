@@ -82,6 +82,27 @@ TEST(ClusterCheckTest, ADrainedOrDownSlurmNodeIsNamedWithSlurmsReason) {
     if (row.name == "Slurm nodes") EXPECT_NE(row.summary.find("Unable to contact"), std::string::npos);
 }
 
+// More ranks planned on a node than the GPUs Slurm granted it (SLURM_GPUS_ON_NODE): named with the
+// nodes and both remedies; as many ranks as GPUs passes.
+TEST(ClusterCheckTest, MoreRanksThanSlurmGrantedGpusIsNamed) {
+  auto in = Cluster({Report("a", "2.21.5", "12.4"), Report("b", "2.21.5", "12.4")});
+  in.slurm = true;
+  in.slurm_nodes = {{"node-0", "allocated", ""}, {"node-1", "allocated", ""}};
+  in.slurm_gpus_per_node = 4;
+  in.slurm_gpus_from = "SLURM_GPUS_ON_NODE=4";
+  in.nodes[0].slots = 4;
+  in.nodes[1].slots = 8;
+  auto f = WithCode(EvaluateCluster(in), "SLOTS_EXCEED_GPUS");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].nodes, std::vector<std::string>{"node-1"});
+  EXPECT_NE(f[0].summary.find("granted 4 GPUs per node but 8 ranks"), std::string::npos) << f[0].summary;
+  EXPECT_NE(f[0].remedy.find("--gpus-per-node=8"), std::string::npos) << f[0].remedy;
+  EXPECT_NE(f[0].remedy.find("--ntasks-per-node=4"), std::string::npos) << f[0].remedy;
+  EXPECT_EQ(f[0].evidence, std::vector<std::string>{"SLURM_GPUS_ON_NODE=4"});
+  in.nodes[1].slots = 4;
+  EXPECT_TRUE(WithCode(EvaluateCluster(in), "SLOTS_EXCEED_GPUS").empty());
+}
+
 TEST(ClusterCheckTest, NcclVersionMismatchListsWhichNodeHasWhich) {
   auto r = EvaluateCluster(
       Cluster({Report("a", "2.21.5", "12.4"), Report("b", "2.18.3", "12.4"), Report("c", "2.21.5", "12.4")}));

@@ -99,6 +99,8 @@ int RunCheck(const CheckOptions& o) {
   agent::ClusterCheckInput input = coordinator::RunCheckSession(*nodes, *launcher, token, so);
   if (nodes->slurm) {
     input.slurm = true;
+    input.slurm_gpus_per_node = source.slurm->gpus_per_node;
+    input.slurm_gpus_from = source.slurm->gpus_from;
     std::vector<std::string> hosts;
     for (const auto& n : nodes->nodes) hosts.push_back(n.host);
     if (auto states = coordinator::SlurmNodeStates(hosts); states.ok())

@@ -32,10 +32,17 @@ Result<JobNodes> PlanJobNodes(const NodeSourceOptions& o) {
     DSD_ASSIGN_OR_RETURN(hf, LoadHostfile(o.hostfile.empty() ? *DefaultHostfilePath() : o.hostfile));
   } else if (o.slurm && o.attach_agents == 0) {
     hf.path = "Slurm job " + o.slurm->job_id;
+    const int gpus = o.slurm->gpus_per_node;
+    bool per_gpu = false;
     for (size_t i = 0; i < o.slurm->hosts.size(); ++i) {
-      const int slots = i < o.slurm->tasks_per_node.size() ? o.slurm->tasks_per_node[i] : o.this_node_slots;
+      const bool tasks_known = i < o.slurm->tasks_per_node.size();
+      int slots = tasks_known ? o.slurm->tasks_per_node[i] : gpus > 0 ? gpus : o.this_node_slots;
+      // One task per node with several GPUs is the torchrun/deepspeed way (the launcher starts a
+      // rank per GPU); several tasks per node are srun's (a rank per task).
+      if (tasks_known && slots == 1 && gpus > 1) slots = gpus, per_gpu = true;
       hf.hosts.push_back({o.slurm->hosts[i], std::max(slots, 1), 0});
     }
+    if (per_gpu) hf.path += " (1 task and " + std::to_string(gpus) + " GPUs per node: a rank per GPU)";
     out.slurm = true;
   } else if (o.attach_agents > 0) {
     hf.path = "--agents";

@@ -26,6 +26,20 @@ std::optional<int> Number(std::string_view s) {
 
 }  // namespace
 
+std::optional<int> ParseSlurmGpuCount(std::string_view text) {
+  if (Trim(text).empty()) return std::nullopt;
+  int total = 0;
+  for (const auto& part : Split(std::string(Trim(text)), ',')) {
+    // The count is the last ':'-separated field ("gpu:a100:4"), possibly followed by "(S:0-1)".
+    std::string_view p(part);
+    p = p.substr(0, p.find('('));
+    auto n = Number(p.substr(p.rfind(':') == std::string_view::npos ? 0 : p.rfind(':') + 1));
+    if (!n || *n > 4096) return std::nullopt;
+    total += *n;
+  }
+  return total;
+}
+
 Result<std::vector<int>> ExpandTasksPerNode(std::string_view text) {
   std::vector<int> out;
   const auto bad = [&] {
@@ -73,6 +87,18 @@ Result<std::optional<SlurmAllocation>> SlurmAllocationFrom(const std::map<std::s
   for (const auto& line : Split(res->out, '\n'))
     if (auto host = Trim(line); !host.empty()) a.hosts.emplace_back(host);
   if (a.hosts.empty()) return InvalidArgument("SLURM_JOB_NODELIST '" + nodelist + "' names no node");
+  // The GPUs of each node: SLURM_GPUS_ON_NODE is what this node got; SLURM_GPUS_PER_NODE what was
+  // asked for each; SLURM_JOB_GPUS lists this node's GPU indices.
+  if (auto n = ParseSlurmGpuCount(get("SLURM_GPUS_ON_NODE")); n && *n > 0) {
+    a.gpus_per_node = *n;
+    a.gpus_from = "SLURM_GPUS_ON_NODE=" + get("SLURM_GPUS_ON_NODE");
+  } else if (auto p = ParseSlurmGpuCount(get("SLURM_GPUS_PER_NODE")); p && *p > 0) {
+    a.gpus_per_node = *p;
+    a.gpus_from = "SLURM_GPUS_PER_NODE=" + get("SLURM_GPUS_PER_NODE");
+  } else if (const std::string ids = get("SLURM_JOB_GPUS"); !ids.empty()) {
+    a.gpus_per_node = static_cast<int>(Split(ids, ',').size());
+    a.gpus_from = "SLURM_JOB_GPUS=" + ids;
+  }
   if (const std::string tasks = get("SLURM_TASKS_PER_NODE"); !tasks.empty()) {
     DSD_ASSIGN_OR_RETURN(a.tasks_per_node, ExpandTasksPerNode(tasks));
     if (a.tasks_per_node.size() != a.hosts.size())

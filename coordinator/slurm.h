@@ -19,7 +19,15 @@ struct SlurmAllocation {
   std::string job_id;
   std::vector<std::string> hosts;   // in Slurm's order
   std::vector<int> tasks_per_node;  // by host; empty when Slurm did not say
+  // GPUs Slurm granted each node (0: none said), and the variable that said it
+  // ("SLURM_GPUS_ON_NODE=4"): SLURM_GPUS_ON_NODE, else SLURM_GPUS_PER_NODE, else SLURM_JOB_GPUS.
+  int gpus_per_node = 0;
+  std::string gpus_from;
 };
+
+// A GPU count in Slurm's forms: "4", "a100:4", "gpu:a100:4", "a100:2,v100:1" (summed);
+// nullopt for anything else.
+std::optional<int> ParseSlurmGpuCount(std::string_view text);
 
 // "2(x3),1" → {2, 2, 2, 1} (SLURM_TASKS_PER_NODE's grammar); errors name the text.
 Result<std::vector<int>> ExpandTasksPerNode(std::string_view text);

@@ -34,6 +34,8 @@ class FakeScontrol {
                                 "#!/bin/sh\n"
                                 "case \"$3\" in\n"
                                 "  'gpu-[01-02],cpu-7') printf 'gpu-01\\ngpu-02\\ncpu-7\\n';;\n"
+                                "  'gpu-[01-02]') printf 'gpu-01\\ngpu-02\\n';;\n"
+                                "  gpu-01) echo gpu-01;;\n"
                                 "  *) echo \"scontrol: error: Invalid hostlist: $3\" >&2; exit 1;;\n"
                                 "esac\n")
                     .ok());
@@ -71,6 +73,44 @@ TEST(SlurmTest, AnAllocationsNodesComeFromScontrolAndItsTasksPerNode) {
   // A hostfile, --local or --agents wins over the allocation (the user named the nodes).
   o.attach_agents = 2;
   EXPECT_FALSE(PlanJobNodes(o)->slurm);
+}
+
+TEST(SlurmTest, GpuCountsInSlurmsForms) {
+  EXPECT_EQ(ParseSlurmGpuCount("4"), 4);
+  EXPECT_EQ(ParseSlurmGpuCount("a100:4"), 4);
+  EXPECT_EQ(ParseSlurmGpuCount("gpu:a100:8"), 8);
+  EXPECT_EQ(ParseSlurmGpuCount("a100:2,v100:1"), 3);
+  EXPECT_EQ(ParseSlurmGpuCount("gpu:4(S:0-1)"), 4);
+  EXPECT_EQ(ParseSlurmGpuCount(""), std::nullopt);
+  EXPECT_EQ(ParseSlurmGpuCount("lots"), std::nullopt);
+}
+
+// `sbatch --nodes=2 --ntasks-per-node=1 --gpus-per-node=8` (the torchrun/deepspeed way): a rank
+// per GPU; srun's way (--ntasks-per-node=8) keeps a rank per task.
+TEST(SlurmTest, OneTaskPerNodeWithGpusIsARankPerGpu) {
+  FakeScontrol scontrol;
+  auto a = SlurmAllocationFrom({{"SLURM_JOB_ID", "9"},
+                                {"SLURM_JOB_NODELIST", "gpu-[01-02]"},
+                                {"SLURM_TASKS_PER_NODE", "1(x2)"},
+                                {"SLURM_GPUS_ON_NODE", "8"}},
+                               scontrol.path());
+  ASSERT_TRUE(a.ok() && a->has_value()) << a.status().message();
+  EXPECT_EQ((*a)->gpus_per_node, 8);
+  EXPECT_EQ((*a)->gpus_from, "SLURM_GPUS_ON_NODE=8");
+  NodeSourceOptions o;
+  o.slurm = **a;
+  auto nodes = PlanJobNodes(o);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_EQ(nodes->world_size(), 16);
+  EXPECT_NE(nodes->source.find("a rank per GPU"), std::string::npos) << nodes->source;
+  o.slurm->tasks_per_node = {4, 4};
+  EXPECT_EQ(PlanJobNodes(o)->world_size(), 8);
+  auto per_node = SlurmAllocationFrom(
+      {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "gpu-01"}, {"SLURM_GPUS_PER_NODE", "a100:4"}}, scontrol.path());
+  ASSERT_TRUE(per_node.ok() && per_node->has_value());
+  EXPECT_EQ((*per_node)->gpus_per_node, 4);
+  o.slurm = **per_node;
+  EXPECT_EQ(PlanJobNodes(o)->world_size(), 4) << "no task count: a rank per granted GPU";
 }
 
 TEST(SlurmTest, BadAllocationsSayWhatIsWrongInSlurmsWords) {

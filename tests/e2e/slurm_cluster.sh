@@ -78,6 +78,9 @@ ReturnToService=2
 # Nodes declare the CPUs the test asks for, whatever this machine has (one machine hosts them all).
 SlurmdParameters=config_overrides
 MpiDefault=none
+# Every node has 4 GPUs as far as Slurm knows: what a job is granted (SLURM_GPUS_ON_NODE) is
+# Slurm's real answer; nothing here uses a GPU.
+GresTypes=gpu
 # No slurmdbd: the completion log is what sacct -c reads. Memory is accounted every second and a
 # step over its --mem is killed, as sites without cgroup memory limits configure it.
 JobCompType=jobcomp/filetxt
@@ -91,7 +94,7 @@ InactiveLimit=0
 KillWait=5
 EOF
 for ((i = 0; i < nodes; i++)); do
-  echo "NodeName=node-$i NodeAddr=198.18.0.$((10 + i)) CPUs=$cpus RealMemory=4000 State=UNKNOWN" >> "$work/slurm.conf"
+  echo "NodeName=node-$i NodeAddr=198.18.0.$((10 + i)) CPUs=$cpus RealMemory=4000 Gres=gpu:4 State=UNKNOWN" >> "$work/slurm.conf"
 done
 echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >> "$work/slurm.conf"
 # slurmd wants a cgroup file system; `ip netns exec` leaves none under /sys. Its controllers are
@@ -101,7 +104,9 @@ CgroupPlugin=cgroup/v1
 CgroupAutomount=yes
 CgroupMountpoint=$state/cgroup
 EOF
-chmod 644 "$work/slurm.conf" "$work/cgroup.conf"
+# Slurm drops a GPU without a device file: each node has four stand-in files in its own /tmp.
+echo "Name=gpu File=$state/gpu[0-3]" > "$work/gres.conf"
+chmod 644 "$work/slurm.conf" "$work/cgroup.conf" "$work/gres.conf"
 
 # One machine: its hostname, /etc/hosts, private /tmp (the KEEP folders bound in) and /dev/shm, then
 # its munged and its daemon in the foreground; both end when the script is told to (TERM).
@@ -112,6 +117,7 @@ machine='set -e; hostname "$1"; mount --bind "$2/hosts" /etc/hosts
   done; unset IFS
   mount --move /dev/shm /tmp; mount -t tmpfs -o mode=1777 tmpfs /dev/shm
   mkdir -p -m 755 '"$state"' '"$state"'/ctld '"$state"'/slurmd '"$state"'/cgroup
+  touch '"$state"'/gpu0 '"$state"'/gpu1 '"$state"'/gpu2 '"$state"'/gpu3
   munged -F --force --key-file "$2/munge.key" --socket '"$state"'/munge.socket --pid-file '"$state"'/munged.pid \
     --seed-file '"$state"'/munged.seed --log-file '"$state"'/munged.log & m=$!
   for _ in $(seq 100); do [ -S '"$state"'/munge.socket ] && break; sleep 0.05; done
@@ -145,7 +151,8 @@ done
 if ((!up)); then
   echo "slurm_cluster.sh: the nodes did not come up" >&2
   cat "$work"/*.out >&2
-  ip netns exec "$prefix-c" nsenter --mount="/proc/${pids[0]}/ns/mnt" sinfo >&2 || true
+  ip netns exec "$prefix-c" nsenter --mount="/proc/${pids[0]}/ns/mnt" sinfo -R >&2 || true
+  ip netns exec "$prefix-c" nsenter --mount="/proc/${pids[0]}/ns/mnt" grep -i error /tmp/dsd-slurm/slurmctld.log | tail -5 >&2 || true
   exit 1
 fi
 set +e

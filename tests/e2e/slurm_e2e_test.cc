@@ -115,6 +115,32 @@ TEST_F(SlurmE2eTest, CheckFindsTheAllocationsNodesAndNamesABlockedPair) {
   EXPECT_NE(text.find("node-1"), std::string::npos);
 }
 
+// The cluster's nodes have 4 GPUs each as Slurm knows them (gres.conf). Four tasks a node with two
+// GPUs granted: ranks would share GPUs, named. One task a node with four GPUs (the torchrun way): a
+// rank per GPU, 8 in all, green.
+TEST_F(SlurmE2eTest, CheckComparesTheRanksWithTheGpusSlurmGranted) {
+  auto r = OnCluster(2, 4,
+                     "salloc -N 2 --ntasks-per-node=4 --gpus-per-node=2 $DSD check --no-bandwidth "
+                     "--json $DIR/over.json; echo over=$?; "
+                     "salloc -N 2 --ntasks-per-node=1 --gpus-per-node=4 $DSD check --no-bandwidth "
+                     "--json $DIR/per_gpu.json; echo per_gpu=$?");
+  EXPECT_NE(r.out.find("over=1"), std::string::npos) << r.out << r.err;
+  const json over = ReadJson("over.json");
+  bool named = false;
+  for (const auto& f : over["findings"])
+    if (f["code"] == "SLOTS_EXCEED_GPUS") {
+      named = true;
+      EXPECT_EQ(f["nodes"], json::array({"node-0", "node-1"})) << f.dump(2);
+      EXPECT_NE(f["summary"].get<std::string>().find("granted 2 GPUs per node but 4 ranks"), std::string::npos)
+          << f.dump(2);
+    }
+  EXPECT_TRUE(named) << over["findings"].dump(2).substr(0, 3000);
+  EXPECT_NE(r.out.find("per_gpu=0"), std::string::npos) << r.out << r.err;
+  const std::string per_gpu = ReadJson("per_gpu.json").dump();
+  EXPECT_NE(per_gpu.find("8 slots from Slurm job"), std::string::npos) << per_gpu.substr(0, 3000);
+  EXPECT_NE(per_gpu.find("a rank per GPU"), std::string::npos) << per_gpu.substr(0, 3000);
+}
+
 // `run` inside an sbatch job, no hostfile: ranks on both nodes through the agents' srun step, and the
 // rank-0-only save_checkpoint hang pinpointed on rank 0 with the remedy. The run dir is the login
 // node's own /tmp: the nodes share nothing with it, so their files come over the links.
