@@ -159,6 +159,13 @@ CheckRow SlurmRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
 
 CheckRow AgentsRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   CheckRow r{"agents", CheckStatus::kOk, "", {}, ""};
+  if (in.not_started) {
+    r.status = CheckStatus::kFail;
+    r.summary = "not started: " + in.not_started->summary;
+    r.remedy = "see " + in.not_started->code;
+    out.push_back(*in.not_started);
+    return r;
+  }
   if (!in.resource_error.empty()) {
     r.status = CheckStatus::kFail;
     r.summary = "not started: " + in.resource_error;

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -113,6 +114,9 @@ struct ClusterCheckInput {
   std::string slurm_error;
   int slurm_gpus_per_node = 0;  // GPUs Slurm granted each node (0: it said none)
   std::string slurm_gpus_from;  // the variable that said so ("SLURM_GPUS_ON_NODE=4")
+  // Set: no agent was started because the nodes never came (Slurm granted no allocation): this
+  // finding says why, and every other row is "not checked".
+  std::optional<diagnosis::Finding> not_started;
   // Non-empty: the check could not start (this process's limits are too low for the cluster);
   // RESOURCE_LIMIT says which and how to raise it, and no node is blamed.
   std::string resource_error;

@@ -25,6 +25,47 @@ using nlohmann::json;
 
 }  // namespace
 
+namespace {
+
+// The text, --json and --junit reports of a check, and its exit code.
+int EmitCheck(const CheckOptions& o, agent::ClusterCheckInput input, std::chrono::steady_clock::time_point started) {
+  auto log = log::Get("cli");
+  auto result = agent::EvaluateCluster(input);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  int code = agent::ClusterExitCode(result);
+  if (!o.junit_out.empty()) {
+    if (Status s = WriteFileAtomic(o.junit_out, agent::RenderJUnit(result, seconds)); !s.ok()) {
+      log->error("--junit: {}", s.message());
+      return kExitInternal;
+    }
+  }
+  // The JSON report last: it takes the nodes' reports out of `input` as it writes them.
+  if (o.json_out == "-") {
+    Status s = agent::WriteClusterJson(std::move(input), result, [](std::string_view part) {
+      std::cout << part;
+      return std::cout ? Status::Ok() : IoError("stdout: write failed");
+    });
+    if (!s.ok()) {
+      log->error("--json -: {}", s.message());
+      return kExitInternal;
+    }
+  } else {
+    std::cout << agent::RenderClusterText(input, result, o.color);
+    if (!o.json_out.empty()) {
+      Status s = WriteFileAtomicWith(
+          o.json_out, [&](const PartSink& emit) { return agent::WriteClusterJson(std::move(input), result, emit); });
+      if (!s.ok()) {
+        log->error("--json: {}", s.message());
+        return kExitInternal;
+      }
+    }
+  }
+  log->debug("check finished in {:.2f} s with exit code {}", seconds, code);
+  return code;
+}
+
+}  // namespace
+
 int RunCheck(const CheckOptions& o) {
   auto log = log::Get("cli");
   auto started = std::chrono::steady_clock::now();
@@ -34,6 +75,16 @@ int RunCheck(const CheckOptions& o) {
     return kExitUsage;
   }
   const std::vector<net::Endpoint>& endpoints = *agent_list;
+  // Outside an allocation, --slurm-args asks Slurm for one and checks its nodes from inside it.
+  if (auto rc = RunInNewSlurmAllocation("check", o.slurm_args, o.slurm_wait_s, o.self_args,
+                                        !o.hostfile.empty() || o.local > 0 || !endpoints.empty(),
+                                        [&](const diagnosis::Finding& why) {
+                                          agent::ClusterCheckInput in;
+                                          in.plan_source = "Slurm: salloc " + o.slurm_args;
+                                          in.not_started = why;
+                                          return EmitCheck(o, std::move(in), started);
+                                        }))
+    return *rc;
   coordinator::NodeSourceOptions source;
   source.hostfile = o.hostfile;
   source.local = o.local;
@@ -109,38 +160,7 @@ int RunCheck(const CheckOptions& o) {
       input.slurm_error = states.status().message();
   }
 
-  auto result = agent::EvaluateCluster(input);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  int code = agent::ClusterExitCode(result);
-  if (!o.junit_out.empty()) {
-    if (Status s = WriteFileAtomic(o.junit_out, agent::RenderJUnit(result, seconds)); !s.ok()) {
-      log->error("--junit: {}", s.message());
-      return kExitInternal;
-    }
-  }
-  // The JSON report last: it takes the nodes' reports out of `input` as it writes them.
-  if (o.json_out == "-") {
-    Status s = agent::WriteClusterJson(std::move(input), result, [](std::string_view part) {
-      std::cout << part;
-      return std::cout ? Status::Ok() : IoError("stdout: write failed");
-    });
-    if (!s.ok()) {
-      log->error("--json -: {}", s.message());
-      return kExitInternal;
-    }
-  } else {
-    std::cout << agent::RenderClusterText(input, result, o.color);
-    if (!o.json_out.empty()) {
-      Status s = WriteFileAtomicWith(
-          o.json_out, [&](const PartSink& emit) { return agent::WriteClusterJson(std::move(input), result, emit); });
-      if (!s.ok()) {
-        log->error("--json: {}", s.message());
-        return kExitInternal;
-      }
-    }
-  }
-  log->debug("check finished in {:.2f} s with exit code {}", seconds, code);
-  return code;
+  return EmitCheck(o, std::move(input), started);
 }
 
 }  // namespace dsd::cli

@@ -67,6 +67,11 @@ int Main(int argc, char** argv) {
       "Print the plan (nodes, slot ids, ranks, CUDA_VISIBLE_DEVICES, master) and start nothing; with --json - as JSON");
   check_cmd->add_option("--pdsh-opts", check.pdsh_opts, "Extra pdsh arguments");
   check_cmd->add_option("--slurm-opts", check.slurm_opts, "Extra srun arguments for the agents' step, e.g. \"-p gpu\"");
+  check_cmd->add_option(
+      "--slurm-args", check.slurm_args,
+      "Outside an allocation: ask Slurm for one (salloc ARGS, e.g. \"-p gpu -N 4\") and check its nodes");
+  check_cmd->add_option("--slurm-wait", check.slurm_wait_s, "Seconds to wait for that allocation (default 300)")
+      ->check(CLI::Range(1, 86400));
   check_cmd->add_option("--agents", check.agents, "Running agents to attach to: host:port,… or @FILE (one a line)");
   check_cmd->add_option("--token-file", check.token_file, "Token of attached agents");
   check_cmd->add_option("--ssh-opts", check.ssh_opts, "Extra ssh arguments, e.g. \"-p 2222 -i ~/.ssh/cluster\"");
@@ -127,6 +132,10 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--mpirun-opts", run.mpirun_opts, "Extra mpirun arguments");
   run_cmd->add_option("--pdsh-opts", run.pdsh_opts, "Extra pdsh arguments");
   run_cmd->add_option("--slurm-opts", run.slurm_opts, "Extra srun arguments for the agents' step, e.g. \"-p gpu\"");
+  run_cmd->add_option("--slurm-args", run.slurm_args,
+                      "Outside an allocation: ask Slurm for one (salloc ARGS, e.g. \"-p gpu -N 4\") and run there");
+  run_cmd->add_option("--slurm-wait", run.slurm_wait_s, "Seconds to wait for that allocation (default 300)")
+      ->check(CLI::Range(1, 86400));
   run_cmd->add_option("--remote-dsdoctor", run.remote_dsdoctor, "dsdoctor's path on the nodes (default: this one's)");
   run_cmd->add_option("--agents", run.agents, "--launcher attach: running agents host:port,… or @FILE (one a line)");
   run_cmd->add_option("--token-file", run.token_file, "--launcher attach: the agents' token");
@@ -197,6 +206,8 @@ int Main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    check.self_args.assign(argv + 1, argv + argc);
+    run.self_args.assign(argv + 1, argv + argc);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

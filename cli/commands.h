@@ -2,8 +2,12 @@
 // 0 healthy, 1 problems found, 2 bad usage or input, 3 internal failure.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "diagnosis/finding.h"
 
 namespace dsd::cli {
 
@@ -33,15 +37,18 @@ struct CheckOptions {
   int local = 0;  // --local N: N simulated nodes on this machine
   std::string include, exclude;
   int num_nodes = -1, num_gpus = -1;
-  std::string launcher;         // local | ssh | pdsh | mpirun | slurm | attach
-  std::string mpirun_opts;      // extra mpirun arguments
-  std::string pdsh_opts;        // extra pdsh arguments
-  std::string slurm_opts;       // extra srun arguments
-  bool plan = false;            // print the plan (nodes, slots, ranks) and start nothing
-  std::string ssh_opts;         // extra ssh arguments, split on whitespace
-  std::string remote_dsdoctor;  // dsdoctor's path on the nodes (default: this binary's path)
-  std::string agents;           // --agents host:port,…
-  std::string token_file;       // attach: the agents' token
+  std::string launcher;                // local | ssh | pdsh | mpirun | slurm | attach
+  std::string mpirun_opts;             // extra mpirun arguments
+  std::string pdsh_opts;               // extra pdsh arguments
+  std::string slurm_opts;              // extra srun arguments
+  std::string slurm_args;              // outside an allocation: salloc's arguments (ask Slurm for one)
+  int slurm_wait_s = 300;              // no allocation within this long is a finding
+  std::vector<std::string> self_args;  // our own argv after the program name (salloc runs it again)
+  bool plan = false;                   // print the plan (nodes, slots, ranks) and start nothing
+  std::string ssh_opts;                // extra ssh arguments, split on whitespace
+  std::string remote_dsdoctor;         // dsdoctor's path on the nodes (default: this binary's path)
+  std::string agents;                  // --agents host:port,…
+  std::string token_file;              // attach: the agents' token
   int master_port = 29500;
   int agent_port = 0;
   int connect_timeout_ms = 2000;
@@ -76,9 +83,12 @@ struct RunOptions {
   std::string
       launcher;  // local | ssh | pdsh | mpirun | attach (default: local for simulated nodes, ssh for a hostfile)
   std::string ssh_opts, mpirun_opts, pdsh_opts, slurm_opts;
-  std::string remote_dsdoctor;  // dsdoctor's path on the nodes (default: this binary's path)
-  std::string agents;           // attach: running agents host:port,…
-  std::string token_file;       // attach: their token
+  std::string slurm_args;              // outside an allocation: salloc's arguments (ask Slurm for one)
+  int slurm_wait_s = 300;              // no allocation within this long is a finding
+  std::vector<std::string> self_args;  // our own argv after the program name (salloc runs it again)
+  std::string remote_dsdoctor;         // dsdoctor's path on the nodes (default: this binary's path)
+  std::string agents;                  // attach: running agents host:port,…
+  std::string token_file;              // attach: their token
   int agent_port = 0;
   std::string master_addr;   // MASTER_ADDR (default: the first node's agent address)
   int master_port = 0;       // 0: a free port (simulated nodes) or 29500
@@ -127,6 +137,18 @@ int RunAnalyze(const AnalyzeOptions& options);
 
 // This binary's path (/proc/self/exe), for launchers that start it again as an agent.
 std::string SelfExe();
+
+// `args` (our argv after the program name) without --slurm-args/--slurm-wait and their values,
+// before any "--" (the job's own command is never touched): what runs inside the allocation.
+std::vector<std::string> WithoutSallocFlags(const std::vector<std::string>& args);
+
+// --slurm-args outside an allocation (docs/slurm.md): asks Slurm for one and runs this command
+// again inside it. nullopt: not asked for, go on here. Otherwise the exit code: the inner
+// command's, kExitUsage for flags that contradict it, or what `report_no_allocation` returns
+// with the finding that says why Slurm granted nothing.
+std::optional<int> RunInNewSlurmAllocation(const char* who, const std::string& slurm_args, int wait_s,
+                                           const std::vector<std::string>& self_args, bool nodes_named,
+                                           const std::function<int(const diagnosis::Finding&)>& report_no_allocation);
 
 // Parses argv and dispatches; catches everything so no exception escapes main.
 int Main(int argc, char** argv);

@@ -50,6 +50,18 @@ int RunJob(const RunOptions& o) {
     std::cerr << "dsdoctor run: " << endpoints.status().message() << "\n";
     return kExitUsage;
   }
+  // Outside an allocation, --slurm-args asks Slurm for one and runs the job from inside it.
+  if (auto rc = RunInNewSlurmAllocation(
+          "run", o.slurm_args, o.slurm_wait_s, o.self_args,
+          !o.hostfile.empty() || o.local > 0 || !endpoints->empty() || o.direct, [&](const diagnosis::Finding& why) {
+            diagnosis::JobState job;
+            job.evidence_missing.push_back("no rank was started: Slurm granted no allocation");
+            diagnosis::Diagnosis d;
+            d.findings.push_back(why);
+            const int rc = EmitReport(job, d, o.json_out, o.color);
+            return rc == kExitOk ? kExitProblems : rc;
+          }))
+    return *rc;
   coordinator::RunPlanOptions p;
   p.nodes = {.hostfile = o.hostfile,
              .local = o.local,

@@ -492,7 +492,7 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
   if (Status s = WriteTokenFile(token_file, token); !s.ok()) return fail_all(s.message());
   int err_fd = output_file_.empty()
                    ? AnonymousFile()
-                   : ::open(output_file_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+                   : ::open(output_file_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   int out_pipe[2];
   if (err_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) return fail_all(tool() + " setup: " + std::strerror(errno));
   int in_pipe[2] = {-1, -1};

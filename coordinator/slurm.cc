@@ -1,8 +1,16 @@
 #include "coordinator/slurm.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -223,6 +231,158 @@ Result<SlurmJobRecords> QuerySlurmJob(const std::string& job_id, const std::stri
                         " (it forgets a job minutes after it ends): its output file is not read; give it to analyze");
   }
   return out;
+}
+
+namespace {
+
+std::string PendingReason(const std::string& squeue, const std::string& job_id) {
+  CommandOptions opts;
+  opts.timeout = std::chrono::seconds(10);
+  auto res = RunCommand({squeue, "-h", "-j", job_id, "-o", "%r"}, opts);
+  if (!res.ok() || res->exit_code != 0) return "";
+  return std::string(Trim(res->out));
+}
+
+// "salloc: Granted job allocation 12" / "salloc: Pending job allocation 12" → "12".
+std::string JobIdAfter(std::string_view line, std::string_view what) {
+  const size_t at = line.find(what);
+  if (at == std::string_view::npos) return "";
+  std::string id;
+  for (size_t i = at + what.size(); i < line.size() && std::isdigit(static_cast<unsigned char>(line[i])); ++i)
+    id += line[i];
+  return id;
+}
+
+}  // namespace
+
+Result<SallocOutcome> RunInSlurmAllocation(const SallocRequest& req) {
+  std::vector<std::string> argv = {req.salloc, "--immediate=" + std::to_string(std::max(1, req.wait_s)), "-J",
+                                   "dsdoctor"};
+  argv.insert(argv.end(), req.args.begin(), req.args.end());
+  // The command gets our own stderr back (fd 3 through salloc): only salloc's lines pass our relay.
+  argv.insert(argv.end(), {"/bin/sh", "-c", "exec 2>&3 3>&-; exec \"$@\"", "dsdoctor-in-allocation"});
+  argv.insert(argv.end(), req.command.begin(), req.command.end());
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::dup2(2, 3);  // without O_CLOEXEC: salloc hands it on to the command
+    ::dup2(err_pipe[1], 2);
+    ::execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "exec %s: %s\n", cargv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(err_pipe[1]);
+  SallocOutcome out;
+  std::string pending;
+  std::string partial;
+  std::vector<std::string> lines;
+  auto last_poll = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+  for (;;) {
+    struct pollfd p {
+      err_pipe[0], POLLIN, 0
+    };
+    const int ready = ::poll(&p, 1, 1000);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready > 0) {
+      char buf[4096];
+      const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
+      if (n <= 0) break;
+      (void)!::write(2, buf, static_cast<size_t>(n));  // the person sees what salloc says
+      partial.append(buf, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = partial.find('\n')) != std::string::npos) {
+        const std::string line = partial.substr(0, nl);
+        partial.erase(0, nl + 1);
+        if (auto id = JobIdAfter(line, "Granted job allocation "); !id.empty()) out.granted = true, out.job_id = id;
+        if (auto id = JobIdAfter(line, "Pending job allocation "); !id.empty()) pending = out.job_id = id;
+        if (!out.granted && lines.size() < 20) lines.push_back(line);
+      }
+    }
+    // While it waits, what Slurm says it waits for (the reason is gone once salloc gives up).
+    if (!out.granted && !pending.empty() && std::chrono::steady_clock::now() - last_poll >= std::chrono::seconds(2)) {
+      last_poll = std::chrono::steady_clock::now();
+      if (auto reason = PendingReason(req.squeue, pending); !reason.empty() && reason != "None")
+        out.pending_reason = reason;
+    }
+  }
+  ::close(err_pipe[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  out.waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!out.granted) {
+    for (auto& l : lines)
+      if (l.find("exec ") == 0 && out.exit_code == 127)
+        return Unavailable(l + " (scripts/setup.sh installs slurm-client)");
+    out.error = std::move(lines);
+  }
+  return out;
+}
+
+diagnosis::Finding NoAllocationFinding(const SallocRequest& req, const SallocOutcome& o) {
+  struct ReasonRemedy {
+    const char* reason;  // squeue's %r, or words of salloc's error
+    const char* remedy;
+  };
+  static constexpr ReasonRemedy kRemedies[] = {
+      {"Resources",
+       "every node that fits the request is busy: wait longer (--slurm-wait), ask for fewer nodes or GPUs, or use "
+       "another partition (`sinfo -s` shows idle nodes)"},
+      {"Priority", "jobs ahead of this one come first: `squeue -p PARTITION --start` estimates when it would run"},
+      {"ReqNodeNotAvail",
+       "a node the request needs is down, drained or reserved: `sinfo -R` names it and why; --exclude it"},
+      {"PartitionNodeLimit",
+       "the partition cannot give that many nodes (or that much per node): `sinfo -p PARTITION -o '%D %c %m %G'` "
+       "shows what it has"},
+      {"PartitionConfig", "the partition has no nodes that fit the request: `sinfo -o '%P %D %c %m %G'`"},
+      {"not available",
+       "no node of the partition has what was asked (-N, --gpus, --mem, --constraint): `sinfo -o '%P %D %c %m %G "
+       "%f'` shows what each partition has"},
+      {"Node count specification invalid",
+       "the partition has fewer nodes than asked (-N): `sinfo -p PARTITION` counts them"},
+      {"PartitionDown", "the partition is down: ask the cluster's admins or use another (`sinfo -s`)"},
+      {"PartitionInactive", "the partition is inactive: use another (`sinfo -s`)"},
+      {"invalid partition", "no partition of that name: `sinfo -s` lists them (-p NAME)"},
+      {"QOS", "a QOS limit of your account holds the job: `sacctmgr show qos` and `squeue -j ID -o %r`"},
+      {"Assoc", "a limit of your account or user holds the job: `sacctmgr show assoc user=$USER`"},
+      {"Invalid account", "no such account for you: `sacctmgr show assoc user=$USER` lists yours (-A NAME)"},
+      {"JobHeld", "the job is held: `scontrol release ID`"},
+  };
+  diagnosis::Finding f;
+  f.code = diagnosis::codes::kSlurmAllocation;
+  f.severity = diagnosis::Severity::kError;
+  const std::string asked = Join(req.args, " ");
+  std::string said;
+  for (const auto& l : o.error)
+    if (l.find("error") != std::string::npos) said += (said.empty() ? "" : "; ") + std::string(Trim(l));
+  if (said.empty() && !o.error.empty()) said = std::string(Trim(o.error.back()));
+  f.summary = "Slurm granted no allocation" + std::string(asked.empty() ? "" : " for `" + asked + "`") +
+              (o.job_id.empty() ? "" : " (job " + o.job_id + ")") + " within " + std::to_string(req.wait_s) + " s" +
+              (o.pending_reason.empty() ? "" : ": pending (" + o.pending_reason + ")");
+  f.evidence.push_back("salloc --immediate=" + std::to_string(req.wait_s) + (asked.empty() ? "" : " " + asked) +
+                       " exited " + std::to_string(o.exit_code) + " after " +
+                       std::to_string(static_cast<int>(o.waited_s)) + " s");
+  if (!said.empty()) f.evidence.push_back(said.starts_with("salloc:") ? said : "salloc: " + said);
+  if (!o.pending_reason.empty()) f.evidence.push_back("squeue -j " + o.job_id + " -o %r: " + o.pending_reason);
+  const std::string text = o.pending_reason + " " + said;
+  for (const auto& r : kRemedies)
+    if (text.find(r.reason) != std::string::npos) {
+      f.remedy = r.remedy;
+      break;
+    }
+  if (f.remedy.empty())
+    f.remedy =
+        "Slurm's own words above say why; `squeue -u $USER` and `sinfo -s` show the queue and the partitions. "
+        "Nothing was started: run again with other --slurm-args or a longer --slurm-wait";
+  f.proof = diagnosis::proof::kScheduler;
+  return f;
 }
 
 }  // namespace dsd::coordinator

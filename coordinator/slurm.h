@@ -12,6 +12,7 @@
 
 #include "collectors/slurm_accounting.h"
 #include "common/status.h"
+#include "diagnosis/finding.h"
 
 namespace dsd::coordinator {
 
@@ -63,5 +64,29 @@ struct SlurmJobRecords {
 // cannot answer) quote sacct's own message.
 Result<SlurmJobRecords> QuerySlurmJob(const std::string& job_id, const std::string& sacct = "sacct",
                                       const std::string& scontrol = "scontrol");
+
+// Outside an allocation, `check`/`run --slurm-args "-p gpu -N 4"` asks Slurm for one and runs
+// itself again inside it (docs/slurm.md): `salloc --immediate=WAIT -J dsdoctor ARGS… COMMAND…`.
+// COMMAND keeps our stdin, stdout and stderr; salloc's own stderr is relayed line by line and read
+// for the grant, the pending job's id (whose reason squeue gives while it waits) and its errors.
+struct SallocRequest {
+  std::vector<std::string> args;     // salloc's arguments (--slurm-args, split on blanks)
+  int wait_s = 300;                  // --slurm-wait: no allocation within this long is a finding
+  std::vector<std::string> command;  // what runs inside the allocation (this dsdoctor again)
+  std::string salloc = "salloc", squeue = "squeue";
+};
+struct SallocOutcome {
+  bool granted = false;
+  std::string job_id;              // granted or pending
+  int exit_code = 1;               // the command's when granted, else salloc's
+  std::vector<std::string> error;  // salloc's own lines when it granted nothing
+  std::string pending_reason;      // squeue's %r while the job waited ("Resources", "Priority", …)
+  double waited_s = 0;
+};
+// Errors only where salloc cannot be run at all (not installed: kUnavailable, naming it).
+Result<SallocOutcome> RunInSlurmAllocation(const SallocRequest& request);
+
+// Why the job never started, naming salloc's words, the pending reason and what to do about it.
+diagnosis::Finding NoAllocationFinding(const SallocRequest& request, const SallocOutcome& outcome);
 
 }  // namespace dsd::coordinator

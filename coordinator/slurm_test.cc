@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "common/file.h"
+#include "common/strings.h"
 #include "coordinator/launcher.h"
 #include "coordinator/plan.h"
 
@@ -111,6 +112,28 @@ TEST(SlurmTest, OneTaskPerNodeWithGpusIsARankPerGpu) {
   EXPECT_EQ((*per_node)->gpus_per_node, 4);
   o.slurm = **per_node;
   EXPECT_EQ(PlanJobNodes(o)->world_size(), 4) << "no task count: a rank per granted GPU";
+}
+
+TEST(SlurmTest, NoAllocationSaysWhySlurmsWordsAndWhatToDo) {
+  SallocRequest req;
+  req.args = {"-p", "gpu", "-N", "4"};
+  req.wait_s = 60;
+  SallocOutcome waited;
+  waited.job_id = "12";
+  waited.pending_reason = "Priority";
+  waited.error = {"salloc: Pending job allocation 12",
+                  "salloc: error: Unable to allocate resources: Connection timed out"};
+  auto f = NoAllocationFinding(req, waited);
+  EXPECT_EQ(f.code, diagnosis::codes::kSlurmAllocation);
+  EXPECT_EQ(f.summary, "Slurm granted no allocation for `-p gpu -N 4` (job 12) within 60 s: pending (Priority)");
+  EXPECT_NE(f.remedy.find("--start"), std::string::npos) << f.remedy;
+  EXPECT_NE(Join(f.evidence, "\n").find("Connection timed out"), std::string::npos);
+  SallocOutcome refused;
+  refused.error = {"salloc: error: invalid partition specified: gpu",
+                   "salloc: error: Job submit/allocate failed: Invalid partition name specified"};
+  auto g = NoAllocationFinding(req, refused);
+  EXPECT_NE(g.remedy.find("sinfo -s"), std::string::npos) << g.remedy;
+  EXPECT_NE(Join(g.evidence, "\n").find("invalid partition specified: gpu"), std::string::npos);
 }
 
 TEST(SlurmTest, BadAllocationsSayWhatIsWrongInSlurmsWords) {

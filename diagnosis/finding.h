@@ -36,6 +36,8 @@ inline constexpr const char* kResourceLimit = "RESOURCE_LIMIT";     // ulimit -n
 inline constexpr const char* kSlurmNodeState = "SLURM_NODE_STATE";  // a node of the allocation drained/down
 inline constexpr const char* kSlurmJobState =
     "SLURM_JOB_STATE";  // analyze --slurm-job: Slurm ended the job (node failure, time limit, preemption, …)
+inline constexpr const char* kSlurmAllocation =
+    "SLURM_ALLOCATION";  // --slurm-args outside an allocation: salloc granted none in time
 inline constexpr const char* kLaunchPlan =
     "LAUNCH_PLAN";  // deepspeed accepts the flags/hostfile but plans surprisingly
 // run

@@ -25,6 +25,11 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2> /dev/null || true; done
+  # What the daemons started and left (a job's slurmstepd outlives a killed slurmd, retrying it
+  # forever): every process still in one of this cluster's namespaces was started by us.
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-" || true); do
+    for p in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$p" 2> /dev/null || true; done
+  done
   for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-" || true); do ip netns del "$ns"; done
   rm -rf "$work"
 }

@@ -141,6 +141,47 @@ TEST_F(SlurmE2eTest, CheckComparesTheRanksWithTheGpusSlurmGranted) {
   EXPECT_NE(per_gpu.find("a rank per GPU"), std::string::npos) << per_gpu.substr(0, 3000);
 }
 
+// Outside an allocation, --slurm-args asks salloc for one: check and run happen inside it. A request
+// Slurm cannot meet within --slurm-wait is SLURM_ALLOCATION with salloc's words and, for a job that
+// waited, squeue's reason, in a report that checked nothing; never a hang.
+TEST_F(SlurmE2eTest, SlurmArgsAskForAnAllocationAndNoneInTimeIsAFinding) {
+  auto r =
+      OnCluster(2, 4,
+                "$DSD check --slurm-args '-N 2 --ntasks-per-node=2' --no-bandwidth --json $DIR/alloc.json; "
+                "echo alloc=$?; "
+                "$DSD run --quiet --slurm-args '-N 2 --ntasks-per-node=2' --log-dir $DIR/logs --json $DIR/run.json -- "
+                "$EX/train_healthy --steps 3; echo run=$?; "
+                "busy=$(sbatch --parsable -N 1 -w node-1 --wrap 'sleep 60'); "
+                "for i in $(seq 100); do [ \"$(squeue -h -j $busy -o %T)\" = RUNNING ] && break; sleep 0.1; done; "
+                "start=$(date +%s); "
+                "$DSD check --slurm-args '-N 2' --slurm-wait 4 --no-bandwidth --json $DIR/busy.json; "
+                "echo busy=$? waited=$(( $(date +%s) - start )); "
+                "$DSD check --slurm-args '-N 2 -p nosuch' --json $DIR/bad.json > /dev/null; echo bad=$?; "
+                "scancel $busy; for i in $(seq 100); do squeue -h | grep -q . || break; sleep 0.1; done");
+  EXPECT_NE(r.out.find("alloc=0"), std::string::npos) << r.out << r.err;
+  json alloc = ReadJson("alloc.json");
+  ASSERT_EQ(alloc["nodes"].size(), 2u) << alloc.dump(2).substr(0, 2000);
+  EXPECT_NE(alloc.dump().find("4 slots from Slurm job"), std::string::npos) << alloc.dump(2).substr(0, 3000);
+  EXPECT_NE(r.out.find("run=0"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(ReadJson("run.json")["ranks"].size(), 4u);
+  // node-1 is busy: the job pends for Resources until salloc gives up.
+  EXPECT_NE(r.out.find("busy=1"), std::string::npos) << r.out << r.err;
+  json busy = ReadJson("busy.json");
+  ASSERT_FALSE(busy["findings"].empty()) << busy.dump(2).substr(0, 3000);
+  const json& f = busy["findings"][0];
+  EXPECT_EQ(f["code"], "SLURM_ALLOCATION") << f.dump(2);
+  EXPECT_NE(f["summary"].get<std::string>().find("within 4 s"), std::string::npos) << f.dump(2);
+  EXPECT_NE(f["summary"].get<std::string>().find("Resources"), std::string::npos) << f.dump(2);
+  EXPECT_NE(f["remedy"].get<std::string>().find("busy"), std::string::npos) << f.dump(2);
+  const size_t w = r.out.find("waited=");
+  ASSERT_NE(w, std::string::npos);
+  EXPECT_LT(std::atoi(r.out.c_str() + w + 7), 30) << "bounded by --slurm-wait, not a hang";
+  // A partition that does not exist: salloc's own error, at once.
+  EXPECT_NE(r.out.find("bad=1"), std::string::npos) << r.out << r.err;
+  const std::string bad = ReadJson("bad.json").dump();
+  EXPECT_NE(bad.find("invalid partition"), std::string::npos) << bad.substr(0, 3000);
+}
+
 // `run` inside an sbatch job, no hostfile: ranks on both nodes through the agents' srun step, and the
 // rank-0-only save_checkpoint hang pinpointed on rank 0 with the remedy. The run dir is the login
 // node's own /tmp: the nodes share nothing with it, so their files come over the links.
