@@ -1,6 +1,7 @@
 #include "coordinator/job_coordinator.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -319,6 +320,13 @@ JobResult JobCoordinator::Finish() {
                                         " (the final report has only the last 64 records of rank " +
                                         std::to_string(r.rank) + ")");
     }
+  // What the tool that started the agents said (srun: a step killed for memory, a task killed).
+  if (!options_.run_dir.empty()) {
+    const std::string launcher_log = options_.run_dir.LauncherLog();
+    if (struct stat st; ::stat(launcher_log.c_str(), &st) == 0 && st.st_size > 0)
+      if (Status s = collectors::AddCombinedLogs({launcher_log}, &job_, nullptr); !s.ok())
+        job_.evidence_missing.push_back(launcher_log + ": " + s.message());
+  }
   job_.now_ns = NowNs();
   job_.job_ended = true;
   // The job's code is the first failure's (torchrun's "first observed failure"). Nodes report

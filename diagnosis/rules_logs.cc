@@ -301,6 +301,11 @@ void Events(Ctx& c) {
     std::sort(b.ranks.begin(), b.ranks.end());
     f.ranks = b.ranks;
     f.nodes.assign(b.hosts.begin(), b.hosts.end());
+    // A line about a node (srun's and slurmstepd's name their node, not a rank): the culprits a
+    // user acts on are the ranks that ran there.
+    if (f.ranks.empty() && !b.hosts.empty())
+      for (const RankState& r : c.job.ranks)
+        if (b.hosts.count(r.node)) f.ranks.push_back(r.rank);
     std::string who = !b.ranks.empty() ? RankWord(b.ranks)
                       : !b.hosts.empty()
                           ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")

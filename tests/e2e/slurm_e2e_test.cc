@@ -224,7 +224,7 @@ TEST_F(SlurmE2eTest, AnalyzeSlurmJobNamesTheRanksOfTheStepKilledForMemory) {
   auto r = OnCluster(2, 4,
                      "cat > $DIR/job.sh <<EOF\n"
                      "#!/bin/bash\n"
-                     "$DSD run --quiet --timeout 30 --log-dir $DIR/run -- python3 $DIR/hog.py\n"
+                     "$DSD run --quiet --timeout 30 --log-dir $DIR/run --json $DIR/run.json -- python3 $DIR/hog.py\n"
                      "echo run=\\$? > $DIR/rc\n"
                      "EOF\n"
                      "id=$(sbatch --parsable -N 2 --ntasks-per-node=2 --mem=300M -o $DIR/job.out $DIR/job.sh); "
@@ -242,6 +242,16 @@ TEST_F(SlurmE2eTest, AnalyzeSlurmJobNamesTheRanksOfTheStepKilledForMemory) {
   EXPECT_EQ(f["code"], "OUT_OF_MEMORY") << a["findings"].dump(2).substr(0, 3000);
   EXPECT_EQ(f["nodes"], json::array({"node-1"})) << f.dump(2);
   EXPECT_EQ(f["ranks"], json::array({2, 3})) << f.dump(2);
+  // run's own report already says it: srun's lines are read when the run ends.
+  bool in_run = false;
+  const json run = ReadJson("run.json");
+  for (const auto& g : run["findings"])
+    if (g["code"] == "OUT_OF_MEMORY") {
+      in_run = true;
+      EXPECT_EQ(g["nodes"], json::array({"node-1"})) << g.dump(2);
+      EXPECT_EQ(g["ranks"], json::array({2, 3})) << g.dump(2);
+    }
+  EXPECT_TRUE(in_run) << run["findings"].dump(2).substr(0, 3000);
   // sacct's record of the job is in the report too.
   EXPECT_NE(a.dump().find("sacct --completion"), std::string::npos) << a.dump(2).substr(0, 4000);
   // A job Slurm never ran is said, and the report is not green.
