@@ -453,7 +453,7 @@ json Agent::HandlePing(const json& request) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [p, _] : extra_listeners_) reply.listening.push_back(p);
   }
-  return PingReplyJson(reply, options_.name);
+  return PingReplyJson(reply, options_.name, parsed->ok_latency);
 }
 
 }  // namespace dsd::agent

@@ -49,6 +49,16 @@ double Num(const json& j, const char* key) {
 }
 const json& Inv(const NodeProbe& n) { return Field(n.report, "inventory"); }
 
+// A node's network interfaces (system.interfaces), which CompactReport moves out of the DOM: read
+// only to name a failed bootstrap's alternatives.
+json Interfaces(const NodeProbe& n) {
+  const json& in_dom = Field(Field(Inv(n), "system"), "interfaces");
+  if (in_dom.is_array() || n.report_rest.empty()) return in_dom.is_array() ? in_dom : json::array();
+  json rest = json::from_cbor(n.report_rest, true, false);
+  json list = rest.is_object() ? rest.value("/inventory/system/interfaces"_json_pointer, json::array()) : json();
+  return list.is_array() ? list : json::array();
+}
+
 // {"2.18.3": [b], "2.21.5": [a, c]} → ("2.18.3 on b; 2.21.5 on a, c", [b, a, c]).
 std::pair<std::string, std::vector<std::string>> DescribeGroups(
     const std::map<std::string, std::vector<std::string>>& groups) {
@@ -353,7 +363,7 @@ CheckRow BootstrapRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
       }
       r.details.push_back(n.name + ": failed under NCCL_SOCKET_IFNAME=" + (ifname.empty() ? "(unset)" : ifname));
       std::vector<std::string> names;
-      for (const auto& nic : Arr(Field(inv, "system"), "interfaces")) {
+      for (const auto& nic : Interfaces(n)) {
         if (Bool(nic, "up") && !Bool(nic, "loopback")) names.push_back(Str(nic, "name"));
       }
       out.push_back({codes::kSocketIfnameInvalid,
@@ -930,7 +940,8 @@ void PairTable::Resize(size_t rows, size_t cols) {
   rows_ = rows;
   cols_ = cols;
   cells_.assign(rows * cols, kUnknown);
-  latency_10us_.assign(rows * cols, 0);
+  latency_10us_.assign(rows <= kMatrixMaxNodes ? rows * cols : 0, 0);
+  latency_10us_.shrink_to_fit();
   extra_.clear();
 }
 
@@ -939,6 +950,13 @@ void PairTable::Set(size_t from, size_t to, net::ConnectOutcome outcome, double 
   if (from >= rows_ || to >= cols_) return;
   size_t k = from * cols_ + to;
   cells_[k] = static_cast<uint8_t>(static_cast<uint8_t>(outcome) | (retried ? kRetried : 0));
+  if (latency_10us_.empty()) {  // a large table: only what a report shows
+    if (!error.empty() || outcome != net::ConnectOutcome::kOk || retried)
+      extra_[k] = Extra{std::move(error), static_cast<float>(latency_ms)};
+    else
+      extra_.erase(k);
+    return;
+  }
   double steps = std::max(0.0, latency_ms * 100.0 + 0.5);
   bool on_side = !error.empty() || steps >= kLatencyOnSide;
   latency_10us_[k] = on_side ? kLatencyOnSide : static_cast<uint16_t>(steps);
@@ -950,7 +968,7 @@ void PairTable::Set(size_t from, size_t to, net::ConnectOutcome outcome, double 
 
 double PairTable::latency_ms(size_t from, size_t to) const {
   size_t k = from * cols_ + to;
-  if (latency_10us_[k] != kLatencyOnSide) return latency_10us_[k] / 100.0;
+  if (!latency_10us_.empty() && latency_10us_[k] != kLatencyOnSide) return latency_10us_[k] / 100.0;
   auto it = extra_.find(k);
   return it == extra_.end() ? 0.0 : it->second.latency_ms;
 }
@@ -1061,6 +1079,10 @@ json ClusterJsonFrom(const ClusterCheckInput& in, const ClusterCheckResult& res,
                      bool with_nodes = true);
 
 json NodeJson(const NodeProbe& n, json report) {
+  if (!n.report_rest.empty() && report.is_object()) {
+    json rest = json::from_cbor(n.report_rest, true, false);
+    if (rest.is_object()) report.merge_patch(rest);  // objects merge key by key, down the tree
+  }
   return {{"name", n.name},
           {"address", n.address},
           {"agent_port", n.agent_port},
@@ -1214,6 +1236,27 @@ std::string RenderJUnit(const ClusterCheckResult& res, double seconds) {
   }
   x << "  </testsuite>\n</testsuites>\n";
   return x.str();
+}
+
+void CompactReport(NodeProbe& node) {
+  if (!node.report.is_object()) return;
+  json rest = json::object();
+  for (auto it = node.report.begin(); it != node.report.end();) {
+    if (it.key() == "inventory") {
+      ++it;
+      continue;
+    }
+    rest[it.key()] = std::move(it.value());
+    it = node.report.erase(it);
+  }
+  // The interface list is the biggest part of an inventory, and read only when a bootstrap failed.
+  if (auto inv = node.report.find("inventory"); inv != node.report.end() && inv->is_object())
+    if (auto sys = inv->find("system"); sys != inv->end() && sys->is_object())
+      if (auto nics = sys->find("interfaces"); nics != sys->end() && nics->is_array()) {
+        rest["inventory"]["system"]["interfaces"] = std::move(*nics);
+        sys->erase(nics);
+      }
+  if (!rest.empty()) node.report_rest = json::to_cbor(rest);
 }
 
 int ClusterExitCode(const ClusterCheckResult& res) { return probe::ReportExitCode(res.rows); }

@@ -23,16 +23,21 @@ struct NodeProbe {
   std::string address;
   int agent_port = 0;
   int slots = 1;
-  std::string error;           // non-empty: the agent was not reachable (AGENT_UNREACHABLE)
-  nlohmann::json report;       // the agent's `report` document (docs/report-json.md)
+  std::string error;      // non-empty: the agent was not reachable (AGENT_UNREACHABLE)
+  nlohmann::json report;  // the agent's `report` document (docs/report-json.md)
+  // CompactReport moves what the rows do not read (everything but "inventory") and what they read
+  // only on a failure (the interface list) here, as CBOR: as a DOM it costs ~15 KB a node, 240 MB
+  // at 16,000 nodes. The JSON report puts it back.
+  std::vector<uint8_t> report_rest;
   std::vector<int> listening;  // ports its agent listens on (from its ping reply)
   std::string ping_error;      // why its connect probes have no results (its ping call failed)
 };
 
-// Connect-probe outcomes of one kind, three bytes per (from, to) pair: the outcome and the
-// latency in 10 µs steps, so 4,000 nodes (16 M pairs) take 48 MB where per-pair JSON took
-// gigabytes. Failures keep their error text, and latencies past 655 ms their exact value, on the
-// side. Not thread-safe: one writer, then readers.
+// Connect-probe outcomes of one kind: one byte per (from, to) pair, the outcome. Tables small enough
+// for a matrix (kMatrixMaxNodes rows or fewer) keep every latency too, in 10 µs steps (two bytes);
+// larger ones keep only the latencies of failed or retried pairs, the only ones a report shows, so
+// 16,000 nodes (256 M pairs) take 256 MB. Failures keep their error text, and latencies past 655 ms
+// their exact value, on the side. Not thread-safe: one writer, then readers.
 class PairTable {
  public:
   void Resize(size_t rows, size_t cols);
@@ -63,6 +68,9 @@ class PairTable {
   std::vector<uint16_t> latency_10us_;
   std::unordered_map<uint64_t, Extra> extra_;
 };
+
+// Keeps in `node.report` only what the rows read; the rest goes to report_rest (thread-compatible).
+void CompactReport(NodeProbe& node);
 
 struct P2pResult {
   std::string from, to;

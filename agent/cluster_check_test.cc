@@ -261,6 +261,30 @@ TEST(ClusterCheckTest, ScatteredFailuresPastTheCapAreCounted) {
   EXPECT_NE(RenderClusterText(in, r, false).find("no node×node matrix"), std::string::npos);
 }
 
+// What no row reads leaves the DOM (CBOR on the side) and comes back whole in the JSON report; the
+// rows' verdicts do not change.
+TEST(ClusterCheckTest, ACompactedReportGivesTheSameVerdictAndDocument) {
+  auto in = Cluster({Report("a", "2.21.5", "12.4"), Report("b", "2.18.3", "12.4")});
+  for (auto& n : in.nodes) n.report["checks"] = json::array({{{"name", "nics"}, {"status", "ok"}}});
+  // node-1's bootstrap failed: its finding names the interfaces it has, which compaction moves out.
+  json& inv = in.nodes[1].report["inventory"];
+  inv["nccl_bootstrap"] = {{"ran", true}, {"ok", false}, {"interface", ""}, {"warnings", json::array()}};
+  inv["system"]["interfaces"] = json::array({{{"name", "ib0"}, {"up", true}, {"loopback", false}}});
+  const auto before = EvaluateCluster(in);
+  bool names_ib0 = false;
+  for (const auto& f : before.findings) names_ib0 |= f.remedy.find("ib0") != std::string::npos;
+  EXPECT_TRUE(names_ib0);
+  const json doc = ClusterJson(in, before);
+  auto compact = in;
+  for (auto& n : compact.nodes) CompactReport(n);
+  EXPECT_FALSE(compact.nodes[0].report.contains("checks"));
+  EXPECT_FALSE(compact.nodes[0].report_rest.empty());
+  EXPECT_FALSE(compact.nodes[1].report["inventory"]["system"].contains("interfaces"));
+  const auto after = EvaluateCluster(compact);
+  EXPECT_EQ(after.findings, before.findings);
+  EXPECT_EQ(ClusterJson(compact, after), doc);
+}
+
 TEST(ClusterCheckTest, StreamedJsonIsTheSameDocument) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{3}}) {
     auto in = Mesh(n);

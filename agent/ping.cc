@@ -23,10 +23,11 @@ std::optional<net::ConnectOutcome> OutcomeFromLetter(char letter) {
 }
 
 std::string PingRequestText(int id, const std::string& targets_json, size_t start, const std::vector<size_t>& skip,
-                            int timeout_ms, int max_in_flight) {
+                            int timeout_ms, int max_in_flight, bool ok_latency) {
   std::string text = "{\"id\":" + std::to_string(id) + ",\"type\":\"ping\",\"start\":" + std::to_string(start) +
                      ",\"skip\":" + json(skip).dump() + ",\"timeout_ms\":" + std::to_string(timeout_ms) +
-                     ",\"max_in_flight\":" + std::to_string(max_in_flight) + ",\"targets\":";
+                     ",\"max_in_flight\":" + std::to_string(max_in_flight) +
+                     (ok_latency ? "" : ",\"ok_latency\":false") + ",\"targets\":";
   text += targets_json;
   text += "}";
   return text;
@@ -86,6 +87,10 @@ Result<PingRequest> ParsePingRequest(const json& request) {
     if (!UnsignedIn(*v, 1, 4096)) return Bad("max_in_flight", "not in 1..4096");
     r.max_in_flight = v->get<int>();
   }
+  if (auto v = request.find("ok_latency"); v != request.end()) {
+    if (!v->is_boolean()) return Bad("ok_latency", "not true or false");
+    r.ok_latency = v->get<bool>();
+  }
   return r;
 }
 
@@ -124,12 +129,22 @@ PingReply RunPing(const PingRequest& request, const std::string& source_addr, co
   return reply;
 }
 
-json PingReplyJson(const PingReply& reply, const std::string& from) {
+json PingReplyJson(const PingReply& reply, const std::string& from, bool ok_latency) {
   json errors = json::array();
   for (const auto& [i, text] : reply.errors) errors.push_back(json::array({i, text}));
-  return {{"type", "ping_result"},          {"from", from},     {"outcomes", reply.outcomes},
-          {"latency_us", reply.latency_us}, {"errors", errors}, {"retried", reply.retried},
-          {"listening", reply.listening}};
+  json j = {{"type", "ping_result"},      {"from", from},
+            {"outcomes", reply.outcomes}, {"errors", errors},
+            {"retried", reply.retried},   {"listening", reply.listening}};
+  if (ok_latency) {
+    j["latency_us"] = reply.latency_us;
+  } else {
+    json failed = json::array();
+    for (size_t i = 0; i < reply.outcomes.size() && i < reply.latency_us.size(); ++i)
+      if (reply.outcomes[i] != 'o' && reply.outcomes[i] != '-') failed.push_back(reply.latency_us[i]);
+    j["latency_us"] = std::move(failed);
+    j["latency_of"] = "failed";
+  }
+  return j;
 }
 
 Result<PingReply> ParsePingReply(const json& reply, size_t targets) {
@@ -146,12 +161,22 @@ Result<PingReply> ParsePingReply(const json& reply, size_t targets) {
     if (c != '-' && !OutcomeFromLetter(c)) return bad(std::string("unknown outcome letter '") + c + "'");
   }
   auto latency = reply.find("latency_us");
-  if (latency == reply.end() || !latency->is_array() || latency->size() != targets)
-    return bad("'latency_us' is not a list of one number per target");
-  r.latency_us.reserve(targets);
+  auto of = reply.find("latency_of");
+  const bool failed_only = of != reply.end() && of->is_string() && of->get_ref<const std::string&>() == "failed";
+  size_t failed = 0;
+  if (failed_only)
+    for (char c : r.outcomes) failed += c != 'o' && c != '-';
+  const size_t expected = failed_only ? failed : targets;
+  if (latency == reply.end() || !latency->is_array() || latency->size() != expected)
+    return bad(failed_only ? "'latency_us' is not a list of one number per failed target"
+                           : "'latency_us' is not a list of one number per target");
+  r.latency_us.assign(targets, 0);
+  size_t at = 0;
   for (const auto& v : *latency) {
     if (!UnsignedIn(v, 0, UINT32_MAX)) return bad("'latency_us' holds a value that is not a count of microseconds");
-    r.latency_us.push_back(v.get<uint32_t>());
+    if (failed_only)
+      while (r.outcomes[at] == 'o' || r.outcomes[at] == '-') ++at;
+    r.latency_us[at++] = v.get<uint32_t>();
   }
   if (auto e = reply.find("errors"); e != reply.end() && e->is_array()) {
     for (const auto& pair : *e) {

@@ -29,13 +29,16 @@ struct PingRequest {
   std::vector<size_t> skip;  // indices not probed (the agent itself)
   int timeout_ms = 2000;
   int max_in_flight = 16;
+  // false: the reply's latencies are those of the failed targets only (a coordinator of thousands
+  // of nodes shows no ok pair's latency, and 16,000 of them per reply cost it seconds to parse).
+  bool ok_latency = true;
 };
 
 // {"type":"ping","targets":[[host,port],…],"start":k,"skip":[i],"timeout_ms":t,"max_in_flight":c}
 // The table text is shared between agents; `id` and the per-agent fields wrap it without copying
 // the table into a JSON value.
 std::string PingRequestText(int id, const std::string& targets_json, size_t start, const std::vector<size_t>& skip,
-                            int timeout_ms, int max_in_flight);
+                            int timeout_ms, int max_in_flight, bool ok_latency = true);
 // Errors name the field (`ping.targets[3][1]: …`).
 Result<PingRequest> ParsePingRequest(const nlohmann::json& request);
 
@@ -50,8 +53,11 @@ struct PingReply {
 // Agent side: runs the probes (net::ProbeMany, from `source_addr`); `cancel` ends them early.
 PingReply RunPing(const PingRequest& request, const std::string& source_addr,
                   const std::atomic<bool>* cancel = nullptr);
-nlohmann::json PingReplyJson(const PingReply& reply, const std::string& from);
+// ok_latency false: "latency_us" lists the failed targets' latencies only, in target order, and
+// "latency_of":"failed" says so.
+nlohmann::json PingReplyJson(const PingReply& reply, const std::string& from, bool ok_latency = true);
 // Coordinator side: an agent's reply is untrusted; a wrong shape or length is an error naming it.
+// Latencies of targets the reply left out (latency_of "failed") are 0.
 Result<PingReply> ParsePingReply(const nlohmann::json& reply, size_t targets);
 
 }  // namespace dsd::agent

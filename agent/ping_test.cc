@@ -10,6 +10,8 @@ using nlohmann::json;
 TEST(PingTest, RequestTextRoundTrips) {
   json table = json::array({json::array({"127.0.0.2", 47000}), json::array({"node-b", 47001})});
   std::string text = PingRequestText(7, table.dump(), 1, {0}, 1500, 16);
+  EXPECT_TRUE(ParsePingRequest(json::parse(text))->ok_latency);
+  EXPECT_FALSE(ParsePingRequest(json::parse(PingRequestText(7, table.dump(), 1, {0}, 1500, 16, false)))->ok_latency);
   json parsed = json::parse(text);
   EXPECT_EQ(parsed["id"], 7);
   EXPECT_EQ(parsed["type"], "ping");
@@ -64,6 +66,18 @@ TEST(PingTest, RunPingProbesInTheStaggeredOrderAndSkips) {
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   EXPECT_EQ(parsed->outcomes, "-Ro");
   EXPECT_EQ(parsed->errors, reply.errors);
+  // A coordinator of thousands of nodes asks for the failed targets' latencies only.
+  const json failed_only = PingReplyJson(reply, "node-0", /*ok_latency=*/false);
+  EXPECT_EQ(failed_only["latency_us"].size(), 1u) << failed_only.dump();
+  auto slim = ParsePingReply(failed_only, 3);
+  ASSERT_TRUE(slim.ok()) << slim.status().message();
+  EXPECT_EQ(slim->outcomes, "-Ro");
+  EXPECT_EQ(slim->latency_us[1], reply.latency_us[1]);
+  EXPECT_EQ(slim->latency_us[2], 0u);
+  // A count that does not match the failed letters is refused.
+  json wrong = failed_only;
+  wrong["latency_us"] = json::array({1, 2});
+  EXPECT_FALSE(ParsePingReply(wrong, 3).ok());
 }
 
 TEST(PingTest, MalformedRepliesAreErrorsNotCrashes) {

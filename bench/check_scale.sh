@@ -8,7 +8,7 @@
 #     agents on one port, so the figures are the coordinator's alone (CPU, peak RSS, wall); a second
 #     run blocks one node's port from everyone, and its finding must be one PORT_BLOCKED naming it.
 # Runs in a private network namespace when it can (unshare -n), else on the host's loopback.
-# Usage: bench/check_scale.sh [RUNS] [LOCAL_NODES] [SIM_NODES…]   (defaults: 10 250 1000 4000)
+# Usage: bench/check_scale.sh [RUNS] [LOCAL_NODES] [SIM_NODES…]   (defaults: 10 250 1000 4000 16000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${DSD:-build/bin/dsdoctor}")
@@ -17,7 +17,7 @@ runs=${1:-10}
 local_nodes=${2:-250}
 shift $(( $# > 2 ? 2 : $# )) || true
 sim_sizes=("$@")
-[ ${#sim_sizes[@]} -eq 0 ] && sim_sizes=(1000 4000)
+[ ${#sim_sizes[@]} -eq 0 ] && sim_sizes=(1000 4000 16000)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ns=()
@@ -53,8 +53,9 @@ for n in "${sim_sizes[@]}"; do
     sim_pid=$!
     for _ in $(seq 100); do grep -q port= "$work/sim.out" 2>/dev/null && break; sleep 0.05; done
     port=$(sed -n 's/port=//p' "$work/sim.out")
-    agents=$(python3 -c "print(','.join(['127.0.0.1:$port']*$n))")
-    /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$bin" check --launcher attach --agents "$agents" \
+    # From a file: 16,000 entries exceed the kernel's 128 KiB limit for one argument.
+    python3 -c "print('\n'.join(['127.0.0.1:$port']*$n))" > "$work/agents"
+    /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$bin" check --launcher attach --agents "@$work/agents" \
       --token-file "$work/token" --no-bandwidth --json "$work/sim.json" >/dev/null 2>"$work/err" || true
     kill "$sim_pid" 2>/dev/null || true
     wait "$sim_pid" 2>/dev/null || true

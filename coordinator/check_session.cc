@@ -23,7 +23,9 @@ namespace dsd::coordinator {
 
 using nlohmann::json;
 
-uint64_t CheckFdsNeeded(size_t nodes) { return kFdsPerNode * nodes + kFdsReserve; }
+uint64_t CheckFdsNeeded(size_t nodes, int fds_per_node) {
+  return static_cast<uint64_t>(fds_per_node) * nodes + kFdsReserve;
+}
 
 namespace {
 
@@ -98,8 +100,9 @@ void ProbeConnectivity(const CheckSessionOptions& o, std::vector<std::optional<a
       [&](size_t i, int id) {
         std::vector<size_t> skip = {entry_of[i]};
         if (i == 0 && master_up) skip.push_back(agents);
+        // Past the matrix's size no ok pair's latency is shown: the agents leave them out.
         return agent::PingRequestText(id, table_text, (entry_of[i] + 1) % entries, skip, o.connect_timeout_ms,
-                                      kProbesInFlight);
+                                      kProbesInFlight, agents <= agent::kMatrixMaxNodes);
       },
       call_timeout + 2 * std::chrono::milliseconds(o.connect_timeout_ms), on_reply);
 }
@@ -261,11 +264,11 @@ agent::ClusterCheckInput RunCheckSession(const JobNodes& nodes, Launcher& launch
   input.plan_notes = nodes.notes;
   // Checked before anything starts: past the limit, connects fail one by one and healthy nodes
   // would be blamed as unreachable.
-  const uint64_t fds_needed = CheckFdsNeeded(nodes.nodes.size());
+  const uint64_t fds_needed = CheckFdsNeeded(nodes.nodes.size(), launcher.fds_per_node());
   FdLimit limit = RaiseFdLimit(fds_needed);
   if (limit.soft < fds_needed) {
     input.resource_error = "it needs about " + std::to_string(fds_needed) + " open files (" +
-                           std::to_string(kFdsPerNode) + " per node and " + std::to_string(kFdsReserve) +
+                           std::to_string(launcher.fds_per_node()) + " per node and " + std::to_string(kFdsReserve) +
                            " more) but ulimit -n is " + std::to_string(limit.soft) + " (hard limit " +
                            std::to_string(limit.hard) + ")";
     for (const auto& n : nodes.nodes) {
@@ -314,6 +317,7 @@ agent::ClusterCheckInput RunCheckSession(const JobNodes& nodes, Launcher& launch
         [&](size_t i, Result<json> reply) {
           if (reply.ok()) {
             input.nodes[i].report = std::move((*reply)["report"]);
+            agent::CompactReport(input.nodes[i]);
           } else {
             input.nodes[i].error = reply.status().message();
           }

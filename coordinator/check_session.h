@@ -28,13 +28,12 @@ struct CheckSessionOptions {
   probe::EnvMap job_env;        // what every rank would see (coordinator/job_env.h)
 };
 
-// Open files the coordinator of a check holds per node at most: its link to the agent, the agent's
-// stdin pipe, its ready pipe while it starts, and a captured stderr file (ssh); plus a reserve for
-// logs, libraries and the bandwidth probes. Checked (and the soft limit raised to it when the hard
-// limit allows) before anything starts: below it the check reports RESOURCE_LIMIT.
-inline constexpr uint64_t kFdsPerNode = 4;
+// Open files the coordinator of a check holds per node at most (Launcher::fds_per_node: the link to
+// the agent, and for agents started one by one their stdin pipe, ready pipe and captured stderr);
+// plus a reserve for logs, libraries and the bandwidth probes. Checked (and the soft limit raised to
+// it when the hard limit allows) before anything starts: below it the check reports RESOURCE_LIMIT.
 inline constexpr uint64_t kFdsReserve = 128;
-uint64_t CheckFdsNeeded(size_t nodes);
+uint64_t CheckFdsNeeded(size_t nodes, int fds_per_node);
 
 agent::ClusterCheckInput RunCheckSession(const JobNodes& nodes, Launcher& launcher, const std::string& token,
                                          const CheckSessionOptions& options);

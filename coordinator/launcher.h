@@ -53,6 +53,9 @@ class Launcher {
   // Where a tool that starts every agent (srun, pdsh, mpirun) keeps its stderr for the whole run
   // (the run dir's launcher.log); "" (check): an anonymous file, read for failed starts only.
   void set_output_file(std::string path) { output_file_ = std::move(path); }
+  // Open files the coordinator holds per node while the agents run: the link to each agent, and
+  // for agents started one by one (SpawnLauncher) their stdin, ready pipe and captured stderr too.
+  virtual int fds_per_node() const { return 1; }
 
  protected:
   std::string output_file_;
@@ -62,6 +65,7 @@ class Launcher {
 class SpawnLauncher : public Launcher {
  public:
   ~SpawnLauncher() override { Stop(); }
+  int fds_per_node() const override { return 4; }
   std::vector<AgentHandle> Start(const std::vector<NodePlan>& nodes, const std::string& token) override;
   void Stop() override;
 
