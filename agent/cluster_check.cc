@@ -596,6 +596,9 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
   std::vector<uint32_t> probed_to(n, 0), probed_from(n, 0);
   std::vector<std::pair<size_t, size_t>> failures;
   size_t ok = 0, retried = 0;
+  // Timeouts of a node whose neighbour table overflowed while it probed: its SYNs may never have
+  // left, so they prove no firewall (RESOURCE_LIMIT below names the node instead).
+  std::map<size_t, uint32_t> unproven;
   for (size_t i = 0; i < rows; ++i) {
     for (size_t c = 0; c < cols; ++c) {
       if (!t.known(i, c)) continue;
@@ -606,6 +609,10 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
       net::ConnectOutcome o = t.outcome(i, c);
       if (o == net::ConnectOutcome::kOk) {
         ++ok;
+        continue;
+      }
+      if (o == net::ConnectOutcome::kTimeout && in.nodes[i].neigh_table_fulls > 0) {
+        ++unproven[i];
         continue;
       }
       ++failed_to[j][static_cast<size_t>(o)];
@@ -741,6 +748,40 @@ CheckRow ConnectivityRow(const ClusterCheckInput& in, const std::string& kind, C
     r.remedy =
         "DROP = timed out twice (firewall drops), RST = refused (REJECT rule or no listener), UNR = no route, "
         "DNS = name not resolved";
+  }
+  if (!unproven.empty()) {
+    // One finding for the nodes whose kernel could not hold their peers' addresses.
+    Finding f;
+    f.code = codes::kResourceLimit;
+    f.severity = Severity::kError;
+    uint32_t total = 0;
+    uint64_t thresh = 0;
+    for (const auto& [i, count] : unproven) {
+      total += count;
+      thresh = std::max(thresh, in.nodes[i].neigh_gc_thresh3);
+      if (f.nodes.size() < 16) f.nodes.push_back(in.nodes[i].name);
+      if (f.evidence.size() < 8)
+        f.evidence.push_back(in.nodes[i].name + ": neighbour table full " +
+                             std::to_string(in.nodes[i].neigh_table_fulls) + " times during its probes, " +
+                             std::to_string(count) + " connects timed out (gc_thresh3 " +
+                             std::to_string(in.nodes[i].neigh_gc_thresh3) + ")");
+    }
+    f.summary = "the kernel's neighbour (ARP/NDP) table overflowed on " +
+                (unproven.size() == 1 ? f.nodes[0] : std::to_string(unproven.size()) + " nodes") +
+                " while probing: " + std::to_string(total) +
+                " timed-out connects are not proof of a firewall (packets to peers the table could not hold "
+                "were dropped before leaving), and NCCL's connections would meet the same drops";
+    f.remedy =
+        "raise the neighbour table above the number of hosts a node talks to on its subnet, on every node: "
+        "sysctl -w net.ipv4.neigh.default.gc_thresh1=" +
+        std::to_string(std::max<uint64_t>(thresh, 1024) * 2) +
+        " net.ipv4.neigh.default.gc_thresh2=" + std::to_string(std::max<uint64_t>(thresh, 1024) * 4) +
+        " net.ipv4.neigh.default.gc_thresh3=" + std::to_string(std::max<uint64_t>(thresh, 1024) * 8) +
+        " (and the net.ipv6.neigh ones), then run the check again; `dmesg` shows 'neighbor table "
+        "overflow'";
+    r.status = CheckStatus::kFail;
+    r.details.push_back(f.summary);
+    res.findings.push_back(std::move(f));
   }
   return r;
 }

@@ -29,8 +29,10 @@ struct NodeProbe {
   // only on a failure (the interface list) here, as CBOR: as a DOM it costs ~15 KB a node, 240 MB
   // at 16,000 nodes. The JSON report puts it back.
   std::vector<uint8_t> report_rest;
-  std::vector<int> listening;  // ports its agent listens on (from its ping reply)
-  std::string ping_error;      // why its connect probes have no results (its ping call failed)
+  std::vector<int> listening;      // ports its agent listens on (from its ping reply)
+  std::string ping_error;          // why its connect probes have no results (its ping call failed)
+  uint64_t neigh_table_fulls = 0;  // its kernel's neighbour table overflowed while it probed
+  uint64_t neigh_gc_thresh3 = 0;
 };
 
 // Connect-probe outcomes of one kind: one byte per (from, to) pair, the outcome. Tables small enough

@@ -182,6 +182,27 @@ ClusterCheckInput Mesh(size_t n) {
   return in;
 }
 
+// Timeouts from a node whose kernel neighbour table overflowed while it probed (more peers on the
+// subnet than gc_thresh3): its SYNs may never have left. No PORT_BLOCKED, a RESOURCE_LIMIT naming
+// the node and the sysctls instead; another node's timeouts stay PORT_BLOCKED.
+TEST(ClusterCheckTest, TimeoutsDuringANeighbourTableOverflowAreNotAFirewall) {
+  auto in = Mesh(4);
+  in.agent_mesh.Set(1, 2, ConnectOutcome::kTimeout, 2000.0, true, "no answer within 2000 ms, twice");
+  in.agent_mesh.Set(1, 3, ConnectOutcome::kTimeout, 2000.0, true, "no answer within 2000 ms, twice");
+  in.nodes[1].neigh_table_fulls = 7;
+  in.nodes[1].neigh_gc_thresh3 = 1024;
+  auto r = EvaluateCluster(in);
+  EXPECT_TRUE(WithCode(r, "PORT_BLOCKED").empty());
+  auto f = WithCode(r, "RESOURCE_LIMIT");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].nodes, std::vector<std::string>{"node-1"});
+  EXPECT_NE(f[0].summary.find("neighbour (ARP/NDP) table overflowed on node-1"), std::string::npos) << f[0].summary;
+  EXPECT_NE(f[0].remedy.find("gc_thresh3=8192"), std::string::npos) << f[0].remedy;
+  EXPECT_EQ(ClusterExitCode(r), 1);
+  in.nodes[1].neigh_table_fulls = 0;
+  EXPECT_EQ(WithCode(EvaluateCluster(in), "PORT_BLOCKED").size(), 2u);
+}
+
 TEST(ClusterCheckTest, ConnectivityOutcomesMapToCodes) {
   auto in = Mesh(3);
   in.agent_mesh.Set(0, 1, ConnectOutcome::kUnreachable, 1.0, false, "No route to host");

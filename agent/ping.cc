@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string_view>
 
 namespace dsd::agent {
@@ -94,7 +97,32 @@ Result<PingRequest> ParsePingRequest(const json& request) {
   return r;
 }
 
+uint64_t NeighbourTableFulls() {
+  uint64_t total = 0;
+  for (const char* path : {"/proc/net/stat/arp_cache", "/proc/net/stat/ndisc_cache"}) {
+    std::ifstream in(path);
+    std::string header;
+    if (!std::getline(in, header)) continue;
+    std::istringstream names(header);
+    std::string name;
+    size_t column = 0, at = SIZE_MAX;
+    while (names >> name) {
+      if (name == "table_fulls") at = column;
+      ++column;
+    }
+    if (at == SIZE_MAX) continue;
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      std::string field;
+      for (size_t k = 0; k <= at && fields >> field; ++k)
+        if (k == at) total += std::strtoull(field.c_str(), nullptr, 16);
+    }
+  }
+  return total;
+}
+
 PingReply RunPing(const PingRequest& request, const std::string& source_addr, const std::atomic<bool>* cancel) {
+  const uint64_t fulls_before = NeighbourTableFulls();
   const size_t n = request.targets.size();
   PingReply reply;
   reply.outcomes.assign(n, '-');
@@ -118,6 +146,8 @@ PingReply RunPing(const PingRequest& request, const std::string& source_addr, co
   options.max_in_flight = static_cast<size_t>(request.max_in_flight);
   options.cancel = cancel;
   auto results = net::ProbeMany(targets, options);
+  reply.neigh_table_fulls = NeighbourTableFulls() - fulls_before;
+  if (std::ifstream gc("/proc/sys/net/ipv4/neigh/default/gc_thresh3"); gc) gc >> reply.neigh_gc_thresh3;
   for (size_t k = 0; k < order.size(); ++k) {
     size_t i = order[k];
     const auto& r = results[k];
@@ -135,6 +165,10 @@ json PingReplyJson(const PingReply& reply, const std::string& from, bool ok_late
   json j = {{"type", "ping_result"},      {"from", from},
             {"outcomes", reply.outcomes}, {"errors", errors},
             {"retried", reply.retried},   {"listening", reply.listening}};
+  if (reply.neigh_table_fulls) {
+    j["neigh_table_fulls"] = reply.neigh_table_fulls;
+    j["neigh_gc_thresh3"] = reply.neigh_gc_thresh3;
+  }
   if (ok_latency) {
     j["latency_us"] = reply.latency_us;
   } else {
@@ -190,6 +224,10 @@ Result<PingReply> ParsePingReply(const json& reply, size_t targets) {
       if (targets > 0 && UnsignedIn(i, 0, targets - 1)) r.retried.push_back(i.get<size_t>());
     }
   }
+  if (auto e = reply.find("neigh_table_fulls"); e != reply.end() && UnsignedIn(*e, 0, UINT64_MAX))
+    r.neigh_table_fulls = e->get<uint64_t>();
+  if (auto e = reply.find("neigh_gc_thresh3"); e != reply.end() && UnsignedIn(*e, 0, UINT64_MAX))
+    r.neigh_gc_thresh3 = e->get<uint64_t>();
   if (auto e = reply.find("listening"); e != reply.end() && e->is_array()) {
     for (const auto& p : *e) {
       if (UnsignedIn(p, 1, 65535)) r.listening.push_back(p.get<int>());

@@ -48,7 +48,16 @@ struct PingReply {
   std::vector<std::pair<size_t, std::string>> errors;  // failed targets' error text
   std::vector<size_t> retried;                         // targets whose first attempt timed out
   std::vector<int> listening;                          // ports the agent listens on
+  // How often the kernel's neighbour (ARP/NDP) table was full while the probes ran, and its limit
+  // (net.ipv4.neigh.default.gc_thresh3): a connect to a peer the table could not hold is dropped
+  // before it leaves, so its timeout is not a firewall's doing.
+  uint64_t neigh_table_fulls = 0;
+  uint64_t neigh_gc_thresh3 = 0;
 };
+
+// The kernel's count of neighbour-table overflows (table_fulls of /proc/net/stat/arp_cache and
+// ndisc_cache, summed over CPUs); 0 where it cannot be read.
+uint64_t NeighbourTableFulls();
 
 // Agent side: runs the probes (net::ProbeMany, from `source_addr`); `cancel` ends them early.
 PingReply RunPing(const PingRequest& request, const std::string& source_addr,

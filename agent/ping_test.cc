@@ -74,6 +74,15 @@ TEST(PingTest, RunPingProbesInTheStaggeredOrderAndSkips) {
   EXPECT_EQ(slim->outcomes, "-Ro");
   EXPECT_EQ(slim->latency_us[1], reply.latency_us[1]);
   EXPECT_EQ(slim->latency_us[2], 0u);
+  // A neighbour-table overflow during the probes travels with the reply.
+  PingReply full = reply;
+  full.neigh_table_fulls = 3;
+  full.neigh_gc_thresh3 = 1024;
+  auto with_fulls = ParsePingReply(PingReplyJson(full, "node-0"), 3);
+  ASSERT_TRUE(with_fulls.ok());
+  EXPECT_EQ(with_fulls->neigh_table_fulls, 3u);
+  EXPECT_EQ(with_fulls->neigh_gc_thresh3, 1024u);
+  EXPECT_EQ(reply.neigh_table_fulls, 0u) << "a handful of loopback probes overflow nothing";
   // A count that does not match the failed letters is refused.
   json wrong = failed_only;
   wrong["latency_us"] = json::array({1, 2});

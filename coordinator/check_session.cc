@@ -94,6 +94,8 @@ void ProbeConnectivity(const CheckSessionOptions& o, std::vector<std::optional<a
         input.rendezvous.Set(i, 0, *outcome, ms, retried[e], std::move(error));
     }
     input.nodes[i].listening = std::move(reply->listening);
+    input.nodes[i].neigh_table_fulls = reply->neigh_table_fulls;
+    input.nodes[i].neigh_gc_thresh3 = reply->neigh_gc_thresh3;
   };
   agent::CallEach(
       Callees(clients),
