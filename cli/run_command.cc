@@ -58,8 +58,8 @@ int RunJob(const RunOptions& o) {
             job.evidence_missing.push_back("no rank was started: Slurm granted no allocation");
             diagnosis::Diagnosis d;
             d.findings.push_back(why);
-            const int rc = EmitReport(job, d, o.json_out, o.color);
-            return rc == kExitOk ? kExitProblems : rc;
+            const int code = EmitReport(job, d, o.json_out, o.color);
+            return code == kExitOk ? kExitProblems : code;
           }))
     return *rc;
   coordinator::RunPlanOptions p;

@@ -99,6 +99,15 @@ void AddUnique(std::vector<std::string>* to, const std::vector<std::string>& fro
     if (std::find(to->begin(), to->end(), s) == to->end()) to->push_back(s);
 }
 
+// sacct's column names and the record's fields (JobID/JobIDRaw apart: either gives the id).
+constexpr std::pair<std::string_view, std::string SacctRecord::*> kSacctFields[] = {
+    {"JobName", &SacctRecord::name},       {"State", &SacctRecord::state},
+    {"ExitCode", &SacctRecord::exit_code}, {"DerivedExitCode", &SacctRecord::derived_exit_code},
+    {"NodeList", &SacctRecord::node_list}, {"Elapsed", &SacctRecord::elapsed},
+    {"Start", &SacctRecord::start},        {"End", &SacctRecord::end},
+    {"Reason", &SacctRecord::reason},
+};
+
 }  // namespace
 
 Result<std::vector<SacctRecord>> ParseSacct(std::string_view text) {
@@ -133,25 +142,10 @@ Result<std::vector<SacctRecord>> ParseSacct(std::string_view text) {
       std::string& value = fields[i];
       if (name == "JobID" || name == "JobIDRaw") {
         if (r.job_id.empty() || name == "JobID") r.job_id = value;
-      } else if (name == "JobName") {
-        r.name = value;
-      } else if (name == "State") {
-        r.state = value;
-      } else if (name == "ExitCode") {
-        r.exit_code = value;
-      } else if (name == "DerivedExitCode") {
-        r.derived_exit_code = value;
-      } else if (name == "NodeList") {
-        r.node_list = value;
-      } else if (name == "Elapsed") {
-        r.elapsed = value;
-      } else if (name == "Start") {
-        r.start = value;
-      } else if (name == "End") {
-        r.end = value;
-      } else if (name == "Reason") {
-        r.reason = value;
+        continue;
       }
+      for (const auto& [field, member] : kSacctFields)
+        if (name == field) r.*member = std::move(value);
     }
     if (r.job_id.empty()) return InvalidArgument("sacct output, line " + std::to_string(line_no) + ": no JobID");
     out.push_back(std::move(r));
