@@ -485,11 +485,15 @@ std::vector<AgentHandle> FanoutLauncher::Start(const std::vector<NodePlan>& node
     for (auto& h : handles) h.error = why;
     return handles;
   };
-  std::string dir_template = token_dir_parent_ + "/dsdoctor-" + tool() + "-XXXXXX";
-  if (!::mkdtemp(dir_template.data())) return fail_all("mkdtemp " + token_dir_parent_ + ": " + std::strerror(errno));
-  token_dir_ = dir_template;
-  std::string token_file = token_dir_ + "/token";
-  if (Status s = WriteTokenFile(token_file, token); !s.ok()) return fail_all(s.message());
+  // A tool that hands its stdin to every agent (srun) carries the token there: no file at all.
+  std::string token_file;
+  if (!token_on_stdin()) {
+    std::string dir_template = token_dir_parent_ + "/dsdoctor-" + tool() + "-XXXXXX";
+    if (!::mkdtemp(dir_template.data())) return fail_all("mkdtemp " + token_dir_parent_ + ": " + std::strerror(errno));
+    token_dir_ = dir_template;
+    token_file = token_dir_ + "/token";
+    if (Status s = WriteTokenFile(token_file, token); !s.ok()) return fail_all(s.message());
+  }
   int err_fd = output_file_.empty()
                    ? AnonymousFile()
                    : ::open(output_file_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -240,7 +240,7 @@ class PdshLauncher final : public FanoutLauncher {
 struct SlurmLauncherOptions {
   std::string srun = "srun";
   std::string dsdoctor_binary;          // dsdoctor's path on every node
-  std::vector<std::string> extra_args;  // more srun arguments (--slurm-args: -p gpu, --account …)
+  std::vector<std::string> extra_args;  // more srun arguments (--slurm-opts: -p gpu, --account …)
   int agent_port = 0;                   // 0: each agent picks a free port (its ready line says which)
   std::string log_level;
   Duration ready_timeout = std::chrono::seconds(120);  // srun may wait for the allocation

@@ -182,6 +182,34 @@ TEST(SlurmLauncherTest, SrunCommandStartsOneAgentPerNodeWithTheTokenOnStdin) {
     EXPECT_NE(line.find(want), std::string::npos) << want << " in " << line;
 }
 
+// Started through a stand-in srun (a script that reads its stdin as the agents would and answers
+// with a ready line): the token arrives on srun's stdin, and no token file exists while it starts.
+TEST(SlurmLauncherTest, TheTokenTravelsOnSrunsStdinAndNoFileIsWritten) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("fake_srun_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(WriteFileAtomic(dir + "/srun",
+                              "#!/bin/sh\n"
+                              "read token\n"
+                              "echo \"$token $(ls -d /tmp/dsdoctor-srun-* 2>/dev/null | wc -l)\" > " +
+                                  dir +
+                                  "/record\n"
+                                  "echo 'DSDOCTOR_AGENT_READY name=gpu-01 addr=127.0.0.1 port=4100 pid=1'\n"
+                                  "cat > /dev/null\n")
+                  .ok());
+  ::chmod((dir + "/srun").c_str(), 0755);
+  SlurmLauncherOptions o;
+  o.srun = dir + "/srun";
+  o.dsdoctor_binary = "/opt/dsdoctor";
+  SlurmLauncher launcher(o);
+  auto handles = launcher.Start({NodePlan{"gpu-01", {0}}}, "s3cret");
+  ASSERT_EQ(handles.size(), 1u);
+  EXPECT_EQ(handles[0].error, "");
+  EXPECT_EQ(handles[0].endpoint.port, 4100);
+  launcher.Stop();
+  EXPECT_EQ(ReadFile(dir + "/record").value_or(""), "s3cret 0\n");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SlurmLauncherTest, FailedNodesComeFromSrunsErrors) {
   SlurmLauncher launcher({});
   auto failed = launcher.FailedNodes(
