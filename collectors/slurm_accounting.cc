@@ -48,35 +48,40 @@ struct StateRule {
   const char* state;
   const char* code;
   Severity severity;
+  // The scheduler's act explains the ranks' deaths the other findings describe, so it leads the
+  // report (FAILED only restates them; PREEMPTED and CANCELLED are warnings).
+  bool leads;
   const char* summary;  // after "Slurm: <job or step> "
   const char* remedy;
 };
 constexpr StateRule kStateRules[] = {
-    {"OUT_OF_MEMORY", codes::kOutOfMemory, Severity::kError, "was killed for exceeding its memory (OUT_OF_MEMORY)",
+    {"OUT_OF_MEMORY", codes::kOutOfMemory, Severity::kError, true,
+     "was killed for exceeding its memory (OUT_OF_MEMORY)",
      "A process of the step used more host memory than the job asked for, and Slurm (the cgroup's OOM killer or "
      "OverMemoryKill) killed it, and with it that node's ranks. Ask for more (--mem, --mem-per-cpu or "
      "--mem-per-gpu) or lower host memory use: fewer data-loader workers or prefetch, no dataset held in RAM, less "
      "pinned memory, ZeRO CPU offload sized to the node. `sacct -j ID -o JobID,MaxRSS,ReqMem` shows the peak."},
-    {"NODE_FAIL", codes::kSlurmJobState, Severity::kError, "ended because a node failed (NODE_FAIL)",
+    {"NODE_FAIL", codes::kSlurmJobState, Severity::kError, true, "ended because a node failed (NODE_FAIL)",
      "A node of the job stopped answering Slurm (hardware, kernel, slurmd or network): `sinfo -R` and "
      "`scontrol show node NODE` give Slurm's reason. Resubmit without it (--exclude=NODE) and resume from the last "
      "checkpoint; tell the cluster's admins."},
-    {"BOOT_FAIL", codes::kSlurmJobState, Severity::kError, "never started: its nodes failed to boot (BOOT_FAIL)",
+    {"BOOT_FAIL", codes::kSlurmJobState, Severity::kError, true, "never started: its nodes failed to boot (BOOT_FAIL)",
      "Slurm could not boot or power up the allocated nodes: resubmit, excluding them (--exclude), and tell the "
      "cluster's admins (`sinfo -R`)."},
-    {"TIMEOUT", codes::kSlurmJobState, Severity::kError, "reached its time limit and was cancelled (TIMEOUT)",
+    {"TIMEOUT", codes::kSlurmJobState, Severity::kError, true, "reached its time limit and was cancelled (TIMEOUT)",
      "If the report shows a hang, the hang used up the time: fix what it names. Otherwise the job needs more time "
      "than it asked for: ask for more (--time) or checkpoint more often and resume, and set --signal=USR1@120 so "
      "the script can save before the limit."},
-    {"DEADLINE", codes::kSlurmJobState, Severity::kError, "passed its --deadline and was cancelled (DEADLINE)",
+    {"DEADLINE", codes::kSlurmJobState, Severity::kError, true, "passed its --deadline and was cancelled (DEADLINE)",
      "The job could not finish before the deadline it set: move the deadline or ask for less time."},
-    {"PREEMPTED", codes::kSlurmJobState, Severity::kWarning, "was preempted by a higher-priority job (PREEMPTED)",
+    {"PREEMPTED", codes::kSlurmJobState, Severity::kWarning, false,
+     "was preempted by a higher-priority job (PREEMPTED)",
      "Nothing in the job failed: the scheduler took its nodes. Submit with --requeue (and resume from the last "
      "checkpoint on restart) or to a partition/QOS that is not preemptible."},
-    {"CANCELLED", codes::kSlurmJobState, Severity::kWarning, "was cancelled (scancel)",
+    {"CANCELLED", codes::kSlurmJobState, Severity::kWarning, false, "was cancelled (scancel)",
      "A person, a script or an administrator (by uid 0) ran scancel: `sacct -j ID -o JobID,State` names the uid. "
      "If a hang is named above, someone stopped a job that was not progressing."},
-    {"FAILED", codes::kSlurmJobState, Severity::kError, "failed",
+    {"FAILED", codes::kSlurmJobState, Severity::kError, false, "failed",
      "Slurm saw a non-zero exit code; the ranks' own lines (and the findings above) say why. `sacct -j ID` lists "
      "each step's exit code and nodes."},
 };
@@ -166,12 +171,16 @@ void AddSlurmJobFindings(const std::string& job_id, const std::vector<SacctRecor
 
   const bool explained =
       std::any_of(findings->begin(), findings->end(), [](const Finding& f) { return f.severity == Severity::kError; });
-  // One finding per end state, over every record in it (several steps killed for memory are one).
-  // Its nodes are those of its most specific records: a numbered step's node is the culprit, the
-  // job's record (which takes the state of its worst step) names every node of the job.
-  std::map<std::string, Finding> by_state;
-  std::map<std::string, int> specificity;
-  std::vector<std::string> order;
+  // One finding per end state, over every record in it (several steps killed for memory are one),
+  // in the order the states first appear. Its nodes are those of its most specific records: a
+  // numbered step's node is the culprit, the job's record (which takes the state of its worst
+  // step) names every node of the job.
+  struct StateFinding {
+    const StateRule* rule = nullptr;  // null: not one of kStateRules (a derived signal, a clean end)
+    int level = 0;                    // of its records: 0 the job, 1 batch/extern step, 2 a numbered step
+    Finding f;
+  };
+  std::vector<StateFinding> states;
   const SacctRecord* job_record = nullptr;
   for (const SacctRecord& r : records) {
     if (r.job_id == job_id) job_record = &r;
@@ -181,29 +190,33 @@ void AddSlurmJobFindings(const std::string& job_id, const std::vector<SacctRecor
     // The batch and extern steps end CANCELLED/FAILED as consequences of the job's own end.
     if (!rule || (helper_step && base != "OUT_OF_MEMORY")) continue;
     const int level = r.job_id.find('.') == std::string::npos ? 0 : helper_step ? 1 : 2;
-    auto [it, fresh] = by_state.try_emplace(base);
-    Finding& f = it->second;
+    auto it = std::find_if(states.begin(), states.end(), [&](const StateFinding& s) { return s.rule == rule; });
+    const bool fresh = it == states.end();
     if (fresh) {
-      order.push_back(base);
-      f.code = rule->code;
-      f.severity = base == "FAILED" && explained ? Severity::kWarning : rule->severity;
-      f.remedy = rule->remedy;
-      f.proof = diagnosis::proof::kScheduler;
+      it = states.insert(states.end(), StateFinding{rule, level, {}});
+      it->f.code = rule->code;
+      it->f.severity = base == "FAILED" && explained ? Severity::kWarning : rule->severity;
+      it->f.remedy = rule->remedy;
+      it->f.proof = diagnosis::proof::kScheduler;
     }
-    if (fresh || level > specificity[base]) {
-      specificity[base] = level;
+    Finding& f = it->f;
+    if (fresh || level > it->level) {
+      it->level = level;
       f.summary = "Slurm: " + What(r, job_id) + " " + rule->summary;
       if (base == "CANCELLED" && r.state.size() > base.size()) f.summary += " " + r.state.substr(base.size() + 1);
       if (base == "FAILED" && !r.exit_code.empty()) f.summary += " with exit code " + r.exit_code;
       f.nodes = r.nodes;
-    } else if (level == specificity[base]) {
+    } else if (level == it->level) {
       AddUnique(&f.nodes, r.nodes);
     }
     f.evidence.push_back(Evidence(r, source));
   }
   // A job that ended well by Slurm's account but with a step killed by a signal (sacct --completion
   // keeps only the job's record: this is all it says of a step's OOM kill).
-  if (job_record && !by_state.count(BaseState(job_record->state))) {
+  const bool job_state_said = job_record && std::any_of(states.begin(), states.end(), [&](const StateFinding& s) {
+                                return s.rule == RuleFor(BaseState(job_record->state));
+                              });
+  if (job_record && !job_state_said) {
     const int signal = SignalOf(job_record->derived_exit_code);
     if (signal != 0) {
       Finding f;
@@ -221,8 +234,7 @@ void AddSlurmJobFindings(const std::string& job_id, const std::vector<SacctRecor
           "` (with accounting storage) name the step and why; a SIGKILL with 'exceeded memory limit' is the "
           "memory it asked for.";
       f.proof = diagnosis::proof::kScheduler;
-      order.push_back("derived");
-      by_state.emplace("derived", std::move(f));
+      states.push_back({nullptr, 0, std::move(f)});
     } else if (ExitOf(job_record->exit_code) == 0 && BaseState(job_record->state) == "COMPLETED") {
       Finding f;
       f.code = codes::kSlurmJobState;
@@ -231,14 +243,12 @@ void AddSlurmJobFindings(const std::string& job_id, const std::vector<SacctRecor
       f.nodes = job_record->nodes;
       f.evidence.push_back(Evidence(*job_record, source));
       f.proof = diagnosis::proof::kScheduler;
-      order.push_back("ok");
-      by_state.emplace("ok", std::move(f));
+      states.push_back({nullptr, 0, std::move(f)});
     }
   }
 
-  std::vector<Finding> extra;
-  for (const auto& state : order) {
-    Finding f = std::move(by_state[state]);
+  for (StateFinding& s : states) {
+    Finding& f = s.f;
     f.ranks = RanksOn(f.nodes, by_node);
     if (!f.ranks.empty() && f.nodes.size() <= 8) {
       std::string ranks;
@@ -247,14 +257,14 @@ void AddSlurmJobFindings(const std::string& job_id, const std::vector<SacctRecor
     } else if (!f.nodes.empty() && f.nodes.size() <= 8) {
       f.summary += " on " + Join(f.nodes, ",");
     }
-    extra.push_back(std::move(f));
   }
   // Findings the job's own lines gave a node but no rank (slurmstepd names its node) take that
   // node's ranks: the culprit a user acts on is a rank.
   for (Finding& f : *findings)
     if (f.ranks.empty() && !f.nodes.empty()) f.ranks = RanksOn(f.nodes, by_node);
   size_t causes = 0;
-  for (Finding& f : extra) {
+  for (StateFinding& s : states) {
+    Finding& f = s.f;
     // The job's own log already named this (slurmstepd's "exceeded memory limit" on that node).
     auto same = std::find_if(findings->begin(), findings->end(), [&](const Finding& g) {
       if (g.code != f.code || f.code == codes::kSlurmJobState) return false;
@@ -270,10 +280,8 @@ void AddSlurmJobFindings(const std::string& job_id, const std::vector<SacctRecor
       AddUnique(&same->nodes, f.nodes);
       continue;
     }
-    // What the scheduler did to the job (killed it for memory, lost a node) explains the ranks'
-    // deaths the other findings describe: it leads. A FAILED state only restates them.
-    const bool cause = f.severity == Severity::kError && f.summary.find(" failed") == std::string::npos;
-    findings->insert(cause ? findings->begin() + causes++ : findings->end(), std::move(f));
+    const bool leads = s.rule && s.rule->leads;
+    findings->insert(leads ? findings->begin() + causes++ : findings->end(), std::move(f));
   }
   diagnosis::SortBySeverity(*findings);
 }

@@ -133,6 +133,21 @@ INSTANTIATE_TEST_SUITE_P(
                                                            : name.substr(0, name.find(' '));
     });
 
+// What the scheduler did to the job explains the ranks' deaths: it comes before them, whatever words
+// its summary uses ("a node failed", "failed to boot").
+TEST(SlurmJobFindingsTest, TheSchedulersActLeadsTheRanksDeaths) {
+  for (const char* state : {"NODE_FAIL", "BOOT_FAIL", "TIMEOUT", "OUT_OF_MEMORY"}) {
+    std::vector<Finding> findings(1);
+    findings[0].code = diagnosis::codes::kRankExited;
+    findings[0].summary = "rank 2 was killed by signal 9";
+    const std::string text = std::string("JobID|State|ExitCode|NodeList\n77|") + state + "|0:9|gpu-[01-02]\n";
+    AddSlurmJobFindings("77", Parsed(text.c_str(), kNodes), TwoNodes(), "sacct", &findings);
+    ASSERT_EQ(findings.size(), 2u) << state;
+    EXPECT_NE(findings[0].code, diagnosis::codes::kRankExited) << state;
+    EXPECT_NE(findings[0].summary.find(state), std::string::npos) << findings[0].summary;
+  }
+}
+
 TEST(SlurmJobFindingsTest, AFailedJobAlreadyExplainedIsAWarning) {
   std::vector<Finding> findings(1);
   findings[0].code = diagnosis::codes::kCollectiveMismatch;
