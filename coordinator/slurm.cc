@@ -32,6 +32,22 @@ std::optional<int> Number(std::string_view s) {
   return v;
 }
 
+// Slurm's host list ("node-[0-3],gpu7") expanded by `scontrol show hostnames`, Slurm's own grammar.
+// Errors quote scontrol.
+Result<std::vector<std::string>> ExpandHostlist(const std::string& list, const std::string& scontrol) {
+  CommandOptions opts;
+  opts.timeout = std::chrono::seconds(30);
+  auto res = RunCommand({scontrol, "show", "hostnames", list}, opts);
+  if (!res.ok()) return Unavailable("cannot expand '" + list + "' with " + scontrol + ": " + res.status().message());
+  if (res->exit_code != 0)
+    return Unavailable("`" + scontrol + " show hostnames " + list + "` failed (exit " + std::to_string(res->exit_code) +
+                       "): " + std::string(Trim(res->err + res->out)));
+  std::vector<std::string> hosts;
+  for (const auto& line : Split(res->out, '\n'))
+    if (auto host = Trim(line); !host.empty()) hosts.emplace_back(host);
+  return hosts;
+}
+
 }  // namespace
 
 std::optional<int> ParseSlurmGpuCount(std::string_view text) {
@@ -83,17 +99,9 @@ Result<std::optional<SlurmAllocation>> SlurmAllocationFrom(const std::map<std::s
   if (nodelist.empty()) nodelist = get("SLURM_NODELIST");
   if (nodelist.empty())
     return InvalidArgument("Slurm job " + a.job_id + ": SLURM_JOB_NODELIST is not set, so its nodes are unknown");
-  CommandOptions opts;
-  opts.timeout = std::chrono::seconds(30);
-  auto res = RunCommand({scontrol, "show", "hostnames", nodelist}, opts);
-  if (!res.ok())
-    return InvalidArgument("cannot expand SLURM_JOB_NODELIST '" + nodelist + "' with " + scontrol + ": " +
-                           res.status().message());
-  if (res->exit_code != 0)
-    return InvalidArgument("`" + scontrol + " show hostnames " + nodelist + "` failed (exit " +
-                           std::to_string(res->exit_code) + "): " + std::string(Trim(res->err + res->out)));
-  for (const auto& line : Split(res->out, '\n'))
-    if (auto host = Trim(line); !host.empty()) a.hosts.emplace_back(host);
+  auto hosts = ExpandHostlist(nodelist, scontrol);
+  if (!hosts.ok()) return InvalidArgument("SLURM_JOB_NODELIST: " + hosts.status().message());
+  a.hosts = std::move(*hosts);
   if (a.hosts.empty()) return InvalidArgument("SLURM_JOB_NODELIST '" + nodelist + "' names no node");
   // The GPUs of each node: SLURM_GPUS_ON_NODE is what this node got; SLURM_GPUS_PER_NODE what was
   // asked for each; SLURM_JOB_GPUS lists this node's GPU indices.
@@ -201,22 +209,19 @@ Result<SlurmJobRecords> QuerySlurmJob(const std::string& job_id, const std::stri
   }
   out.records = std::move(*records);
   std::map<std::string, std::vector<std::string>> expanded;
-  CommandOptions opts;
-  opts.timeout = std::chrono::seconds(30);
   for (auto& r : out.records) {
     if (r.node_list.empty() || r.node_list == "None assigned") continue;
     auto [it, fresh] = expanded.try_emplace(r.node_list);
     if (fresh) {
-      auto res = RunCommand({scontrol, "show", "hostnames", r.node_list}, opts);
-      if (res.ok() && res->exit_code == 0)
-        for (const auto& line : Split(res->out, '\n'))
-          if (auto host = Trim(line); !host.empty()) it->second.emplace_back(host);
-      if (it->second.empty()) it->second.push_back(r.node_list);
+      auto hosts = ExpandHostlist(r.node_list, scontrol);
+      it->second = hosts.ok() && !hosts->empty() ? std::move(*hosts) : std::vector<std::string>{r.node_list};
     }
     r.nodes = it->second;
   }
   // The job's output files, which hold slurmstepd's own lines (killed for memory, cancelled):
   // slurmctld forgets a job MinJobAge (300 s) after it ends.
+  CommandOptions opts;
+  opts.timeout = std::chrono::seconds(30);
   auto show = RunCommand({scontrol, "show", "job", "-o", job_id}, opts);
   if (show.ok() && show->exit_code == 0) {
     for (const auto& token : SplitWhitespace(show->out))
@@ -271,8 +276,11 @@ Result<SallocOutcome> RunInSlurmAllocation(const SallocRequest& req) {
   const pid_t pid = ::fork();
   if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
-    ::dup2(2, 3);  // without O_CLOEXEC: salloc hands it on to the command
-    ::dup2(err_pipe[1], 2);
+    // fd 3 becomes our stderr without O_CLOEXEC (salloc hands it on to the command); the pipe's
+    // write end moves off fd 3 first, should it be there.
+    const int write_end = err_pipe[1] == 3 ? ::dup(err_pipe[1]) : err_pipe[1];
+    ::dup2(2, 3);
+    ::dup2(write_end, 2);
     ::execvp(cargv[0], cargv.data());
     std::fprintf(stderr, "exec %s: %s\n", cargv[0], std::strerror(errno));
     ::_exit(127);
