@@ -146,7 +146,8 @@ PingReply RunPing(const PingRequest& request, const std::string& source_addr, co
   options.max_in_flight = static_cast<size_t>(request.max_in_flight);
   options.cancel = cancel;
   auto results = net::ProbeMany(targets, options);
-  reply.neigh_table_fulls = NeighbourTableFulls() - fulls_before;
+  const uint64_t fulls_after = NeighbourTableFulls();
+  reply.neigh_table_fulls = fulls_after > fulls_before ? fulls_after - fulls_before : 0;
   if (std::ifstream gc("/proc/sys/net/ipv4/neigh/default/gc_thresh3"); gc) gc >> reply.neigh_gc_thresh3;
   for (size_t k = 0; k < order.size(); ++k) {
     size_t i = order[k];
