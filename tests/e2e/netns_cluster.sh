@@ -20,27 +20,11 @@ shift 4
 dsd=${DSD:?DSD must name the dsdoctor binary}
 work=$(mktemp -d)
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-" || true); do ip netns del "$ns"; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/netns_lib.sh"
+trap netns_cleanup EXIT
 
-ip netns add "$prefix-sw"
-ip -n "$prefix-sw" link set lo up
-ip -n "$prefix-sw" link add br0 type bridge
-ip -n "$prefix-sw" link set br0 up
-attach() {  # ns, switch-side name, address
-  ip netns add "$1"
-  ip -n "$1" link set lo up
-  ip -n "$prefix-sw" link add "$2" type veth peer name eth0 netns "$1"
-  ip -n "$prefix-sw" link set "$2" master br0 up
-  ip -n "$1" addr add "$3/24" dev eth0
-  ip -n "$1" link set eth0 up
-}
-attach "$prefix-c" vc 198.18.0.2
+netns_switch
+netns_attach "$prefix-c" vc 198.18.0.2
 umask 077
 "$dsd" agent --help >/dev/null
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
@@ -62,7 +46,7 @@ isolated_agent='set -e; tok=$(cat "$4"); hostname "$1"; mount --bind "$5" /etc/h
   exec "$2" agent --listen "$3" --token-file /tmp/agent.token --name "$1"'
 agents=()
 for ((i = 0; i < nodes; i++)); do
-  attach "$prefix-n$i" "v$i" "198.18.0.$((10 + i))"
+  netns_attach "$prefix-n$i" "v$i" "198.18.0.$((10 + i))"
   if ((i == slow)); then
     ip netns exec "$prefix-n$i" tc qdisc add dev eth0 root tbf rate "$rate" burst 32kbit latency 400ms
     ip netns exec "$prefix-sw" tc qdisc add dev "v$i" root tbf rate "$rate" burst 32kbit latency 400ms

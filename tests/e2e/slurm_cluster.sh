@@ -22,31 +22,10 @@ done
 work=$(mktemp -d /var/tmp/dsd-slurm.XXXXXX)
 chmod 755 "$work"
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2> /dev/null || true; done
-  # What the daemons started and left (a job's slurmstepd outlives a killed slurmd, retrying it
-  # forever): every process still in one of this cluster's namespaces was started by us.
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-" || true); do
-    for p in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$p" 2> /dev/null || true; done
-  done
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-" || true); do ip netns del "$ns"; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/netns_lib.sh"
+trap netns_cleanup EXIT
 
-ip netns add "$prefix-sw"
-ip -n "$prefix-sw" link set lo up
-ip -n "$prefix-sw" link add br0 type bridge
-ip -n "$prefix-sw" link set br0 up
-attach() { # ns, switch-side name, address
-  ip netns add "$1"
-  ip -n "$1" link set lo up
-  ip -n "$prefix-sw" link add "$2" type veth peer name eth0 netns "$1"
-  ip -n "$prefix-sw" link set "$2" master br0 up
-  ip -n "$1" addr add "$3/24" dev eth0
-  ip -n "$1" link set eth0 up
-}
+netns_switch
 
 # What the cluster shares: the munge key (0400, root's, as munged demands) and slurm.conf.
 dd if=/dev/urandom of="$work/munge.key" bs=1024 count=1 status=none
@@ -129,12 +108,12 @@ machine='set -e; hostname "$1"; mount --bind "$2/hosts" /etc/hosts
   shift 4; "$@" & d=$!
   trap "kill $d $m 2>/dev/null; wait" TERM INT
   wait $d || true; kill $m 2>/dev/null; wait'
-attach "$prefix-c" vc 198.18.0.2
+netns_attach "$prefix-c" vc 198.18.0.2
 ip netns exec "$prefix-c" unshare --mount --uts --propagation private -- bash -c "$machine" _ ctl "$work" "" "${KEEP:-}" \
   slurmctld -D -i -f "$work/slurm.conf" > "$work/ctld.out" 2>&1 &
 pids+=($!)
 for ((i = 0; i < nodes; i++)); do
-  attach "$prefix-n$i" "v$i" "198.18.0.$((10 + i))"
+  netns_attach "$prefix-n$i" "v$i" "198.18.0.$((10 + i))"
   ip netns exec "$prefix-n$i" unshare --mount --uts --propagation private -- bash -c "$machine" _ "node-$i" "$work" "" \
     "${KEEP:-}" slurmd -D -f "$work/slurm.conf" -N "node-$i" > "$work/slurmd$i.out" 2>&1 &
   pids+=($!)
