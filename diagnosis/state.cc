@@ -10,7 +10,7 @@ namespace dsd::diagnosis {
 
 bool OpRecord::rooted() const {
   return op == "broadcast" || op == "reduce" || op == "gather" || op == "scatter" || op == "broadcast_object_list" ||
-         op == "gather_object" || op == "scatter_object_list";
+         op == "gather_object" || op == "scatter_object_list" || op == "gather_v" || op == "scatter_v";
 }
 
 std::string OpRecord::Describe() const {

@@ -275,6 +275,22 @@ void TraceWriter::Fail(uint64_t index, std::string_view error) {
 
 void TraceWriter::Withdraw(uint64_t index) { End(index, RecordState::kWithdrawn); }
 
+void TraceWriter::SetWaited(uint64_t index, bool waited) {
+  TraceRecordRaw* r = Slot(index);
+  if (index >= next_ || index + capacity_ < next_ || A(r->index).load(std::memory_order_relaxed) != index) return;
+  TraceRecordRaw rec;
+  LoadWords(Payload(&rec), Payload(r), kPayloadBytes);
+  const auto state = static_cast<RecordState>(rec.state);
+  const uint32_t flags = waited ? rec.flags & ~kRecordFlagAsync : rec.flags | kRecordFlagAsync;
+  if (flags == rec.flags || (state != RecordState::kStarted && state != RecordState::kEnqueued)) return;
+  rec.flags = flags;
+  uint64_t v = A(r->version).load(std::memory_order_relaxed);
+  A(r->version).store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  StoreWords(Payload(r), Payload(&rec), kPayloadBytes);
+  A(r->version).store(v + 2, std::memory_order_release);
+}
+
 void TraceWriter::SetPhase(Phase phase) {
   A(header_->phase_ns).store(TraceNowNs(), std::memory_order_relaxed);
   A(header_->phase).store(static_cast<uint32_t>(phase), std::memory_order_release);

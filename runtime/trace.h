@@ -156,6 +156,10 @@ class TraceWriter {
   void Fail(uint64_t index, std::string_view error);
   // Takes back a record of a call that never communicated (kWithdrawn): ReadTrace leaves it out.
   void Withdraw(uint64_t index);
+  // Whether the program blocks on an asynchronous call still in flight (MPI_Wait on its request):
+  // while it does, the record loses kRecordFlagAsync, so readers see where the rank waits; a wait
+  // that returns with the call unfinished (MPI_Waitany) gives the flag back. Ended or lapped: nothing.
+  void SetWaited(uint64_t index, bool waited);
 
   void SetPhase(Phase phase);
   void SetStep(uint64_t step);

@@ -143,6 +143,12 @@ void dsd_trace_end(uint64_t handle, int ok, const char* error) {
     w->Fail(handle - 1, error ? error : "");
 }
 
+void dsd_trace_set_waited(uint64_t handle, int waited) {
+  if (handle == 0 || g_forked.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(*g_mu);
+  if (TraceWriter* w = Writer()) w->SetWaited(handle - 1, waited != 0);
+}
+
 void dsd_trace_withdraw(uint64_t handle) {
   if (handle == 0 || g_forked.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(*g_mu);

@@ -39,6 +39,9 @@ void dsd_trace_end(uint64_t handle, int ok, const char* error);
 // Takes back a call the library refused before it communicated (an argument error): readers leave
 // its record out (docs/trace.md, state withdrawn). For a handle of either begin function.
 void dsd_trace_withdraw(uint64_t handle);
+// Whether the program waits on the asynchronous call `handle` stands for (MPI_Wait on its
+// request): while it does, its record is not async, so a hang shows the rank blocked in it.
+void dsd_trace_set_waited(uint64_t handle, int waited);
 void dsd_trace_withdraw_fast(int handle);
 void dsd_trace_set_phase(int phase);
 void dsd_trace_set_step(uint64_t step);

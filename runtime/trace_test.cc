@@ -261,6 +261,40 @@ TEST_F(TraceTest, AWithdrawnRecordIsLeftOutByEveryReader) {
   EXPECT_EQ(std::string(RecordStateName(RecordState::kWithdrawn)), "withdrawn");
 }
 
+// MPI_Wait on a request: the asynchronous record becomes where the rank waits while it waits, and a
+// wait that returns with the call unfinished (MPI_Waitany) gives the async flag back; an ended
+// record keeps its flags. A reader that saw the record before sees the change.
+TEST_F(TraceTest, AWaitedAsyncRecordIsBlockingWhileTheProgramWaitsOnIt) {
+  auto w = TraceWriter::Create(path_, {0, 2, 0, "h", "mpi"}, 16);
+  ASSERT_TRUE(w.ok());
+  TraceReader reader(path_);
+  OpInfo info = AllReduceInfo(1, "MPI_Irecv");
+  info.op = Op::kRecv;
+  info.peer = 1;
+  info.async = true;
+  uint64_t irecv = (*w)->Begin(info);
+  auto before = reader.Read(8);
+  ASSERT_TRUE(before.ok());
+  ASSERT_NE(before->InFlight(), nullptr);
+  EXPECT_TRUE(before->InFlight()->async);
+  (*w)->SetWaited(irecv, true);
+  auto waiting = reader.Read(8);
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_FALSE(waiting->records_unchanged);
+  ASSERT_NE(waiting->InFlight(), nullptr);
+  EXPECT_FALSE(waiting->InFlight()->async);
+  EXPECT_EQ(waiting->InFlight()->peer, 1);
+  (*w)->SetWaited(irecv, false);
+  EXPECT_TRUE(ReadTrace(path_)->InFlight()->async);
+  (*w)->Complete(irecv);
+  (*w)->SetWaited(irecv, true);
+  auto ended = ReadTrace(path_);
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(ended->InFlight(), nullptr);
+  EXPECT_TRUE(ended->Last()->async);
+  EXPECT_EQ(ended->Last()->state, RecordState::kCompleted);
+}
+
 // A writer that died inside a record (odd version) leaves it torn: skipped and counted, never misread.
 TEST_F(TraceTest, TornRecordIsSkipped) {
   {

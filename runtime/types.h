@@ -38,6 +38,12 @@ enum class ReduceOp : uint8_t {
   kBor = 7,
   kBxor = 8,
   kPremulSum = 9,
+  kLand = 10,  // 10.. are written by the PMPI tracer (MPI's other predefined operations)
+  kLor = 11,
+  kLxor = 12,
+  kMaxloc = 13,
+  kMinloc = 14,
+  kOther = 15,  // a user-defined operation
 };
 enum class Op : uint8_t {
   kNone = 0,
@@ -58,7 +64,14 @@ enum class Op : uint8_t {
   kBroadcastObjectList = 14,
   kGatherObject = 15,
   kScatterObjectList = 16,
-  kLast = kScatterObjectList,
+  // 17.. are written by the PMPI tracer (MPI's collectives that torch.distributed lacks).
+  kScan = 17,
+  kExscan = 18,
+  kAllGatherV = 19,  // count: the total over ranks (recvcounts is the same on every rank)
+  kAllToAllV = 20,   // count 0: each rank's counts differ by design
+  kGatherV = 21,     // count 0, as above
+  kScatterV = 22,    // count 0, as above
+  kLast = kScatterV,
 };
 enum class Phase : uint32_t {
   kStartup = 0,
@@ -73,10 +86,10 @@ enum class Phase : uint32_t {
 };
 
 size_t DTypeSize(DType t);
-const char* DTypeName(DType t);      // "float32", "float16", ...
+const char* DTypeName(DType t);        // "float32", "float16", ...
 const char* ReduceOpName(ReduceOp o);  // "sum", "max", "min", ""
-const char* OpName(Op o);            // "all_reduce", "barrier", ...
-const char* PhaseName(Phase p);      // "forward", "save_checkpoint", ...
+const char* OpName(Op o);              // "all_reduce", "barrier", ...
+const char* PhaseName(Phase p);        // "forward", "save_checkpoint", ...
 // Inverse of OpName (for readers of logs and traces); nullopt when unknown.
 std::optional<Op> ParseOpName(std::string_view name);
 
@@ -85,8 +98,8 @@ std::optional<Op> ParseOpName(std::string_view name);
 inline bool IsCollective(Op o) { return o != Op::kSend && o != Op::kRecv && o != Op::kNone; }
 // Collectives with a root rank (recorded in the trace's `peer`): every rank must name the same one.
 inline bool HasRoot(Op o) {
-  return o == Op::kBroadcast || o == Op::kReduce || o == Op::kGather || o == Op::kScatter || o == Op::kBroadcastObjectList ||
-         o == Op::kGatherObject || o == Op::kScatterObjectList;
+  return o == Op::kBroadcast || o == Op::kReduce || o == Op::kGather || o == Op::kScatter ||
+         o == Op::kBroadcastObjectList || o == Op::kGatherObject || o == Op::kScatterObjectList;
 }
 
 }  // namespace dsd::runtime

@@ -18,6 +18,8 @@ APT_PACKAGES=(
   slurmctld slurmd slurm-client munge
   # a real third-party training program for the run/analyze e2e tests (PyTorch, gloo backend)
   python3-torch
+  # mpi4py: an unmodified Python MPI program for the PMPI tracer's e2e test (tests/mpi/)
+  python3-mpi4py
   # DeepSpeed (pip, below) in a venv over Debian's torch; its JIT shm op needs torch's headers and pybind11
   python3-venv libtorch-dev pybind11-dev
   # pip, to fetch a second real NCCL for the version-mismatch tests

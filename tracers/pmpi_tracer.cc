@@ -1,0 +1,803 @@
+// libdsdoctor-pmpi.so: traces an unmodified MPI program through MPI's profiling interface (PMPI).
+// Loaded with LD_PRELOAD (`dsdoctor run --trace-mpi`, or by hand: docs/trace.md, "Producers"), its
+// MPI_* functions come before the MPI library's; each records the call into the rank's trace ring
+// through the C ABI (runtime/trace_c_api.h) and calls the library's PMPI_* twin. The diagnosis
+// engine, `analyze` and the TUI read these ranks like any other.
+//
+// - The trace opens at MPI_Init when DSDOCTOR_TRACE_FILE or DSDOCTOR_TRACE_DIR is set (otherwise
+//   every wrapper is a plain forward). The rank comes from the launcher's environment (mpirun,
+//   PMIx, PMI, Slurm) before MPI_Init, so a rank stuck in MPI_Init shows a rendezvous in flight;
+//   without one it opens after MPI_Init from MPI_COMM_WORLD.
+// - Collectives (blocking and non-blocking) carry the communicator's id and a per-communicator
+//   sequence number; roots and peers are MPI_COMM_WORLD ranks. Communicator ids are the same on
+//   every member: a hash of the members' world ranks and of how many communicators with those
+//   members this process made before (communicators are made collectively, in the same order).
+// - Non-blocking calls are async records; MPI_Wait* marks them waited while it blocks and ends them
+//   when their requests complete; MPI_Test* ends the ones that completed.
+// - A call made inside a traced call (an MPI library that calls MPI_* itself) belongs to that one.
+//
+// Thread-safety: every entry point may be called from any thread (MPI_THREAD_MULTIPLE); one mutex
+// guards the tables, and the trace's C ABI orders its own writes.
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/trace_c_api.h"
+#include "runtime/types.h"
+
+namespace {
+
+using dsd::runtime::DType;
+using dsd::runtime::Op;
+using dsd::runtime::ReduceOp;
+
+constexpr int kAsync = 0x100;  // dsd_trace_begin: `op | 0x100` marks an asynchronous call
+
+struct Comm {
+  uint32_t id = 0;
+  uint64_t seq = 0;                                // collectives begun on it
+  std::vector<int> world;                          // comm rank -> world rank; empty: MPI_COMM_WORLD
+  std::unordered_map<uint64_t, uint64_t> p2p_seq;  // (op << 32 | world peer) -> sends/recvs begun
+};
+
+// What one call is, as the trace records it.
+struct Call {
+  Op op = Op::kNone;
+  MPI_Datatype dtype = MPI_DATATYPE_NULL;
+  uint64_t count = 0;
+  MPI_Op reduce = MPI_OP_NULL;
+  int root = -1;  // comm rank of the root, or peer of a send/recv (MPI_ANY_SOURCE: -1)
+};
+
+class Tracer {
+ public:
+  bool on() const { return on_; }
+
+  // Before PMPI_Init: opens the trace when the launcher says which rank this is.
+  void BeforeInit() {
+    if (!WantTrace()) return;
+    int rank = EnvInt({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
+    int size = EnvInt({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+    if (rank < 0 || size <= 0) return;
+    Open(rank, size);
+    if (on_) init_handle_ = dsd_trace_begin(static_cast<int>(Op::kRendezvous), 0, 0, 1, 0, 0, size, 0, "MPI_Init");
+  }
+
+  // After PMPI_Init: ends the rendezvous, or opens the trace now that MPI_COMM_WORLD says the rank.
+  void AfterInit(int rc) {
+    if (on_) {
+      dsd_trace_end(init_handle_, rc == MPI_SUCCESS, rc == MPI_SUCCESS ? nullptr : ErrorText("MPI_Init", rc).c_str());
+    } else if (rc == MPI_SUCCESS && WantTrace()) {
+      int rank = 0, size = 1;
+      PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      PMPI_Comm_size(MPI_COMM_WORLD, &size);
+      Open(rank, size);
+    }
+    if (on_) dsd_trace_set_phase(static_cast<int>(dsd::runtime::Phase::kUser));
+  }
+
+  void Finalizing() {
+    if (!on_) return;
+    dsd_trace_set_phase(static_cast<int>(dsd::runtime::Phase::kFinished));
+    dsd_trace_set_flags(1);  // kTraceFlagFinished: the rank ended its MPI work cleanly
+  }
+
+  void Aborting(MPI_Comm, int code) {
+    if (!on_) return;
+    dsd_trace_set_error(("MPI_Abort called with error code " + std::to_string(code)).c_str());
+  }
+
+  // Records a call as begun; returns its handle (0: not traced).
+  uint64_t Begin(const char* name, MPI_Comm comm, const Call& call, bool async, const void* caller) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Comm& c = CommOf(comm);
+    uint64_t seq;
+    int peer = call.root < 0 ? -1 : WorldRank(c, call.root);
+    if (call.op == Op::kSend || call.op == Op::kRecv)
+      seq = ++c.p2p_seq[static_cast<uint64_t>(call.op) << 32 | static_cast<uint32_t>(peer)];
+    else
+      seq = ++c.seq;
+    int size = 0;
+    if (call.dtype != MPI_DATATYPE_NULL) PMPI_Type_size(call.dtype, &size);
+    return dsd_trace_begin(static_cast<int>(call.op) | (async ? kAsync : 0), static_cast<int>(DTypeOf(call.dtype)),
+                           static_cast<int>(ReduceOf(call.reduce)), seq, call.count,
+                           call.count * static_cast<uint64_t>(size > 0 ? size : 0), peer, c.id,
+                           Callsite(name, caller).c_str());
+  }
+
+  void End(uint64_t handle, const char* name, int rc) {
+    if (!handle) return;
+    if (rc == MPI_SUCCESS)
+      dsd_trace_end(handle, 1, nullptr);
+    else
+      dsd_trace_end(handle, 0, ErrorText(name, rc).c_str());
+  }
+
+  // Requests of non-blocking calls.
+  void Remember(MPI_Request request, uint64_t handle) {
+    if (!handle || request == MPI_REQUEST_NULL) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = requests_.try_emplace(request, handle);
+    // A handle MPI reused: the call it stood for completed where we did not see it (a wait we do
+    // not wrap), so it ends here rather than staying in flight for good.
+    if (!fresh) {
+      dsd_trace_end(it->second, 1, nullptr);
+      it->second = handle;
+    }
+  }
+  uint64_t Lookup(MPI_Request request) {
+    if (request == MPI_REQUEST_NULL) return 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = requests_.find(request);
+    return it == requests_.end() ? 0 : it->second;
+  }
+  void Forget(MPI_Request request) {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.erase(request);
+  }
+
+  // Communicators made by the program: registered at creation, so every member numbers them alike.
+  void Made(MPI_Comm comm) {
+    if (!on_ || comm == MPI_COMM_NULL) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    CommOf(comm);
+  }
+  void Freed(MPI_Comm comm) {
+    if (!on_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    comms_.erase(comm);
+  }
+
+  static std::string ErrorText(const char* name, int rc) {
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    if (PMPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "error %d", rc);
+    return std::string(name) + ": " + text;
+  }
+
+ private:
+  static bool WantTrace() { return std::getenv("DSDOCTOR_TRACE_FILE") || std::getenv("DSDOCTOR_TRACE_DIR"); }
+
+  // DSDOCTOR_TRACE_FILE, else $DSDOCTOR_TRACE_DIR/rank-<r>.trace (as the bundled runtime).
+  static std::string TracePath(int rank) {
+    if (const char* f = std::getenv("DSDOCTOR_TRACE_FILE"); f && *f) return f;
+    const char* d = std::getenv("DSDOCTOR_TRACE_DIR");
+    if (!d || !*d || rank < 0) return "";
+    return std::string(d) + "/rank-" + std::to_string(rank) + ".trace";
+  }
+
+  static int EnvInt(std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      const char* v = std::getenv(n);
+      if (!v || !*v) continue;
+      char* end = nullptr;
+      long x = std::strtol(v, &end, 10);
+      if (*end == '\0' && x >= 0 && x < (1 << 24)) return static_cast<int>(x);
+    }
+    return -1;
+  }
+
+  void Open(int rank, int size) {
+    std::string path = TracePath(rank);
+    if (path.empty()) return;
+    int local = EnvInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
+    if (dsd_trace_open(path.c_str(), rank, size, local < 0 ? 0 : local, "mpi", 0) != 0) {
+      std::fprintf(stderr, "dsdoctor: MPI tracer disabled: %s\n", dsd_trace_error());
+      return;
+    }
+    on_ = true;
+  }
+
+  // The communicator's record, made on first sight. Caller holds mu_.
+  Comm& CommOf(MPI_Comm comm) {
+    auto it = comms_.find(comm);
+    if (it != comms_.end()) return it->second;
+    Comm& c = comms_[comm];
+    if (comm == MPI_COMM_WORLD) return c;  // id 0, identity ranks
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    // Peers are named in the remote group of an intercommunicator; its id hashes both groups, in
+    // world-rank order, so the two sides agree.
+    c.world = Members(comm, inter != 0);
+    std::vector<int> members = c.world;
+    if (inter) {
+      std::vector<int> local = Members(comm, false);
+      members.insert(members.end(), local.begin(), local.end());
+      std::sort(members.begin(), members.end());
+    }
+    uint64_t h = 0xcbf29ce484222325ULL;
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
+    mix(static_cast<uint64_t>(inter));
+    for (int r : members) mix(static_cast<uint32_t>(r));
+    mix(made_[h]++);
+    c.id = static_cast<uint32_t>(h ^ (h >> 32));
+    if (c.id == 0) c.id = 1;  // 0 is MPI_COMM_WORLD
+    return c;
+  }
+
+  // World ranks of a communicator's (remote) group, by comm rank; MPI_UNDEFINED where none.
+  static std::vector<int> Members(MPI_Comm comm, bool remote) {
+    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    if ((remote ? PMPI_Comm_remote_group(comm, &group) : PMPI_Comm_group(comm, &group)) != MPI_SUCCESS) return {};
+    int n = 0;
+    PMPI_Group_size(group, &n);
+    std::vector<int> ranks(n), out(n, MPI_UNDEFINED);
+    for (int i = 0; i < n; ++i) ranks[i] = i;
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    PMPI_Group_translate_ranks(group, n, ranks.data(), world, out.data());
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world);
+    return out;
+  }
+
+  static int WorldRank(const Comm& c, int rank) {
+    if (c.world.empty()) return rank;
+    if (rank < 0 || rank >= static_cast<int>(c.world.size())) return -1;
+    return c.world[rank] == MPI_UNDEFINED ? -1 : c.world[rank];
+  }
+
+  static DType DTypeOf(MPI_Datatype t) {
+    if (t == MPI_DATATYPE_NULL) return DType::kNone;
+    if (t == MPI_FLOAT) return DType::kFloat32;
+    if (t == MPI_DOUBLE) return DType::kFloat64;
+    if (t == MPI_INT || t == MPI_INT32_T || t == MPI_UNSIGNED || t == MPI_UINT32_T) return DType::kInt32;
+    if (t == MPI_LONG || t == MPI_LONG_LONG || t == MPI_INT64_T || t == MPI_UNSIGNED_LONG || t == MPI_UINT64_T ||
+        t == MPI_UNSIGNED_LONG_LONG)
+      return DType::kInt64;
+    if (t == MPI_BYTE || t == MPI_CHAR || t == MPI_UNSIGNED_CHAR || t == MPI_UINT8_T) return DType::kUint8;
+    if (t == MPI_SIGNED_CHAR || t == MPI_INT8_T) return DType::kInt8;
+    if (t == MPI_SHORT || t == MPI_INT16_T || t == MPI_UNSIGNED_SHORT || t == MPI_UINT16_T) return DType::kInt16;
+    if (t == MPI_C_BOOL) return DType::kBool;
+    if (t == MPI_C_FLOAT_COMPLEX) return DType::kComplex64;
+    if (t == MPI_C_DOUBLE_COMPLEX) return DType::kComplex128;
+    return DType::kOther;
+  }
+
+  static ReduceOp ReduceOf(MPI_Op o) {
+    if (o == MPI_OP_NULL) return ReduceOp::kNone;
+    if (o == MPI_SUM) return ReduceOp::kSum;
+    if (o == MPI_MAX) return ReduceOp::kMax;
+    if (o == MPI_MIN) return ReduceOp::kMin;
+    if (o == MPI_PROD) return ReduceOp::kProduct;
+    if (o == MPI_BAND) return ReduceOp::kBand;
+    if (o == MPI_BOR) return ReduceOp::kBor;
+    if (o == MPI_BXOR) return ReduceOp::kBxor;
+    if (o == MPI_LAND) return ReduceOp::kLand;
+    if (o == MPI_LOR) return ReduceOp::kLor;
+    if (o == MPI_LXOR) return ReduceOp::kLxor;
+    if (o == MPI_MAXLOC) return ReduceOp::kMaxloc;
+    if (o == MPI_MINLOC) return ReduceOp::kMinloc;
+    return ReduceOp::kOther;
+  }
+
+  // "MPI_Allreduce@prog+0x11a9": the MPI function and where the program called it, as a module
+  // and an offset that `addr2line -e` resolves (or the nearest exported symbol). Cached per return
+  // address: dladdr walks symbol tables. Caller holds mu_.
+  const std::string& Callsite(const char* name, const void* caller) {
+    auto key = std::make_pair(static_cast<const void*>(name), caller);
+    auto it = callsites_.find(key);
+    if (it != callsites_.end()) return it->second;
+    std::string where;
+    Dl_info info{};
+    if (caller && ::dladdr(caller, &info) && info.dli_fname) {
+      std::string module = info.dli_fname;
+      module = module.substr(module.rfind('/') + 1);
+      char off[32];
+      if (module.find("mpi4py") != std::string::npos || module.rfind("MPI.cpython", 0) == 0) {
+        where = "mpi4py";  // its Python line is in the rank's stack
+      } else if (info.dli_sname && info.dli_saddr) {
+        std::snprintf(off, sizeof off, "+0x%zx",
+                      static_cast<size_t>(static_cast<const char*>(caller) - static_cast<const char*>(info.dli_saddr)));
+        where = std::string(info.dli_sname) + off;
+      } else {
+        std::snprintf(off, sizeof off, "+0x%zx",
+                      static_cast<size_t>(static_cast<const char*>(caller) - static_cast<const char*>(info.dli_fbase)));
+        where = module + off;
+      }
+    }
+    if (callsites_.size() > 4096) callsites_.clear();  // bounded however many call sites a program has
+    return callsites_[key] = where.empty() ? std::string(name) : std::string(name) + "@" + where;
+  }
+
+  struct PairHash {
+    size_t operator()(const std::pair<const void*, const void*>& p) const {
+      return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+    }
+  };
+
+  bool on_ = false;  // set once at MPI_Init, before the program's threads use MPI
+  uint64_t init_handle_ = 0;
+  std::mutex mu_;
+  std::unordered_map<MPI_Comm, Comm> comms_;
+  std::unordered_map<uint64_t, uint64_t> made_;  // members' hash -> communicators made with them
+  std::unordered_map<MPI_Request, uint64_t> requests_;
+  std::unordered_map<std::pair<const void*, const void*>, std::string, PairHash> callsites_;
+};
+
+Tracer& T() {
+  static Tracer* t = new Tracer;  // leaked: MPI calls may come from threads that outlive static destructors
+  return *t;
+}
+
+thread_local int t_depth = 0;  // > 0 inside a traced call: nested MPI calls belong to it
+
+// Runs a blocking call between its begin and end.
+template <class F>
+int Blocking(const char* name, MPI_Comm comm, const Call& call, const void* caller, F&& f) {
+  Tracer& t = T();
+  if (!t.on() || t_depth) return f();
+  ++t_depth;
+  uint64_t h = t.Begin(name, comm, call, false, caller);
+  int rc = f();
+  t.End(h, name, rc);
+  --t_depth;
+  return rc;
+}
+
+// Runs a non-blocking call: an async record that its request's completion ends.
+template <class F>
+int Nonblocking(const char* name, MPI_Comm comm, const Call& call, MPI_Request* request, const void* caller, F&& f) {
+  Tracer& t = T();
+  if (!t.on() || t_depth) return f();
+  ++t_depth;
+  uint64_t h = t.Begin(name, comm, call, true, caller);
+  int rc = f();
+  if (rc != MPI_SUCCESS)
+    t.End(h, name, rc);
+  else
+    t.Remember(*request, h);
+  --t_depth;
+  return rc;
+}
+
+// Handles of the requests a wait or test is about to complete (0 where untraced).
+std::vector<uint64_t> HandlesOf(int n, const MPI_Request* requests) {
+  std::vector<uint64_t> h(n > 0 ? n : 0);
+  for (int i = 0; i < n; ++i) h[i] = T().Lookup(requests[i]);
+  return h;
+}
+
+void SetWaited(const std::vector<uint64_t>& handles, bool waited) {
+  for (uint64_t h : handles)
+    if (h) dsd_trace_set_waited(h, waited);
+}
+
+// Ends request i (completed, or failed with `rc`) and forgets it.
+void Completed(const std::vector<uint64_t>& handles, const std::vector<MPI_Request>& before, int i, int rc,
+               const char* name) {
+  if (i < 0 || i >= static_cast<int>(handles.size()) || !handles[i]) return;
+  T().End(handles[i], name, rc);
+  T().Forget(before[i]);
+}
+
+int StatusError(const MPI_Status* statuses, int i) {
+  return statuses == MPI_STATUSES_IGNORE ? MPI_ERR_OTHER : statuses[i].MPI_ERROR;
+}
+
+int Size(MPI_Comm comm) {
+  int n = 0;
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter)
+    PMPI_Comm_remote_size(comm, &n);
+  else
+    PMPI_Comm_size(comm, &n);
+  return n;
+}
+
+uint64_t Sum(const int* counts, MPI_Comm comm) {
+  uint64_t s = 0;
+  if (!counts) return 0;
+  for (int i = 0, n = Size(comm); i < n; ++i) s += counts[i] > 0 ? static_cast<uint64_t>(counts[i]) : 0;
+  return s;
+}
+
+uint64_t U(int n) { return n > 0 ? static_cast<uint64_t>(n) : 0; }
+
+#define DSD_CALLER __builtin_return_address(0)
+
+}  // namespace
+
+extern "C" {
+
+// ---- start and end ----
+
+int MPI_Init(int* argc, char*** argv) {
+  T().BeforeInit();
+  int rc = PMPI_Init(argc, argv);
+  T().AfterInit(rc);
+  return rc;
+}
+
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  T().BeforeInit();
+  int rc = PMPI_Init_thread(argc, argv, required, provided);
+  T().AfterInit(rc);
+  return rc;
+}
+
+int MPI_Finalize(void) {
+  T().Finalizing();
+  return PMPI_Finalize();
+}
+
+int MPI_Abort(MPI_Comm comm, int code) {
+  T().Aborting(comm, code);
+  return PMPI_Abort(comm, code);
+}
+
+// ---- communicators ----
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
+  int rc = PMPI_Comm_dup(comm, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* out) {
+  int rc = PMPI_Comm_split(comm, color, key, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm* out) {
+  int rc = PMPI_Comm_split_type(comm, type, key, info, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* out) {
+  int rc = PMPI_Comm_create(comm, group, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* out) {
+  int rc = PMPI_Comm_create_group(comm, group, tag, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm* out) {
+  int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Comm_free(MPI_Comm* comm) {
+  if (comm) T().Freed(*comm);
+  return PMPI_Comm_free(comm);
+}
+
+// ---- blocking collectives ----
+
+int MPI_Barrier(MPI_Comm comm) {
+  return Blocking("MPI_Barrier", comm, {Op::kBarrier}, DSD_CALLER, [&] { return PMPI_Barrier(comm); });
+}
+
+int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
+  return Blocking("MPI_Bcast", comm, {Op::kBroadcast, t, U(count), MPI_OP_NULL, root}, DSD_CALLER,
+                  [&] { return PMPI_Bcast(buf, count, t, root, comm); });
+}
+
+int MPI_Reduce(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm) {
+  return Blocking("MPI_Reduce", comm, {Op::kReduce, t, U(count), op, root}, DSD_CALLER,
+                  [&] { return PMPI_Reduce(s, r, count, t, op, root, comm); });
+}
+
+int MPI_Allreduce(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  return Blocking("MPI_Allreduce", comm, {Op::kAllReduce, t, U(count), op}, DSD_CALLER,
+                  [&] { return PMPI_Allreduce(s, r, count, t, op, comm); });
+}
+
+int MPI_Allgather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm comm) {
+  const bool in_place = s == MPI_IN_PLACE;
+  return Blocking("MPI_Allgather", comm, {Op::kAllGather, in_place ? rt : st, U(in_place ? rc : sc)}, DSD_CALLER,
+                  [&] { return PMPI_Allgather(s, sc, st, r, rc, rt, comm); });
+}
+
+int MPI_Allgatherv(const void* s, int sc, MPI_Datatype st, void* r, const int rcs[], const int displs[],
+                   MPI_Datatype rt, MPI_Comm comm) {
+  return Blocking("MPI_Allgatherv", comm, {Op::kAllGatherV, rt, Sum(rcs, comm)}, DSD_CALLER,
+                  [&] { return PMPI_Allgatherv(s, sc, st, r, rcs, displs, rt, comm); });
+}
+
+int MPI_Gather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root, MPI_Comm comm) {
+  const bool in_place = s == MPI_IN_PLACE;
+  return Blocking("MPI_Gather", comm, {Op::kGather, in_place ? rt : st, U(in_place ? rc : sc), MPI_OP_NULL, root},
+                  DSD_CALLER, [&] { return PMPI_Gather(s, sc, st, r, rc, rt, root, comm); });
+}
+
+int MPI_Gatherv(const void* s, int sc, MPI_Datatype st, void* r, const int rcs[], const int displs[], MPI_Datatype rt,
+                int root, MPI_Comm comm) {
+  return Blocking("MPI_Gatherv", comm, {Op::kGatherV, s == MPI_IN_PLACE ? rt : st, 0, MPI_OP_NULL, root}, DSD_CALLER,
+                  [&] { return PMPI_Gatherv(s, sc, st, r, rcs, displs, rt, root, comm); });
+}
+
+int MPI_Scatter(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root, MPI_Comm comm) {
+  const bool in_place = r == MPI_IN_PLACE;
+  return Blocking("MPI_Scatter", comm, {Op::kScatter, in_place ? st : rt, U(in_place ? sc : rc), MPI_OP_NULL, root},
+                  DSD_CALLER, [&] { return PMPI_Scatter(s, sc, st, r, rc, rt, root, comm); });
+}
+
+int MPI_Scatterv(const void* s, const int scs[], const int displs[], MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                 int root, MPI_Comm comm) {
+  return Blocking("MPI_Scatterv", comm, {Op::kScatterV, r == MPI_IN_PLACE ? st : rt, 0, MPI_OP_NULL, root}, DSD_CALLER,
+                  [&] { return PMPI_Scatterv(s, scs, displs, st, r, rc, rt, root, comm); });
+}
+
+int MPI_Alltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm comm) {
+  const bool in_place = s == MPI_IN_PLACE;
+  return Blocking("MPI_Alltoall", comm, {Op::kAllToAll, in_place ? rt : st, U(in_place ? rc : sc)}, DSD_CALLER,
+                  [&] { return PMPI_Alltoall(s, sc, st, r, rc, rt, comm); });
+}
+
+int MPI_Alltoallv(const void* s, const int scs[], const int sd[], MPI_Datatype st, void* r, const int rcs[],
+                  const int rd[], MPI_Datatype rt, MPI_Comm comm) {
+  return Blocking("MPI_Alltoallv", comm, {Op::kAllToAllV, s == MPI_IN_PLACE ? rt : st, 0}, DSD_CALLER,
+                  [&] { return PMPI_Alltoallv(s, scs, sd, st, r, rcs, rd, rt, comm); });
+}
+
+int MPI_Reduce_scatter(const void* s, void* r, const int rcs[], MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  return Blocking("MPI_Reduce_scatter", comm, {Op::kReduceScatter, t, Sum(rcs, comm), op}, DSD_CALLER,
+                  [&] { return PMPI_Reduce_scatter(s, r, rcs, t, op, comm); });
+}
+
+int MPI_Reduce_scatter_block(const void* s, void* r, int rc, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  return Blocking("MPI_Reduce_scatter_block", comm, {Op::kReduceScatter, t, U(rc) * U(Size(comm)), op}, DSD_CALLER,
+                  [&] { return PMPI_Reduce_scatter_block(s, r, rc, t, op, comm); });
+}
+
+int MPI_Scan(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  return Blocking("MPI_Scan", comm, {Op::kScan, t, U(count), op}, DSD_CALLER,
+                  [&] { return PMPI_Scan(s, r, count, t, op, comm); });
+}
+
+int MPI_Exscan(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  return Blocking("MPI_Exscan", comm, {Op::kExscan, t, U(count), op}, DSD_CALLER,
+                  [&] { return PMPI_Exscan(s, r, count, t, op, comm); });
+}
+
+// ---- non-blocking collectives ----
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* q) {
+  return Nonblocking("MPI_Ibarrier", comm, {Op::kBarrier}, q, DSD_CALLER, [&] { return PMPI_Ibarrier(comm, q); });
+}
+
+int MPI_Ibcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm, MPI_Request* q) {
+  return Nonblocking("MPI_Ibcast", comm, {Op::kBroadcast, t, U(count), MPI_OP_NULL, root}, q, DSD_CALLER,
+                     [&] { return PMPI_Ibcast(buf, count, t, root, comm, q); });
+}
+
+int MPI_Ireduce(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm, MPI_Request* q) {
+  return Nonblocking("MPI_Ireduce", comm, {Op::kReduce, t, U(count), op, root}, q, DSD_CALLER,
+                     [&] { return PMPI_Ireduce(s, r, count, t, op, root, comm, q); });
+}
+
+int MPI_Iallreduce(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm, MPI_Request* q) {
+  return Nonblocking("MPI_Iallreduce", comm, {Op::kAllReduce, t, U(count), op}, q, DSD_CALLER,
+                     [&] { return PMPI_Iallreduce(s, r, count, t, op, comm, q); });
+}
+
+int MPI_Iallgather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm comm,
+                   MPI_Request* q) {
+  const bool in_place = s == MPI_IN_PLACE;
+  return Nonblocking("MPI_Iallgather", comm, {Op::kAllGather, in_place ? rt : st, U(in_place ? rc : sc)}, q, DSD_CALLER,
+                     [&] { return PMPI_Iallgather(s, sc, st, r, rc, rt, comm, q); });
+}
+
+int MPI_Iallgatherv(const void* s, int sc, MPI_Datatype st, void* r, const int rcs[], const int displs[],
+                    MPI_Datatype rt, MPI_Comm comm, MPI_Request* q) {
+  return Nonblocking("MPI_Iallgatherv", comm, {Op::kAllGatherV, rt, Sum(rcs, comm)}, q, DSD_CALLER,
+                     [&] { return PMPI_Iallgatherv(s, sc, st, r, rcs, displs, rt, comm, q); });
+}
+
+int MPI_Igather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root, MPI_Comm comm,
+                MPI_Request* q) {
+  const bool in_place = s == MPI_IN_PLACE;
+  return Nonblocking("MPI_Igather", comm, {Op::kGather, in_place ? rt : st, U(in_place ? rc : sc), MPI_OP_NULL, root},
+                     q, DSD_CALLER, [&] { return PMPI_Igather(s, sc, st, r, rc, rt, root, comm, q); });
+}
+
+int MPI_Iscatter(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root, MPI_Comm comm,
+                 MPI_Request* q) {
+  const bool in_place = r == MPI_IN_PLACE;
+  return Nonblocking("MPI_Iscatter", comm, {Op::kScatter, in_place ? st : rt, U(in_place ? sc : rc), MPI_OP_NULL, root},
+                     q, DSD_CALLER, [&] { return PMPI_Iscatter(s, sc, st, r, rc, rt, root, comm, q); });
+}
+
+int MPI_Ialltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm comm,
+                  MPI_Request* q) {
+  const bool in_place = s == MPI_IN_PLACE;
+  return Nonblocking("MPI_Ialltoall", comm, {Op::kAllToAll, in_place ? rt : st, U(in_place ? rc : sc)}, q, DSD_CALLER,
+                     [&] { return PMPI_Ialltoall(s, sc, st, r, rc, rt, comm, q); });
+}
+
+int MPI_Ireduce_scatter_block(const void* s, void* r, int rc, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                              MPI_Request* q) {
+  return Nonblocking("MPI_Ireduce_scatter_block", comm, {Op::kReduceScatter, t, U(rc) * U(Size(comm)), op}, q,
+                     DSD_CALLER, [&] { return PMPI_Ireduce_scatter_block(s, r, rc, t, op, comm, q); });
+}
+
+// ---- point to point ----
+
+int MPI_Send(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+  if (dest == MPI_PROC_NULL) return PMPI_Send(buf, count, t, dest, tag, comm);
+  return Blocking("MPI_Send", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, DSD_CALLER,
+                  [&] { return PMPI_Send(buf, count, t, dest, tag, comm); });
+}
+
+int MPI_Ssend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+  if (dest == MPI_PROC_NULL) return PMPI_Ssend(buf, count, t, dest, tag, comm);
+  return Blocking("MPI_Ssend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, DSD_CALLER,
+                  [&] { return PMPI_Ssend(buf, count, t, dest, tag, comm); });
+}
+
+int MPI_Recv(void* buf, int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Status* st) {
+  if (source == MPI_PROC_NULL) return PMPI_Recv(buf, count, t, source, tag, comm, st);
+  return Blocking("MPI_Recv", comm, {Op::kRecv, t, U(count), MPI_OP_NULL, source == MPI_ANY_SOURCE ? -1 : source},
+                  DSD_CALLER, [&] { return PMPI_Recv(buf, count, t, source, tag, comm, st); });
+}
+
+// Both halves are in flight until it returns; the send is async (the rank waits on the receive).
+int MPI_Sendrecv(const void* sb, int sc, MPI_Datatype st, int dest, int stag, void* rb, int rc, MPI_Datatype rt,
+                 int source, int rtag, MPI_Comm comm, MPI_Status* status) {
+  Tracer& t = T();
+  if (!t.on() || t_depth) return PMPI_Sendrecv(sb, sc, st, dest, stag, rb, rc, rt, source, rtag, comm, status);
+  ++t_depth;
+  const void* caller = DSD_CALLER;
+  uint64_t hs = dest == MPI_PROC_NULL
+                    ? 0
+                    : t.Begin("MPI_Sendrecv", comm, {Op::kSend, st, U(sc), MPI_OP_NULL, dest}, true, caller);
+  uint64_t hr =
+      source == MPI_PROC_NULL
+          ? 0
+          : t.Begin("MPI_Sendrecv", comm, {Op::kRecv, rt, U(rc), MPI_OP_NULL, source == MPI_ANY_SOURCE ? -1 : source},
+                    false, caller);
+  int rcode = PMPI_Sendrecv(sb, sc, st, dest, stag, rb, rc, rt, source, rtag, comm, status);
+  t.End(hr, "MPI_Sendrecv", rcode);
+  t.End(hs, "MPI_Sendrecv", rcode);
+  --t_depth;
+  return rcode;
+}
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request* q) {
+  if (dest == MPI_PROC_NULL) return PMPI_Isend(buf, count, t, dest, tag, comm, q);
+  return Nonblocking("MPI_Isend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, q, DSD_CALLER,
+                     [&] { return PMPI_Isend(buf, count, t, dest, tag, comm, q); });
+}
+
+int MPI_Issend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request* q) {
+  if (dest == MPI_PROC_NULL) return PMPI_Issend(buf, count, t, dest, tag, comm, q);
+  return Nonblocking("MPI_Issend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, q, DSD_CALLER,
+                     [&] { return PMPI_Issend(buf, count, t, dest, tag, comm, q); });
+}
+
+int MPI_Irecv(void* buf, int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request* q) {
+  if (source == MPI_PROC_NULL) return PMPI_Irecv(buf, count, t, source, tag, comm, q);
+  return Nonblocking("MPI_Irecv", comm, {Op::kRecv, t, U(count), MPI_OP_NULL, source == MPI_ANY_SOURCE ? -1 : source},
+                     q, DSD_CALLER, [&] { return PMPI_Irecv(buf, count, t, source, tag, comm, q); });
+}
+
+// ---- completion ----
+
+int MPI_Wait(MPI_Request* q, MPI_Status* status) {
+  if (!T().on() || t_depth || !q) return PMPI_Wait(q, status);
+  MPI_Request before = *q;
+  std::vector<uint64_t> h = HandlesOf(1, &before);
+  ++t_depth;
+  SetWaited(h, true);
+  int rc = PMPI_Wait(q, status);
+  Completed(h, {before}, 0, rc, "MPI_Wait");
+  --t_depth;
+  return rc;
+}
+
+int MPI_Waitall(int n, MPI_Request qs[], MPI_Status statuses[]) {
+  if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Waitall(n, qs, statuses);
+  std::vector<MPI_Request> before(qs, qs + n);
+  std::vector<uint64_t> h = HandlesOf(n, qs);
+  ++t_depth;
+  SetWaited(h, true);
+  int rc = PMPI_Waitall(n, qs, statuses);
+  for (int i = 0; i < n; ++i)
+    Completed(h, before, i, rc == MPI_ERR_IN_STATUS ? StatusError(statuses, i) : rc, "MPI_Waitall");
+  --t_depth;
+  return rc;
+}
+
+int MPI_Waitany(int n, MPI_Request qs[], int* index, MPI_Status* status) {
+  if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Waitany(n, qs, index, status);
+  std::vector<MPI_Request> before(qs, qs + n);
+  std::vector<uint64_t> h = HandlesOf(n, qs);
+  ++t_depth;
+  SetWaited(h, true);
+  int rc = PMPI_Waitany(n, qs, index, status);
+  if (index && *index != MPI_UNDEFINED) {
+    Completed(h, before, *index, rc, "MPI_Waitany");
+    h[*index] = 0;
+  }
+  SetWaited(h, false);  // the others are still in flight, and nobody waits on them now
+  --t_depth;
+  return rc;
+}
+
+int MPI_Waitsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Waitsome(n, qs, outcount, indices, statuses);
+  std::vector<MPI_Request> before(qs, qs + n);
+  std::vector<uint64_t> h = HandlesOf(n, qs);
+  ++t_depth;
+  SetWaited(h, true);
+  int rc = PMPI_Waitsome(n, qs, outcount, indices, statuses);
+  if (outcount && *outcount != MPI_UNDEFINED) {
+    for (int k = 0; k < *outcount; ++k) {
+      int i = indices[k];
+      Completed(h, before, i, rc == MPI_ERR_IN_STATUS ? StatusError(statuses, k) : rc, "MPI_Waitsome");
+      if (i >= 0 && i < n) h[i] = 0;
+    }
+  }
+  SetWaited(h, false);
+  --t_depth;
+  return rc;
+}
+
+int MPI_Test(MPI_Request* q, int* flag, MPI_Status* status) {
+  if (!T().on() || t_depth || !q) return PMPI_Test(q, flag, status);
+  MPI_Request before = *q;
+  std::vector<uint64_t> h = HandlesOf(1, &before);
+  int rc = PMPI_Test(q, flag, status);
+  if (rc != MPI_SUCCESS || (flag && *flag)) Completed(h, {before}, 0, rc, "MPI_Test");
+  return rc;
+}
+
+int MPI_Testall(int n, MPI_Request qs[], int* flag, MPI_Status statuses[]) {
+  if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Testall(n, qs, flag, statuses);
+  std::vector<MPI_Request> before(qs, qs + n);
+  std::vector<uint64_t> h = HandlesOf(n, qs);
+  int rc = PMPI_Testall(n, qs, flag, statuses);
+  if (rc != MPI_SUCCESS || (flag && *flag))
+    for (int i = 0; i < n; ++i)
+      Completed(h, before, i, rc == MPI_ERR_IN_STATUS ? StatusError(statuses, i) : rc, "MPI_Testall");
+  return rc;
+}
+
+int MPI_Testany(int n, MPI_Request qs[], int* index, int* flag, MPI_Status* status) {
+  if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Testany(n, qs, index, flag, status);
+  std::vector<MPI_Request> before(qs, qs + n);
+  std::vector<uint64_t> h = HandlesOf(n, qs);
+  int rc = PMPI_Testany(n, qs, index, flag, status);
+  if (flag && *flag && index && *index != MPI_UNDEFINED) Completed(h, before, *index, rc, "MPI_Testany");
+  return rc;
+}
+
+int MPI_Testsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Testsome(n, qs, outcount, indices, statuses);
+  std::vector<MPI_Request> before(qs, qs + n);
+  std::vector<uint64_t> h = HandlesOf(n, qs);
+  int rc = PMPI_Testsome(n, qs, outcount, indices, statuses);
+  if (outcount && *outcount != MPI_UNDEFINED)
+    for (int k = 0; k < *outcount; ++k)
+      Completed(h, before, indices[k], rc == MPI_ERR_IN_STATUS ? StatusError(statuses, k) : rc, "MPI_Testsome");
+  return rc;
+}
+
+// A freed request is never waited on: its call ends here as far as the trace can know.
+int MPI_Request_free(MPI_Request* q) {
+  if (T().on() && q) {
+    MPI_Request before = *q;
+    std::vector<uint64_t> h = HandlesOf(1, &before);
+    Completed(h, {before}, 0, MPI_SUCCESS, "MPI_Request_free");
+  }
+  return PMPI_Request_free(q);
+}
+
+}  // extern "C"
