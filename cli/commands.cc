@@ -117,7 +117,11 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--json", run.json_out, "Write the final report as JSON to FILE (- for stdout)");
   run_cmd->add_flag("--quiet", run.quiet, "Do not stream the ranks' output");
   run_cmd->add_flag("--tui", run.tui, "Live terminal view (ranks, findings, logs); q stops the job");
-  run_cmd->add_flag("--no-trace", run.no_trace, "Do not inject the collective tracer into Python ranks (docs/run.md)");
+  run_cmd->add_flag(
+      "--no-trace", run.no_trace,
+      "Do not inject the collective tracers (Python, NCCL's profiler plugin) into the ranks (docs/run.md)");
+  run_cmd->add_flag("--no-nccl-profiler", run.no_nccl_profiler,
+                    "Leave NCCL_PROFILER_PLUGIN alone: NCCL's calls are not traced below Python (docs/run.md)");
   run_cmd->add_flag("--direct", run.direct, "Start the ranks as children of dsdoctor, without agents (this node only)");
   run_cmd->add_option("--include,-i", run.include, "Like deepspeed: host[:slot,slot][@host…] to use");
   run_cmd->add_option("--exclude,-e", run.exclude, "Like deepspeed: host[:slot,slot][@host…] not to use");

@@ -73,12 +73,13 @@ struct RunOptions {
   double hang_after_s = 5;  // a rank away from a collective the others wait in this long is missing
   std::string
       on_hang;  // stop: report, capture stacks, end the job · wait: keep watching (default: stop, wait with --tui)
-  bool tui = false;              // live ncurses view; q stops the job
-  std::string json_out;          // final report as JSON to FILE (- for stdout)
-  bool quiet = false;            // do not stream rank output
-  bool direct = false;           // start the ranks as our own children instead of through agents
-  bool no_trace = false;         // do not inject the Python collective tracer (python/dsdoctor_tracer.py)
-  std::string include, exclude;  // DeepSpeed's resource filters (coordinator/hostfile.h)
+  bool tui = false;               // live ncurses view; q stops the job
+  std::string json_out;           // final report as JSON to FILE (- for stdout)
+  bool quiet = false;             // do not stream rank output
+  bool direct = false;            // start the ranks as our own children instead of through agents
+  bool no_trace = false;          // do not inject the Python collective tracer (python/dsdoctor_tracer.py)
+  bool no_nccl_profiler = false;  // do not set NCCL_PROFILER_PLUGIN (tracers/nccl_profiler.cc)
+  std::string include, exclude;   // DeepSpeed's resource filters (coordinator/hostfile.h)
   int num_nodes = -1, num_gpus = -1;
   std::string
       launcher;  // local | ssh | pdsh | mpirun | attach (default: local for simulated nodes, ssh for a hostfile)

@@ -45,12 +45,16 @@ Status NodeRanks::Start(const std::vector<RankToStart>& ranks) {
   std::optional<PythonTracer> tracer;
   if (options_.trace_python && !(tracer = FindPythonTracer()))
     log->warn("the Python collective tracer is not installed beside this binary; Python ranks run untraced");
+  // NCCL programs (DDP's reducer, FSDP, C++ trainers) are traced below Python through NCCL's profiler
+  // plugin; programs without NCCL never read the variable.
+  std::optional<std::string> nccl_profiler = options_.trace_python ? FindNcclProfiler() : std::nullopt;
   monitors_.reserve(ranks.size());
   for (const auto& r : ranks) monitors_.emplace_back(r.rank, r.local_rank, options_.node, options_.run_dir);
   for (size_t i = 0; i < ranks.size(); ++i) {
     auto env = options_.env;
     for (const auto& [k, v] : ranks[i].env) env[k] = v;
     if (tracer) AddPythonTracer(*tracer, &env);
+    if (nccl_profiler) AddNcclProfiler(*nccl_profiler, &env);
     if (Status st =
             monitors_[i].Start(options_.argv, env, options_.cwd, &pump_, OutputPump::PipeBytesFor(ranks.size()));
         !st.ok()) {

@@ -28,4 +28,28 @@ void AddPythonTracer(const PythonTracer& tracer, std::map<std::string, std::stri
   (*env)["DSDOCTOR_TRACER_LIB"] = tracer.library;
 }
 
+std::optional<std::string> FindNcclProfiler() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  auto lib = (exe.parent_path().parent_path() / "lib" / "dsdoctor" / "libdsdoctor-nccl-profiler.so").string();
+  if (::access(lib.c_str(), R_OK) != 0) return std::nullopt;
+  return lib;
+}
+
+void AddNcclProfiler(const std::string& plugin, std::map<std::string, std::string>* env) {
+  auto value = [&](const char* name) -> std::string {
+    if (auto it = env->find(name); it != env->end()) return it->second;
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  };
+  if (value("DSDOCTOR_NCCL_PROFILER") == "off") return;
+  std::string user = value("NCCL_PROFILER_PLUGIN");
+  if (user == plugin) return;
+  // The user's plugin keeps working: ours loads it and forwards every event.
+  if (!user.empty() && user != "none") (*env)["DSDOCTOR_NCCL_PROFILER_CHAIN"] = user;
+  if (user == "none") return;  // NCCL_PROFILER_PLUGIN=none: the user turned profiler plugins off
+  (*env)["NCCL_PROFILER_PLUGIN"] = plugin;
+}
+
 }  // namespace dsd::collectors

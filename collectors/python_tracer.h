@@ -23,4 +23,14 @@ std::optional<PythonTracer> FindPythonTracer();
 // have had (env's, else ours), DSDOCTOR_TRACER_LIB = library.
 void AddPythonTracer(const PythonTracer& tracer, std::map<std::string, std::string>* env);
 
+// NCCL's profiler plugin (libdsdoctor-nccl-profiler.so, tracers/nccl_profiler.cc) installed with the
+// running binary; nullopt when missing.
+std::optional<std::string> FindNcclProfiler();
+
+// Turns the plugin on in a rank's environment: NCCL_PROFILER_PLUGIN = its path. A plugin the user
+// configured (NCCL_PROFILER_PLUGIN in env, else ours) is not replaced: it moves to
+// DSDOCTOR_NCCL_PROFILER_CHAIN, and ours forwards every event to it. DSDOCTOR_NCCL_PROFILER=off
+// (`run --no-nccl-profiler`) leaves the environment as it is.
+void AddNcclProfiler(const std::string& plugin, std::map<std::string, std::string>* env);
+
 }  // namespace dsd::collectors

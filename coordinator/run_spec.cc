@@ -112,6 +112,8 @@ Result<RunSpec> PlanRun(const RunPlanOptions& o) {
     s.env["DSDOCTOR_TIMEOUT"] = timeout;  // the bundled runtime's watchdog
   }
   s.env["PYTHONUNBUFFERED"] = "1";  // tracebacks and prints reach the log as they happen
+  // The agents add NCCL's profiler plugin to traced ranks (collectors/python_tracer.h) unless told.
+  if (!o.nccl_profiler) s.env["DSDOCTOR_NCCL_PROFILER"] = "off";
   if (o.share_group) s.env["DSDOCTOR_TRACE_MODE"] = "0640";
   return s;
 }

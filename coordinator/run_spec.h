@@ -26,16 +26,17 @@ struct RunPlanOptions {
   bool direct = false;                // --direct: the ranks are children of dsdoctor, no agents
   std::vector<std::string> command;
   std::string log_dir = "dsdoctor-logs";
-  std::string master_addr;   // --master_addr; "": the first node (its agent's address when simulated)
-  int master_port = 0;       // --master_port; 0: a free port (simulated), else 29500
-  double timeout_s = 60;     // --timeout: the stall threshold, and the ranks' DSDOCTOR_TIMEOUT
-  double hang_after_s = 5;   // --hang-after
-  std::string on_hang;       // stop | wait; "": stop, wait under --tui
-  bool tui = false;          // --tui
-  bool trace = true;         // false: --no-trace
-  bool share_group = false;  // --share-group
-  bool debug = false;        // the debug log level: the ranks get the debug diagnostic profile
-  bool dry_run = false;      // --dry-run: nothing starts, so no free port is picked
+  std::string master_addr;    // --master_addr; "": the first node (its agent's address when simulated)
+  int master_port = 0;        // --master_port; 0: a free port (simulated), else 29500
+  double timeout_s = 60;      // --timeout: the stall threshold, and the ranks' DSDOCTOR_TIMEOUT
+  double hang_after_s = 5;    // --hang-after
+  std::string on_hang;        // stop | wait; "": stop, wait under --tui
+  bool tui = false;           // --tui
+  bool trace = true;          // false: --no-trace
+  bool nccl_profiler = true;  // false: --no-nccl-profiler (the ranks get DSDOCTOR_NCCL_PROFILER=off)
+  bool share_group = false;   // --share-group
+  bool debug = false;         // the debug log level: the ranks get the debug diagnostic profile
+  bool dry_run = false;       // --dry-run: nothing starts, so no free port is picked
   std::string serve = "127.0.0.1:0";
   bool quiet = false;
   double reattach_window_s = 600;  // --reattach-window

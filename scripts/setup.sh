@@ -70,6 +70,30 @@ PY
   rm -rf "$tmp"
 fi
 
+# NCCL 2.30 (the nvidia-nccl-cu13 wheel on PyPI) as a test fixture of the NCCL profiler plugin: the
+# plugin must export the profiler API version this release looks up first (tracers/nccl_profiler_test.cc).
+PLUGIN_NCCL_VERSION=2.30.7
+plugin_nccl="$deps/nccl-$PLUGIN_NCCL_VERSION/libnccl.so.2"
+if [[ ! -f "$plugin_nccl" ]]; then
+  echo "setup: fetching NCCL $PLUGIN_NCCL_VERSION (nvidia-nccl-cu13 wheel) into $deps"
+  tmp=$(mktemp -d)
+  if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-nccl-cu13==$PLUGIN_NCCL_VERSION" -d "$tmp"; then
+    mkdir -p "$(dirname "$plugin_nccl")"
+    python3 - "$tmp"/nvidia_nccl_cu13-*.whl "$plugin_nccl" <<'PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    name = next(n for n in z.namelist() if n.endswith("/libnccl.so.2"))
+    data = z.read(name)
+with open(sys.argv[2] + ".tmp", "wb") as f:
+    f.write(data)
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+PY
+  else
+    echo "setup: could not fetch the nvidia-nccl-cu13 wheel (no PyPI?); the plugin's NCCL 2.30 check will skip" >&2
+  fi
+  rm -rf "$tmp"
+fi
+
 # py-spy (PyPI wheel) for Python stacks of hung ranks: `dsdoctor run` uses DSDOCTOR_PY_SPY or py-spy on PATH.
 PY_SPY_VERSION=0.4.3
 py_spy="$deps/py-spy-$PY_SPY_VERSION/py-spy"

@@ -92,6 +92,22 @@ TEST_F(CoordinatorE2eTest, MpirunLauncherRunsTheJob) {
   EXPECT_TRUE(run["findings"].empty()) << run["findings"].dump(2);
 }
 
+// Every rank gets NCCL's profiler plugin from its agent; a plugin the user set is chained behind it,
+// and --no-nccl-profiler leaves the environment alone.
+TEST_F(CoordinatorE2eTest, RanksGetTheNcclProfilerPluginAndTheUsersIsChained) {
+  auto r = InNamespace(
+      "P='echo plugin=$NCCL_PROFILER_PLUGIN chain=$DSDOCTOR_NCCL_PROFILER_CHAIN'; "
+      "$DSD run --local 2 --slots 1 --quiet --log-dir $DIR/a -- sh -c \"$P\"; "
+      "NCCL_PROFILER_PLUGIN=inspector $DSD run --local 1 --slots 1 --quiet --log-dir $DIR/b -- sh -c \"$P\"; "
+      "$DSD run --no-nccl-profiler --local 1 --slots 1 --quiet --log-dir $DIR/c -- sh -c \"$P\"; "
+      "cat $DIR/a/rank-1.log $DIR/b/rank-0.log $DIR/c/rank-0.log");
+  std::string plugin =
+      std::filesystem::path(DSDOCTOR_BIN).parent_path().parent_path() / "lib/dsdoctor/libdsdoctor-nccl-profiler.so";
+  EXPECT_NE(r.out.find("plugin=" + plugin + " chain=\n"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("plugin=" + plugin + " chain=inspector\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plugin= chain=\n"), std::string::npos) << r.out;
+}
+
 // Agents that run already (started by a cluster's own tooling): `run --launcher attach` runs the
 // job on them with their token, and leaves them running.
 TEST_F(CoordinatorE2eTest, AttachLauncherRunsTheJobOnRunningAgents) {
