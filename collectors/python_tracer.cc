@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
@@ -46,9 +47,12 @@ void AddNcclProfiler(const std::string& plugin, std::map<std::string, std::strin
   if (value("DSDOCTOR_NCCL_PROFILER") == "off") return;
   std::string user = value("NCCL_PROFILER_PLUGIN");
   if (user == plugin) return;
-  // The user's plugin keeps working: ours loads it and forwards every event.
-  if (!user.empty() && user != "none") (*env)["DSDOCTOR_NCCL_PROFILER_CHAIN"] = user;
-  if (user == "none") return;  // NCCL_PROFILER_PLUGIN=none: the user turned profiler plugins off
+  std::string lower = user;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "none") return;  // the user turned profiler plugins off (NCCL reads it in any case)
+  // The user's plugin keeps working: ours loads it and forwards its events. With none set, NCCL
+  // would have loaded libnccl-profiler.so if there is one: it is chained too, if it exists ('?').
+  (*env)["DSDOCTOR_NCCL_PROFILER_CHAIN"] = user.empty() ? "?libnccl-profiler.so" : user;
   (*env)["NCCL_PROFILER_PLUGIN"] = plugin;
 }
 

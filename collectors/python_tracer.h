@@ -29,8 +29,9 @@ std::optional<std::string> FindNcclProfiler();
 
 // Turns the plugin on in a rank's environment: NCCL_PROFILER_PLUGIN = its path. A plugin the user
 // configured (NCCL_PROFILER_PLUGIN in env, else ours) is not replaced: it moves to
-// DSDOCTOR_NCCL_PROFILER_CHAIN, and ours forwards every event to it. DSDOCTOR_NCCL_PROFILER=off
-// (`run --no-nccl-profiler`) leaves the environment as it is.
+// DSDOCTOR_NCCL_PROFILER_CHAIN, and ours forwards its events to it; with none configured, NCCL's
+// default libnccl-profiler.so is chained if it exists ("?libnccl-profiler.so"). NCCL_PROFILER_PLUGIN=none
+// (any case) and DSDOCTOR_NCCL_PROFILER=off (`run --no-nccl-profiler`) leave the environment as it is.
 void AddNcclProfiler(const std::string& plugin, std::map<std::string, std::string>* env);
 
 }  // namespace dsd::collectors

@@ -21,7 +21,8 @@ TEST_F(NcclProfilerEnvTest, ARankGetsThePlugin) {
   std::map<std::string, std::string> env;
   AddNcclProfiler(kPlugin, &env);
   EXPECT_EQ(env["NCCL_PROFILER_PLUGIN"], kPlugin);
-  EXPECT_EQ(env.count("DSDOCTOR_NCCL_PROFILER_CHAIN"), 0u);
+  // NCCL's default plugin, had the user one installed, keeps working behind ours.
+  EXPECT_EQ(env["DSDOCTOR_NCCL_PROFILER_CHAIN"], "?libnccl-profiler.so");
 }
 
 // The user's plugin (job env or the shell's) keeps working behind ours, never replaced.
@@ -42,10 +43,12 @@ TEST_F(NcclProfilerEnvTest, OptOutAndNoneLeaveTheEnvironmentAlone) {
   std::map<std::string, std::string> off = {{"DSDOCTOR_NCCL_PROFILER", "off"}};
   AddNcclProfiler(kPlugin, &off);
   EXPECT_EQ(off.count("NCCL_PROFILER_PLUGIN"), 0u);
-  std::map<std::string, std::string> none = {{"NCCL_PROFILER_PLUGIN", "none"}};
-  AddNcclProfiler(kPlugin, &none);
-  EXPECT_EQ(none["NCCL_PROFILER_PLUGIN"], "none");
-  EXPECT_EQ(none.count("DSDOCTOR_NCCL_PROFILER_CHAIN"), 0u);
+  for (const char* off_value : {"none", "NONE"}) {
+    std::map<std::string, std::string> none = {{"NCCL_PROFILER_PLUGIN", off_value}};
+    AddNcclProfiler(kPlugin, &none);
+    EXPECT_EQ(none["NCCL_PROFILER_PLUGIN"], off_value);
+    EXPECT_EQ(none.count("DSDOCTOR_NCCL_PROFILER_CHAIN"), 0u);
+  }
   std::map<std::string, std::string> again = {{"NCCL_PROFILER_PLUGIN", kPlugin}};  // a rank's child run
   AddNcclProfiler(kPlugin, &again);
   EXPECT_EQ(again.count("DSDOCTOR_NCCL_PROFILER_CHAIN"), 0u);

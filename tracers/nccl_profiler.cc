@@ -13,15 +13,18 @@
 //   stream, in order). So a collective launched but never finished on one GPU stays in flight.
 // - With no DSDOCTOR_TRACE_FILE/DSDOCTOR_TRACE_DIR it asks NCCL for no events: NCCL then never calls it.
 // - DSDOCTOR_NCCL_PROFILER_CHAIN names another plugin (the user's, e.g. NCCL Inspector): it is loaded
-//   and gets every call it asked for, with its own handles and context, as if NCCL had loaded it.
+//   and gets the events it asked for (and their parents), with its own handles, context and mask
+//   word, as if NCCL had loaded it.
 // - When the Python tracer's library is in the process (DSDOCTOR_TRACER_LIB), records go through it:
 //   one writer per trace file.
 //
 // Thread-safety: NCCL calls from the enqueueing threads, CUDA's host-callback thread and its proxy
 // threads; one mutex orders the plugin's state.
 #include <dlfcn.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +34,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include "runtime/trace_c_api.h"
 #include "runtime/types.h"
@@ -65,20 +70,26 @@ struct TraceApi {
   bool python = false;  // the Python tracer's library writes the records
 };
 
-enum class Kind : uint8_t { kOther, kCall, kChild };
+enum class Kind : uint8_t { kOther, kGroup, kCall, kChild };
 
-// What a handle given to NCCL stands for. Events live in a ring: NCCL keeps using a collective's
-// handle for its children after stopping it, so handles outlive their stop for 65,536 events.
+// What a handle given to NCCL stands for. NCCL keeps using a collective's handle for its kernel
+// events after stopping it, so a call's event lives until it is stopped, ended and childless, then
+// waits in a quarantine of 4,096 before it is reused; other events are released at their stop.
 struct Event {
   Kind kind = Kind::kOther;
   int version = 0;        // of the plugin NCCL loaded
   uint64_t record = 0;    // trace handle of a call (0: ended or untraced)
+  uint64_t plan = 0;      // a call's kernel plan (NCCL's Group event), or a Group event's own number
   Event* call = nullptr;  // a child's collective or send/recv
   struct Comm* comm = nullptr;
-  int children = 0;  // running kernel channels / proxy ops
+  int children = 0;       // kernel channels running
+  int channels = 0;       // channels NCCL says the call uses (v4 on; 0: unknown)
+  int channels_done = 0;  // kernel channels that stopped
   bool child_seen = false;
-  bool stopped = false;  // NCCL stopped the call's event: it is enqueued
+  bool stopped = false;  // NCCL stopped the event (a call's: it is enqueued)
+  bool released = false;
   void* chained = nullptr;
+  uint64_t chained_type = 0;  // the chained plugin's struct version that got it
 };
 
 struct Comm {
@@ -90,15 +101,17 @@ struct Comm {
 
 struct Context {
   int version = 0;
-  Comm* comm = nullptr;  // v4 on; v1-v3 name the communicator in each descriptor
+  Comm* comm = nullptr;     // v4 on; v1-v3 name the communicator in each descriptor
+  std::vector<Comm*> seen;  // the communicators of its calls (v1-v3: as descriptors named them)
   void* chained = nullptr;
-  int chained_mask = 0;
+  int chained_version = 0;  // the version of the chained plugin's struct in use (v5 for v6)
 };
 
-// The plugin NCCL chains to: its struct of the version NCCL loaded us with.
+// The plugin we chain to, by the versions it exports.
 struct Chain {
   void* lib = nullptr;
-  const void* plugin[7] = {};  // by version
+  const void* plugin[7] = {};
+  int mask = 0;  // its activation mask: its own int (it may keep the pointer and write it later)
 };
 
 uint32_t CommId(uint64_t hash) {
@@ -188,7 +201,6 @@ class Profiler {
     const char* f = std::getenv("DSDOCTOR_TRACE_FILE");
     const char* d = std::getenv("DSDOCTOR_TRACE_DIR");
     wanted_ = (f && *f) || (d && *d);
-    api_.UsePythonTracerIfLoaded();
   }
 
   // The events this plugin asks for, by the version NCCL loaded.
@@ -204,10 +216,11 @@ class Profiler {
     if (version >= 4) {
       std::lock_guard<std::mutex> lock(mu_);
       ctx->comm = CommOf(hash);
+      ctx->seen.push_back(ctx->comm);
       if (rank_ < 0) rank_ = rank, n_ranks_ = n_ranks;
     }
-    ChainInit(ctx.get(), version, mask, name, hash, n_nodes, n_ranks, rank, log, id_v5);
-    if (mask) *mask |= Mask(version);
+    ChainInit(ctx.get(), version, name, hash, n_nodes, n_ranks, rank, log, id_v5);
+    if (mask) *mask |= Mask(version) | chain_.mask;
     *context = ctx.release();
     return kSuccess;
   }
@@ -216,20 +229,36 @@ class Profiler {
     auto* ctx = static_cast<Context*>(context);
     if (!ctx) return kSuccess;
     if (ctx->chained) {
-      if (const auto* p = static_cast<const PluginV1*>(chain_.plugin[ctx->version])) p->finalize(ctx->chained);
+      if (const auto* p = static_cast<const PluginV1*>(chain_.plugin[ctx->chained_version])) p->finalize(ctx->chained);
+    }
+    {
+      // The communicator is destroyed: NCCL finished (or aborted) what it had enqueued.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Comm* c : ctx->seen)
+        while (!c->open.empty()) End(c->open.front());
     }
     delete ctx;
     return kSuccess;
   }
 
-  // A collective or send/recv begins (type kColl/kP2p), a child of one begins (kernel channel or
-  // proxy op), or another event we only pass on.
-  Event* Start(Context* ctx, uint64_t type, void* parent, int rank, const CallInfo* call, int child_pid) {
+  // An event starts: a Group (a kernel plan), a collective or send/recv (`call`), a kernel channel
+  // of one, or another we only pass on. nullptr: not tracked (NCCL accepts null handles).
+  Event* Start(Context* ctx, uint64_t type, void* parent, int rank, const CallInfo* call, uint64_t plan_parent,
+               int channels) {
     std::lock_guard<std::mutex> lock(mu_);
-    Event* e = NewEvent();
-    e->version = ctx->version;
-    if (call && call->op != Op::kNone && Open(rank)) {
-      Comm* comm = ctx->comm ? ctx->comm : CommOf(call->comm_hash);
+    Event* e = nullptr;
+    if (type == kGroup) {
+      if ((e = NewEvent())) {
+        e->kind = Kind::kGroup;
+        e->plan = ++plans_;
+      }
+    } else if (call && call->op != Op::kNone && Open(rank)) {
+      if (!(e = NewEvent())) return nullptr;
+      Comm* comm = ctx->comm;
+      if (!comm) {
+        comm = CommOf(call->comm_hash);
+        if (std::find(ctx->seen.begin(), ctx->seen.end(), comm) == ctx->seen.end()) ctx->seen.push_back(comm);
+      }
       uint64_t seq;
       if (call->op == Op::kSend || call->op == Op::kRecv)
         seq = ++comm->p2p_seq[static_cast<uint64_t>(call->op) << 32 | static_cast<uint32_t>(call->peer)];
@@ -242,62 +271,92 @@ class Profiler {
         std::snprintf(site, sizeof site, "nccl%s", call->func);
       e->kind = Kind::kCall;
       e->comm = comm;
+      e->channels = channels;
+      auto* group = static_cast<Event*>(reinterpret_cast<void*>(plan_parent));
+      e->plan = group && group->kind == Kind::kGroup ? group->plan : 0;
       e->record = api_.begin(static_cast<int>(call->op) | kAsync, static_cast<int>(call->dtype), 0, seq, call->count,
                              call->count * DTypeBytes(call->dtype), call->peer, comm->id, site);
       comm->open.push_back(e);
-    } else if ((type == kKernelCh || type == kProxyOp) && parent && child_pid == ::getpid()) {
+    } else if (type == kKernelCh && parent) {
       auto* owner = static_cast<Event*>(parent);
-      if (owner->kind == Kind::kCall && owner->record) {
+      if (owner->kind == Kind::kCall && !owner->released && (e = NewEvent())) {
         e->kind = Kind::kChild;
         e->call = owner;
         ++owner->children;
         owner->child_seen = true;
-        // A kernel of this communicator started: every call it enqueued before has finished.
-        if (type == kKernelCh && owner->comm) {
+        // A kernel of this communicator started: the calls of earlier plans have finished (one
+        // stream, in order). Calls of its own plan (grouped sends and receives) run beside it.
+        if (owner->comm && owner->plan) {
           auto& open = owner->comm->open;
-          while (!open.empty() && open.front() != owner) {
-            Event* done = open.front();
-            open.pop_front();
-            End(done);
-          }
+          while (!open.empty() && open.front() != owner && open.front()->plan && open.front()->plan < owner->plan)
+            End(open.front());
         }
       }
     }
+    if (!e && ctx->chained) e = NewEvent();  // a handle to carry the chained plugin's
+    if (e) e->version = ctx->version;
     return e;
   }
 
+  // NCCL stopped the event.
   void Stop(Event* e) {
     std::lock_guard<std::mutex> lock(mu_);
+    e->stopped = true;
     if (e->kind == Kind::kCall) {
-      e->stopped = true;
       // v1/v2: enqueued is all NCCL says of it.
       if (e->version <= 2) End(e);
       MaybeComplete(e);
-    } else if (e->kind == Kind::kChild && e->call) {
+      MaybeRelease(e);
+    } else if (e->kind == Kind::kChild) {
       Event* call = e->call;
       e->call = nullptr;
-      if (call->children > 0) --call->children;
-      MaybeComplete(call);
+      if (call && !call->released) {
+        if (call->children > 0) --call->children;
+        ++call->channels_done;
+        MaybeComplete(call);
+        MaybeRelease(call);
+      }
+      Release(e);
+    } else {
+      Release(e);
     }
   }
 
   const Chain& chain() const { return chain_; }
-  bool chaining() const { return chain_.lib != nullptr; }
-
-  Event* NewEventLocked() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return NewEvent();
-  }
+  bool chaining() const { return chaining_; }
 
  private:
-  static constexpr size_t kEvents = 1 << 16;
+  static constexpr size_t kMaxEvents = 1 << 20;  // live handles at most (64 MiB); more go untracked
+  static constexpr size_t kQuarantine = 4096;
 
   Event* NewEvent() {
-    Event* e = &events_[next_event_++ % kEvents];
-    // A handle NCCL still held this long ago is reused: end its record first rather than lose it.
-    if (e->kind == Kind::kCall && e->record) End(e);
+    Event* e;
+    if (!free_.empty()) {
+      e = free_.back();
+      free_.pop_back();
+    } else if (live_ < kMaxEvents) {
+      e = new Event;
+      ++live_;
+    } else {
+      return nullptr;
+    }
     *e = Event{};
     return e;
+  }
+
+  // Back to the pool through the quarantine: a late event of NCCL's still naming it finds it inert.
+  void Release(Event* e) {
+    if (e->released) return;
+    e->released = true;
+    quarantine_.push_back(e);
+    if (quarantine_.size() > kQuarantine) {
+      free_.push_back(quarantine_.front());
+      quarantine_.pop_front();
+    }
+  }
+
+  void MaybeRelease(Event* call) {
+    if (call->stopped && !call->record && call->children == 0) Release(call);
   }
 
   Comm* CommOf(uint64_t hash) {
@@ -313,6 +372,7 @@ class Profiler {
   bool Open(int descr_rank) {
     if (!wanted_ || failed_) return false;
     if (opened_) return true;
+    api_.UsePythonTracerIfLoaded();  // loaded at start-up by sitecustomize, long before NCCL's first call
     int rank = EnvInt({"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
     if (rank < 0) rank = rank_ >= 0 ? rank_ : descr_rank;
     int size = EnvInt({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
@@ -323,8 +383,8 @@ class Profiler {
       path = f;
     else
       path = std::string(std::getenv("DSDOCTOR_TRACE_DIR")) + "/rank-" + std::to_string(rank) + ".trace";
-    // Another writer of this process (the bundled runtime, the PMPI tracer) already keeps this
-    // trace: opening it again would truncate the file under its mapping. Its records stand.
+    // Another writer of this process (the bundled runtime, the PMPI tracer) keeps this trace:
+    // opening it again would truncate the file under its mapping. Its records stand.
     if (!api_.python && WrittenByThisProcess(path)) {
       failed_ = true;
       return false;
@@ -338,16 +398,24 @@ class Profiler {
     return true;
   }
 
-  // The trace header's magic and pid (docs/trace.md: pid at offset 36) name this process.
+  // The trace header (docs/trace.md) names this process (pid at 36) and its heartbeat (at 136,
+  // refreshed every 100 ms by a live writer) is fresh: a file left by an earlier process with the
+  // same pid (containers) is not one.
   static bool WrittenByThisProcess(const std::string& path) {
-    char head[40] = {};
+    char head[144] = {};
     FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) return false;
     size_t n = std::fread(head, 1, sizeof head, f);
     std::fclose(f);
     int32_t pid = 0;
+    int64_t heartbeat = 0;
     std::memcpy(&pid, head + 36, sizeof pid);
-    return n == sizeof head && std::memcmp(head, "DSDTRACE", 8) == 0 && pid == ::getpid();
+    std::memcpy(&heartbeat, head + 136, sizeof heartbeat);
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    const int64_t now_ns = static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+    return n == sizeof head && std::memcmp(head, "DSDTRACE", 8) == 0 && pid == ::getpid() &&
+           now_ns - heartbeat < 2000000000;
   }
 
   void End(Event* e) {
@@ -361,14 +429,19 @@ class Profiler {
           break;
         }
     }
+    MaybeRelease(e);
   }
 
+  // Done when NCCL stopped it and its kernel's channels ended: all of those NCCL said it uses (v4
+  // on), else every one that started.
   void MaybeComplete(Event* call) {
-    if (call->record && call->stopped && call->child_seen && call->children == 0) End(call);
+    if (!call->record || !call->stopped || !call->child_seen || call->children > 0) return;
+    if (call->channels > 0 && call->channels_done < call->channels) return;
+    End(call);
   }
 
-  void ChainInit(Context* ctx, int version, int* mask, const char* name, uint64_t hash, int n_nodes, int n_ranks,
-                 int rank, Logger log, uint64_t id_v5);
+  void ChainInit(Context* ctx, int version, const char* name, uint64_t hash, int n_nodes, int n_ranks, int rank,
+                 Logger log, uint64_t id_v5);
 
   bool wanted_ = false;
   bool opened_ = false, failed_ = false;
@@ -376,9 +449,12 @@ class Profiler {
   TraceApi api_;
   std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<Comm>> comms_;
-  std::unique_ptr<Event[]> events_{new Event[kEvents]};
-  size_t next_event_ = 0;
+  std::vector<Event*> free_;
+  std::deque<Event*> quarantine_;
+  size_t live_ = 0;
+  uint64_t plans_ = 0;
   Chain chain_;
+  bool chaining_ = false;
   std::once_flag chain_once_;
 };
 
@@ -388,25 +464,32 @@ Profiler& P() {
 }
 
 // Loads DSDOCTOR_NCCL_PROFILER_CHAIN as NCCL would (the name as given, else
-// libnccl-profiler-<name>.so), once, and initialises it for this communicator.
-void Profiler::ChainInit(Context* ctx, int version, int* mask, const char* name, uint64_t hash, int n_nodes,
-                         int n_ranks, int rank, Logger log, uint64_t id_v5) {
+// libnccl-profiler-<name>.so), once, and initialises it for this communicator. A leading '?' marks
+// a plugin that may not exist (NCCL's default libnccl-profiler.so): then nothing is said.
+void Profiler::ChainInit(Context* ctx, int version, const char* name, uint64_t hash, int n_nodes, int n_ranks, int rank,
+                         Logger log, uint64_t id_v5) {
   std::call_once(chain_once_, [this] {
     const char* want = std::getenv("DSDOCTOR_NCCL_PROFILER_CHAIN");
     if (!want || !*want) return;
+    const bool optional = want[0] == '?';
+    if (optional) ++want;
     void* lib = ::dlopen(want, RTLD_NOW | RTLD_LOCAL);
     if (!lib && !std::strchr(want, '/'))
       lib = ::dlopen(("libnccl-profiler-" + std::string(want) + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-      std::fprintf(stderr, "dsdoctor: NCCL profiler plugin: cannot load %s to chain to it: %s\n", want, ::dlerror());
+      if (!optional)
+        std::fprintf(stderr, "dsdoctor: NCCL profiler plugin: cannot load %s to chain to it: %s\n", want, ::dlerror());
       return;
     }
     chain_.lib = lib;
     for (int v = 1; v <= 6; ++v) chain_.plugin[v] = ::dlsym(lib, ("ncclProfiler_v" + std::to_string(v)).c_str());
+    chaining_ = true;
   });
   if (!chain_.lib) return;
-  const void* p = chain_.plugin[version];
-  if (!p) {
+  // v6 and v5 share their layout: a v5 plugin gets everything but the copy-engine events, as NCCL
+  // 2.29 would give it. Other versions need NCCL's own adapters: not chained.
+  int use = chain_.plugin[version] ? version : version == 6 && chain_.plugin[5] ? 5 : 0;
+  if (!use) {
     static std::once_flag warned;
     std::call_once(warned, [version] {
       std::fprintf(stderr, "dsdoctor: NCCL profiler plugin: the chained plugin has no ncclProfiler_v%d; not chained\n",
@@ -414,20 +497,20 @@ void Profiler::ChainInit(Context* ctx, int version, int* mask, const char* name,
     });
     return;
   }
-  int theirs = 0;
+  const void* p = chain_.plugin[use];
   Result r = kSuccess;
-  if (version <= 3)
-    r = static_cast<const PluginV1*>(p)->init(&ctx->chained, &theirs);
-  else if (version == 4)
-    r = static_cast<const PluginV4*>(p)->init(&ctx->chained, &theirs, name, hash, n_nodes, n_ranks, rank, log);
+  if (use <= 3)
+    r = static_cast<const PluginV1*>(p)->init(&ctx->chained, &chain_.mask);
+  else if (use == 4)
+    r = static_cast<const PluginV4*>(p)->init(&ctx->chained, &chain_.mask, name, hash, n_nodes, n_ranks, rank, log);
   else
-    r = static_cast<const PluginV5*>(p)->init(&ctx->chained, id_v5, &theirs, name, n_nodes, n_ranks, rank, log);
+    r = static_cast<const PluginV5*>(p)->init(&ctx->chained, id_v5, &chain_.mask, name, n_nodes, n_ranks, rank, log);
   if (r != kSuccess) {
     ctx->chained = nullptr;
     return;
   }
-  ctx->chained_mask = theirs;
-  if (mask) *mask |= theirs;
+  ctx->chained_version = use;
+  if (use == 5) chain_.mask &= ~static_cast<int>(kCeColl | kCeSync | kCeBatch);
 }
 
 // ---- per-version entry points ----
@@ -501,34 +584,64 @@ bool Describe(const DescrV5& d, uint64_t type, CallInfo* c) {
   return DescribeStrings(d, type, c, 0);
 }
 
+// The kernel plan (NCCL's Group event) a call belongs to, and the channels it uses (v4 on).
 template <class D>
-int ChildPid(const D& d, uint64_t type) {
-  return type == kProxyOp ? d.proxy_op.pid : ::getpid();  // kernel channels are this process's
+void* PlanOf(const D& d) {
+  if constexpr (std::is_same_v<D, DescrV5>)
+    return d.type == kColl ? d.coll.parent_group : d.p2p.parent_group;
+  else
+    return d.parent;
+}
+template <class D>
+int ChannelsOf(const D& d) {
+  if constexpr (std::is_same_v<D, DescrV4> || std::is_same_v<D, DescrV5>)
+    return d.type == kColl ? d.coll.n_channels : d.p2p.n_channels;
+  else
+    return 0;
+}
+
+// The events a plugin that asked for `mask` gets from NCCL: those and their parents.
+int Implied(int mask) {
+  uint64_t m = static_cast<uint32_t>(mask);
+  if (m & kNetPlugin) m |= kProxyStep;
+  if (m & kProxyStep) m |= kProxyOp;
+  if (m & (kProxyOp | kKernelCh)) m |= kColl | kP2p;
+  if (m & kColl) m |= kCollApi | kGroup;
+  if (m & kP2p) m |= kP2pApi | kGroup;
+  if (m & (kCollApi | kP2pApi | kKernelLaunch)) m |= kGroupApi;
+  return static_cast<int>(m);
 }
 
 template <int V, class D, class Args>
 struct Entry {
+  using Chained = Plugin<D, Args, void*>;
+
   static Result Start(void* context, void** handle, D* descr) {
+    if (!handle) return kSuccess;
     *handle = nullptr;
     auto* ctx = static_cast<Context*>(context);
     if (!ctx || !descr) return kSuccess;
     Profiler& p = P();
+    if (p.Mask(V) == 0 && !ctx->chained) return kSuccess;
     const uint64_t type = descr->type;
     CallInfo call;
-    Event* e = nullptr;
-    bool ours = (type & static_cast<uint64_t>(p.Mask(V))) != 0 || type == kColl || type == kP2p;
-    if (ours) {
-      bool is_call = Describe(*descr, type, &call);
-      e = p.Start(ctx, type, descr->parent, descr->rank, is_call ? &call : nullptr, ChildPid(*descr, type));
-    }
-    if (ctx->chained) {
-      const auto* plugin = static_cast<const Plugin<D, Args, void*>*>(p.chain().plugin[V]);
-      if (!e) e = p.NewEventLocked();
+    const bool is_call = (type == kColl || type == kP2p) && Describe(*descr, type, &call);
+    // A proxy op posted by another process (PXN) names a parent that is not ours.
+    const bool own_parent = type != kProxyOp || descr->proxy_op.pid == ::getpid();
+    Event* e = p.Start(ctx, type, own_parent ? descr->parent : nullptr, descr->rank, is_call ? &call : nullptr,
+                       is_call ? reinterpret_cast<uint64_t>(PlanOf(*descr)) : 0, is_call ? ChannelsOf(*descr) : 0);
+    if (e && ctx->chained && (static_cast<uint64_t>(Implied(p.chain().mask)) & type)) {
+      // Its own handles: every parent is translated to the chained plugin's handle of it.
+      auto theirs = [&](void* ours) { return ours ? static_cast<Event*>(ours)->chained : nullptr; };
       D copy = *descr;
-      auto* parent = static_cast<Event*>(descr->parent);
-      // A parent is one of our handles, unless a proxy op of another process (PXN) posted it.
-      copy.parent = parent && ChildPid(*descr, type) == ::getpid() ? parent->chained : nullptr;
+      copy.parent = own_parent ? theirs(descr->parent) : nullptr;
+      if constexpr (std::is_same_v<D, DescrV5>) {
+        if (type == kColl) copy.coll.parent_group = theirs(descr->coll.parent_group);
+        if (type == kP2p) copy.p2p.parent_group = theirs(descr->p2p.parent_group);
+      }
+      const auto* plugin = static_cast<const Chained*>(p.chain().plugin[ctx->chained_version]);
       plugin->start_event(ctx->chained, &e->chained, &copy);
+      e->chained_type = static_cast<uint64_t>(ctx->chained_version);
     }
     *handle = e;
     return kSuccess;
@@ -539,10 +652,10 @@ struct Entry {
     if (!e) return kSuccess;
     Profiler& p = P();
     void* chained = e->chained;
+    const int version = static_cast<int>(e->chained_type);
     p.Stop(e);
     if (chained) {
-      if (const auto* plugin = static_cast<const Plugin<D, Args, void*>*>(p.chain().plugin[V]))
-        plugin->stop_event(chained);
+      if (const auto* plugin = static_cast<const Chained*>(p.chain().plugin[version])) plugin->stop_event(chained);
     }
     return kSuccess;
   }
@@ -550,7 +663,7 @@ struct Entry {
   static Result Record(void* handle, int state, Args* args) {
     auto* e = static_cast<Event*>(handle);
     if (!e || !e->chained) return kSuccess;
-    if (const auto* plugin = static_cast<const Plugin<D, Args, void*>*>(P().chain().plugin[V]))
+    if (const auto* plugin = static_cast<const Chained*>(P().chain().plugin[e->chained_type]))
       plugin->record_event_state(e->chained, state, args);
     return kSuccess;
   }

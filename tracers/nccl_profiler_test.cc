@@ -79,6 +79,8 @@ int NcclProfilerTest::counter_ = 0;
 struct Driver {
   virtual ~Driver() = default;
   virtual int Init(void** ctx, int* mask) = 0;
+  // A kernel plan (NCCL's Group event): the calls started after it belong to it.
+  virtual void NewPlan(void* ctx) = 0;
   // An all-reduce of `count` float32 on the test communicator; a send of int64 to `peer`.
   virtual void* StartAllReduce(void* ctx, size_t count) = 0;
   virtual void* StartSend(void* ctx, int peer, size_t count) = 0;
@@ -100,6 +102,20 @@ struct DriverOf : Driver {
       return p->init(ctx, mask, "test-comm", kCommHash, 1, 4, 3, nullptr);
     else
       return p->init(ctx, kCommHash, mask, "test-comm", 1, 4, 3, nullptr);
+  }
+  void* plan = nullptr;
+  void NewPlan(void* ctx) override {
+    D d{};
+    d.type = kGroup;
+    plan = Start(ctx, d);
+  }
+  void InPlan(D& d) {
+    if constexpr (std::is_same_v<D, DescrV5>) {
+      if (d.type == kColl) d.coll.parent_group = plan;
+      if (d.type == kP2p) d.p2p.parent_group = plan;
+    } else {
+      d.parent = plan;
+    }
   }
   void* Start(void* ctx, D& d) {
     void* h = nullptr;
@@ -123,6 +139,7 @@ struct DriverOf : Driver {
     }
     d.coll.count = count;
     d.coll.root = 0;
+    InPlan(d);
     return Start(ctx, d);
   }
   void* StartSend(void* ctx, int peer, size_t count) override {
@@ -140,6 +157,7 @@ struct DriverOf : Driver {
     }
     d.p2p.count = count;
     d.p2p.peer = peer;
+    InPlan(d);
     return Start(ctx, d);
   }
   void* StartChild(void* ctx, void* call) override {
@@ -186,6 +204,7 @@ TEST_P(NcclProfilerTest, EveryCallIsRecordedAndCompletesWhenItsKernelEnds) {
   }
 
   // All-reduce #1: enqueued (NCCL stops its event at once), then its two channels run and end.
+  d->NewPlan(ctx);
   void* a1 = d->StartAllReduce(ctx, 1024);
   ASSERT_NE(a1, nullptr);
   d->Stop(a1);
@@ -202,9 +221,11 @@ TEST_P(NcclProfilerTest, EveryCallIsRecordedAndCompletesWhenItsKernelEnds) {
     EXPECT_EQ(enqueued.InFlight(), nullptr);  // v1/v2: enqueued is all NCCL says
   }
   // A send of 8 int64 to rank 1, whose kernel ends; then all-reduce #2, launched and never finished.
+  d->NewPlan(ctx);
   void* s = d->StartSend(ctx, 1, 8);
   d->Stop(s);
   if (v >= 3) d->Stop(d->StartChild(ctx, s));
+  d->NewPlan(ctx);
   void* a2 = d->StartAllReduce(ctx, 2048);
   d->Stop(a2);
   if (v >= 3) d->StartChild(ctx, a2);
@@ -240,8 +261,8 @@ TEST_P(NcclProfilerTest, EveryCallIsRecordedAndCompletesWhenItsKernelEnds) {
   d->Finalize(ctx);
 }
 
-// NCCL's kernels of one communicator run in order on its stream: a later collective's kernel that
-// started proves the earlier ones finished, even when NCCL gave them no kernel events.
+// NCCL's kernels of one communicator run in order on its stream: a later plan's kernel that started
+// proves the calls of earlier plans finished, even when NCCL gave them no kernel events.
 class NcclProfilerKernelTest : public NcclProfilerTest {};  // v3 on: kernel-channel events
 
 TEST_P(NcclProfilerKernelTest, ALaterKernelOfTheCommunicatorCompletesTheCallsBeforeIt) {
@@ -252,16 +273,26 @@ TEST_P(NcclProfilerKernelTest, ALaterKernelOfTheCommunicatorCompletesTheCallsBef
   void* ctx = nullptr;
   int mask = 0;
   ASSERT_EQ(d->Init(&ctx, &mask), kSuccess);
+  d->NewPlan(ctx);
   void* a1 = d->StartAllReduce(ctx, 16);
   d->Stop(a1);
-  void* a2 = d->StartAllReduce(ctx, 16);
-  d->Stop(a2);
-  d->StartChild(ctx, a2);
+  // One plan of grouped calls (ncclGroupStart; send; recv; ncclGroupEnd): a channel of the receive
+  // that starts says nothing of the send beside it in the same kernel.
+  d->NewPlan(ctx);
+  void* send = d->StartSend(ctx, 1, 4);
+  void* recv = d->StartSend(ctx, 2, 4);
+  d->Stop(send);
+  d->Stop(recv);
+  d->StartChild(ctx, recv);
   TraceSnapshot t = Trace();
-  ASSERT_EQ(t.records.size(), 2u);
-  EXPECT_EQ(t.records[0].state, RecordState::kCompleted);
-  EXPECT_EQ(t.records[1].state, RecordState::kStarted);
+  ASSERT_EQ(t.records.size(), 3u);
+  EXPECT_EQ(t.records[0].state, RecordState::kCompleted);  // an earlier plan: finished
+  EXPECT_EQ(t.records[1].state, RecordState::kStarted);    // the same plan: still unknown
+  EXPECT_EQ(t.records[2].state, RecordState::kStarted);
+  // Destroying the communicator ends what it had enqueued.
   d->Finalize(ctx);
+  TraceSnapshot after = Trace();
+  EXPECT_EQ(after.InFlight(), nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryVersion, NcclProfilerTest, ::testing::Values(1, 2, 3, 4, 5, 6),
@@ -315,6 +346,13 @@ TEST_F(NcclProfilerLoadTest, TheUsersPluginIsChainedWithItsOwnHandles) {
   d->Stop(a);
   d->Stop(ch);
   EXPECT_EQ(*counter("chained_stops"), 2);
+  // A proxy-control event it did not ask for (nor for any of its children) is not passed on.
+  DescrV5 ctrl{};
+  ctrl.type = kProxyCtrl;
+  void* h = nullptr;
+  ASSERT_EQ(Plugin<PluginV5>(lib, 5)->start_event(ctx, &h, &ctrl), kSuccess);
+  Plugin<PluginV5>(lib, 5)->stop_event(h);
+  EXPECT_EQ(*counter("chained_starts"), 2);
   d->Finalize(ctx);
   EXPECT_EQ(*counter("chained_finalizes"), 1);
   TraceSnapshot t = Trace();
@@ -327,8 +365,8 @@ TEST_F(NcclProfilerLoadTest, TheUsersPluginIsChainedWithItsOwnHandles) {
 TEST_F(NcclProfilerLoadTest, ATraceAnotherWriterOfThisProcessKeepsIsLeftAlone) {
   auto w = runtime::TraceWriter::Create(trace_, {3, 4, 3, "h", "nccl"}, 16);
   ASSERT_TRUE(w.ok());
-  (*w)->Complete((*w)->Begin({Op::kBarrier, runtime::DType::kNone, runtime::ReduceOp::kNone, 1, 0, 0, -1, 0,
-                              "init_distributed"}));
+  (*w)->Complete(
+      (*w)->Begin({Op::kBarrier, runtime::DType::kNone, runtime::ReduceOp::kNone, 1, 0, 0, -1, 0, "init_distributed"}));
   void* lib = Load();
   ASSERT_NE(lib, nullptr);
   auto d = DriverFor(lib, 5);

@@ -1,5 +1,5 @@
 // libdsdoctor-pmpi.so: traces an unmodified MPI program through MPI's profiling interface (PMPI).
-// Loaded with LD_PRELOAD (`dsdoctor run --trace-mpi`, or by hand: docs/trace.md, "Producers"), its
+// Loaded with LD_PRELOAD (by hand under mpirun: docs/trace.md, "Producers"), its
 // MPI_* functions come before the MPI library's; each records the call into the rank's trace ring
 // through the C ABI (runtime/trace_c_api.h) and calls the library's PMPI_* twin. The diagnosis
 // engine, `analyze` and the TUI read these ranks like any other.
@@ -101,13 +101,16 @@ class Tracer {
     std::lock_guard<std::mutex> lock(mu_);
     Comm& c = CommOf(comm);
     uint64_t seq;
-    int peer = call.root < 0 ? -1 : WorldRank(c, call.root);
+    int peer = call.root < 0 ? -1 : WorldRank(c, call.root);  // MPI_ROOT, MPI_PROC_NULL: -1
     if (call.op == Op::kSend || call.op == Op::kRecv)
       seq = ++c.p2p_seq[static_cast<uint64_t>(call.op) << 32 | static_cast<uint32_t>(peer)];
     else
       seq = ++c.seq;
     int size = 0;
-    if (call.dtype != MPI_DATATYPE_NULL) PMPI_Type_size(call.dtype, &size);
+    // At an intercommunicator's MPI_ROOT / MPI_PROC_NULL the buffers and types are not significant.
+    const bool rootless =
+        call.root == MPI_ROOT || (call.root == MPI_PROC_NULL && call.op != Op::kSend && call.op != Op::kRecv);
+    if (call.dtype != MPI_DATATYPE_NULL && !rootless) PMPI_Type_size(call.dtype, &size);
     return dsd_trace_begin(static_cast<int>(call.op) | (async ? kAsync : 0), static_cast<int>(DTypeOf(call.dtype)),
                            static_cast<int>(ReduceOf(call.reduce)), seq, call.count,
                            call.count * static_cast<uint64_t>(size > 0 ? size : 0), peer, c.id,
@@ -124,7 +127,11 @@ class Tracer {
 
   // Requests of non-blocking calls.
   void Remember(MPI_Request request, uint64_t handle) {
-    if (!handle || request == MPI_REQUEST_NULL) return;
+    if (!handle) return;
+    if (request == MPI_REQUEST_NULL) {  // nothing left to wait for: done already
+      dsd_trace_end(handle, 1, nullptr);
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, fresh] = requests_.try_emplace(request, handle);
     // A handle MPI reused: the call it stood for completed where we did not see it (a wait we do
@@ -140,16 +147,20 @@ class Tracer {
     auto it = requests_.find(request);
     return it == requests_.end() ? 0 : it->second;
   }
-  void Forget(MPI_Request request) {
+  // Forgets `request` if it still stands for `handle`: another thread may have been given the same
+  // handle value for a new call since MPI freed it (MPI_THREAD_MULTIPLE).
+  void Forget(MPI_Request request, uint64_t handle) {
     std::lock_guard<std::mutex> lock(mu_);
-    requests_.erase(request);
+    auto it = requests_.find(request);
+    if (it != requests_.end() && it->second == handle) requests_.erase(it);
   }
 
   // Communicators made by the program: registered at creation, so every member numbers them alike.
   void Made(MPI_Comm comm) {
     if (!on_ || comm == MPI_COMM_NULL) return;
     std::lock_guard<std::mutex> lock(mu_);
-    CommOf(comm);
+    comms_.erase(comm);  // a handle value freed where we did not see it (MPI_Comm_disconnect)
+    CommOf(comm, /*made=*/true);
   }
   void Freed(MPI_Comm comm) {
     if (!on_) return;
@@ -198,7 +209,11 @@ class Tracer {
   }
 
   // The communicator's record, made on first sight. Caller holds mu_.
-  Comm& CommOf(MPI_Comm comm) {
+  // `made`: registered where it was created (collectively, in the same order on every member), so
+  // the count of communicators made before with the same members is part of its id. Others (made
+  // by a function not wrapped) are seen first at different calls on different ranks: their id is
+  // their members' alone.
+  Comm& CommOf(MPI_Comm comm, bool made = false) {
     auto it = comms_.find(comm);
     if (it != comms_.end()) return it->second;
     Comm& c = comms_[comm];
@@ -218,7 +233,7 @@ class Tracer {
     auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
     mix(static_cast<uint64_t>(inter));
     for (int r : members) mix(static_cast<uint32_t>(r));
-    mix(made_[h]++);
+    mix(made ? made_[h]++ : 0xffffffffULL);
     c.id = static_cast<uint32_t>(h ^ (h >> 32));
     if (c.id == 0) c.id = 1;  // 0 is MPI_COMM_WORLD
     return c;
@@ -376,11 +391,24 @@ void Completed(const std::vector<uint64_t>& handles, const std::vector<MPI_Reque
                const char* name) {
   if (i < 0 || i >= static_cast<int>(handles.size()) || !handles[i]) return;
   T().End(handles[i], name, rc);
-  T().Forget(before[i]);
+  T().Forget(before[i], handles[i]);
 }
 
+// With MPI_ERR_IN_STATUS each request's status says how it ended; MPI_ERR_PENDING: not yet (still
+// active). -1: unknown (no statuses were asked for), so its record is left as it is.
 int StatusError(const MPI_Status* statuses, int i) {
-  return statuses == MPI_STATUSES_IGNORE ? MPI_ERR_OTHER : statuses[i].MPI_ERROR;
+  if (statuses == MPI_STATUSES_IGNORE) return -1;
+  return statuses[i].MPI_ERROR;
+}
+
+// Whether a wait/test's outcome for request i ends its record, and with which code.
+bool Ends(int rc, const MPI_Status* statuses, int i, int* code) {
+  if (rc != MPI_ERR_IN_STATUS) {
+    *code = rc;
+    return true;
+  }
+  *code = StatusError(statuses, i);
+  return *code != -1 && *code != MPI_ERR_PENDING;
 }
 
 int Size(MPI_Comm comm) {
@@ -397,7 +425,9 @@ int Size(MPI_Comm comm) {
 uint64_t Sum(const int* counts, MPI_Comm comm) {
   uint64_t s = 0;
   if (!counts) return 0;
-  for (int i = 0, n = Size(comm); i < n; ++i) s += counts[i] > 0 ? static_cast<uint64_t>(counts[i]) : 0;
+  int n = 0;
+  PMPI_Comm_size(comm, &n);  // recvcounts has an entry per rank of the local group
+  for (int i = 0; i < n; ++i) s += counts[i] > 0 ? static_cast<uint64_t>(counts[i]) : 0;
   return s;
 }
 
@@ -469,6 +499,45 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* out
 
 int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm* out) {
   int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* out) {
+  int rc = PMPI_Comm_dup_with_info(comm, info, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* out) {
+  int rc = PMPI_Cart_sub(comm, remain_dims, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm* out) {
+  int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[],
+                                   int outdegree, const int destinations[], const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm* out) {
+  int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations, destweights,
+                                           info, reorder, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader, int tag, MPI_Comm* out) {
+  int rc = PMPI_Intercomm_create(local, local_leader, peer, remote_leader, tag, out);
+  if (rc == MPI_SUCCESS) T().Made(*out);
+  return rc;
+}
+
+int MPI_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm* out) {
+  int rc = PMPI_Intercomm_merge(inter, high, out);
   if (rc == MPI_SUCCESS) T().Made(*out);
   return rc;
 }
@@ -642,6 +711,18 @@ int MPI_Ssend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI
                   [&] { return PMPI_Ssend(buf, count, t, dest, tag, comm); });
 }
 
+int MPI_Bsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+  if (dest == MPI_PROC_NULL) return PMPI_Bsend(buf, count, t, dest, tag, comm);
+  return Blocking("MPI_Bsend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, DSD_CALLER,
+                  [&] { return PMPI_Bsend(buf, count, t, dest, tag, comm); });
+}
+
+int MPI_Rsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+  if (dest == MPI_PROC_NULL) return PMPI_Rsend(buf, count, t, dest, tag, comm);
+  return Blocking("MPI_Rsend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, DSD_CALLER,
+                  [&] { return PMPI_Rsend(buf, count, t, dest, tag, comm); });
+}
+
 int MPI_Recv(void* buf, int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Status* st) {
   if (source == MPI_PROC_NULL) return PMPI_Recv(buf, count, t, source, tag, comm, st);
   return Blocking("MPI_Recv", comm, {Op::kRecv, t, U(count), MPI_OP_NULL, source == MPI_ANY_SOURCE ? -1 : source},
@@ -670,6 +751,27 @@ int MPI_Sendrecv(const void* sb, int sc, MPI_Datatype st, int dest, int stag, vo
   return rcode;
 }
 
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int stag, int source, int rtag, MPI_Comm comm,
+                         MPI_Status* status) {
+  Tracer& tr = T();
+  if (!tr.on() || t_depth) return PMPI_Sendrecv_replace(buf, count, t, dest, stag, source, rtag, comm, status);
+  ++t_depth;
+  const void* caller = DSD_CALLER;
+  uint64_t hs = dest == MPI_PROC_NULL
+                    ? 0
+                    : tr.Begin("MPI_Sendrecv_replace", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, true, caller);
+  uint64_t hr =
+      source == MPI_PROC_NULL
+          ? 0
+          : tr.Begin("MPI_Sendrecv_replace", comm,
+                     {Op::kRecv, t, U(count), MPI_OP_NULL, source == MPI_ANY_SOURCE ? -1 : source}, false, caller);
+  int rcode = PMPI_Sendrecv_replace(buf, count, t, dest, stag, source, rtag, comm, status);
+  tr.End(hr, "MPI_Sendrecv_replace", rcode);
+  tr.End(hs, "MPI_Sendrecv_replace", rcode);
+  --t_depth;
+  return rcode;
+}
+
 int MPI_Isend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request* q) {
   if (dest == MPI_PROC_NULL) return PMPI_Isend(buf, count, t, dest, tag, comm, q);
   return Nonblocking("MPI_Isend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, q, DSD_CALLER,
@@ -680,6 +782,18 @@ int MPI_Issend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MP
   if (dest == MPI_PROC_NULL) return PMPI_Issend(buf, count, t, dest, tag, comm, q);
   return Nonblocking("MPI_Issend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, q, DSD_CALLER,
                      [&] { return PMPI_Issend(buf, count, t, dest, tag, comm, q); });
+}
+
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request* q) {
+  if (dest == MPI_PROC_NULL) return PMPI_Ibsend(buf, count, t, dest, tag, comm, q);
+  return Nonblocking("MPI_Ibsend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, q, DSD_CALLER,
+                     [&] { return PMPI_Ibsend(buf, count, t, dest, tag, comm, q); });
+}
+
+int MPI_Irsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request* q) {
+  if (dest == MPI_PROC_NULL) return PMPI_Irsend(buf, count, t, dest, tag, comm, q);
+  return Nonblocking("MPI_Irsend", comm, {Op::kSend, t, U(count), MPI_OP_NULL, dest}, q, DSD_CALLER,
+                     [&] { return PMPI_Irsend(buf, count, t, dest, tag, comm, q); });
 }
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request* q) {
@@ -709,8 +823,12 @@ int MPI_Waitall(int n, MPI_Request qs[], MPI_Status statuses[]) {
   ++t_depth;
   SetWaited(h, true);
   int rc = PMPI_Waitall(n, qs, statuses);
-  for (int i = 0; i < n; ++i)
-    Completed(h, before, i, rc == MPI_ERR_IN_STATUS ? StatusError(statuses, i) : rc, "MPI_Waitall");
+  for (int i = 0, code = 0; i < n; ++i) {
+    if (Ends(rc, statuses, i, &code))
+      Completed(h, before, i, code, "MPI_Waitall");
+    else if (h[i])
+      dsd_trace_set_waited(h[i], false);  // still active: nobody waits on it now
+  }
   --t_depth;
   return rc;
 }
@@ -722,13 +840,19 @@ int MPI_Waitany(int n, MPI_Request qs[], int* index, MPI_Status* status) {
   ++t_depth;
   SetWaited(h, true);
   int rc = PMPI_Waitany(n, qs, index, status);
-  if (index && *index != MPI_UNDEFINED) {
+  if (index && *index >= 0 && *index < n) {  // MPI_UNDEFINED, or whatever a failed call left there: none
     Completed(h, before, *index, rc, "MPI_Waitany");
     h[*index] = 0;
   }
   SetWaited(h, false);  // the others are still in flight, and nobody waits on them now
   --t_depth;
   return rc;
+}
+
+// The indices a Waitsome/Testsome reported, trusted only when the call says they are valid.
+int Reported(int rc, int n, const int* outcount) {
+  if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || !outcount || *outcount == MPI_UNDEFINED) return 0;
+  return *outcount < 0 ? 0 : (*outcount > n ? n : *outcount);
 }
 
 int MPI_Waitsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Status statuses[]) {
@@ -738,11 +862,12 @@ int MPI_Waitsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Stat
   ++t_depth;
   SetWaited(h, true);
   int rc = PMPI_Waitsome(n, qs, outcount, indices, statuses);
-  if (outcount && *outcount != MPI_UNDEFINED) {
-    for (int k = 0; k < *outcount; ++k) {
-      int i = indices[k];
-      Completed(h, before, i, rc == MPI_ERR_IN_STATUS ? StatusError(statuses, k) : rc, "MPI_Waitsome");
-      if (i >= 0 && i < n) h[i] = 0;
+  for (int k = 0, code = 0, got = Reported(rc, n, outcount); k < got; ++k) {
+    int i = indices[k];
+    if (i < 0 || i >= n) continue;
+    if (Ends(rc, statuses, k, &code)) {
+      Completed(h, before, i, code, "MPI_Waitsome");
+      h[i] = 0;
     }
   }
   SetWaited(h, false);
@@ -765,8 +890,8 @@ int MPI_Testall(int n, MPI_Request qs[], int* flag, MPI_Status statuses[]) {
   std::vector<uint64_t> h = HandlesOf(n, qs);
   int rc = PMPI_Testall(n, qs, flag, statuses);
   if (rc != MPI_SUCCESS || (flag && *flag))
-    for (int i = 0; i < n; ++i)
-      Completed(h, before, i, rc == MPI_ERR_IN_STATUS ? StatusError(statuses, i) : rc, "MPI_Testall");
+    for (int i = 0, code = 0; i < n; ++i)
+      if (Ends(rc, statuses, i, &code)) Completed(h, before, i, code, "MPI_Testall");
   return rc;
 }
 
@@ -775,7 +900,7 @@ int MPI_Testany(int n, MPI_Request qs[], int* index, int* flag, MPI_Status* stat
   std::vector<MPI_Request> before(qs, qs + n);
   std::vector<uint64_t> h = HandlesOf(n, qs);
   int rc = PMPI_Testany(n, qs, index, flag, status);
-  if (flag && *flag && index && *index != MPI_UNDEFINED) Completed(h, before, *index, rc, "MPI_Testany");
+  if (flag && *flag && index && *index >= 0 && *index < n) Completed(h, before, *index, rc, "MPI_Testany");
   return rc;
 }
 
@@ -784,9 +909,10 @@ int MPI_Testsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Stat
   std::vector<MPI_Request> before(qs, qs + n);
   std::vector<uint64_t> h = HandlesOf(n, qs);
   int rc = PMPI_Testsome(n, qs, outcount, indices, statuses);
-  if (outcount && *outcount != MPI_UNDEFINED)
-    for (int k = 0; k < *outcount; ++k)
-      Completed(h, before, indices[k], rc == MPI_ERR_IN_STATUS ? StatusError(statuses, k) : rc, "MPI_Testsome");
+  for (int k = 0, code = 0, got = Reported(rc, n, outcount); k < got; ++k) {
+    int i = indices[k];
+    if (i >= 0 && i < n && Ends(rc, statuses, k, &code)) Completed(h, before, i, code, "MPI_Testsome");
+  }
   return rc;
 }
 

@@ -1,6 +1,6 @@
 // A stand-in for a user's own NCCL profiler plugin (NCCL Inspector, say), for the chaining test:
-// exports ncclProfiler_v5 only, asks for collective-API events, and counts what reaches it in
-// globals the test reads with dlsym.
+// exports ncclProfiler_v5 only, asks for collective-API and kernel-channel events (so collectives,
+// their parents, come too), and counts what reaches it in globals the test reads with dlsym.
 #include <cstdint>
 
 #include "tracers/nccl_profiler_abi.h"
@@ -19,7 +19,7 @@ PluginV5 ncclProfiler_v5 = {"chained-test",
                               ++chained_inits;
                               chained_comm_id = id;
                               *ctx = &chained_inits;
-                              *mask |= static_cast<int>(kCollApi);
+                              *mask |= static_cast<int>(kCollApi | kKernelCh);
                               return kSuccess;
                             },
                             [](void* ctx, void** handle, DescrV5* d) {
