@@ -324,9 +324,9 @@ class Profiler {
     if (!free_.empty()) {
       e = free_.back();
       free_.pop_back();
-    } else if (live_ < kMaxEvents) {
-      e = new Event;
-      ++live_;
+    } else if (owned_.size() < kMaxEvents) {
+      owned_.push_back(std::make_unique<Event>());
+      e = owned_.back().get();
     } else {
       return nullptr;
     }
@@ -440,9 +440,11 @@ class Profiler {
   TraceApi api_;
   std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<Comm>> comms_;
+  // Every handle ever made (the pool owns them: NCCL may hold one for good, e.g. a kernel that never
+  // ends); free_ and quarantine_ point into it.
+  std::vector<std::unique_ptr<Event>> owned_;
   std::vector<Event*> free_;
   std::deque<Event*> quarantine_;
-  size_t live_ = 0;
   uint64_t plans_ = 0;
   Chain chain_;
   bool chaining_ = false;
