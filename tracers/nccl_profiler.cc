@@ -90,7 +90,7 @@ struct Event {
   bool stopped = false;  // NCCL stopped the event (a call's: it is enqueued)
   bool released = false;
   void* chained = nullptr;
-  uint64_t chained_type = 0;  // the chained plugin's struct version that got it
+  int chained_version = 0;  // the chained plugin's struct version that got it
 };
 
 struct Comm {
@@ -157,20 +157,10 @@ DType DTypeOfV1(uint8_t t) {
                                 DType::kInt64, DType::kFloat16, DType::kFloat32, DType::kFloat64, DType::kBFloat16};
   return t < 10 ? types[t] : DType::kOther;
 }
+// Bytes per element: the trace's sizes; the types it has no name for are NCCL's fp8 ones (1 byte).
 size_t DTypeBytes(DType t) {
-  switch (t) {
-    case DType::kFloat64:
-    case DType::kInt64:
-      return 8;
-    case DType::kFloat32:
-    case DType::kInt32:
-      return 4;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
-    default:
-      return 1;
-  }
+  size_t n = dsd::runtime::DTypeSize(t);
+  return n ? n : 1;
 }
 
 // One call as the versions' descriptors give it.
@@ -187,11 +177,7 @@ struct CallInfo {
 
 class Profiler {
  public:
-  Profiler() {
-    const char* f = std::getenv("DSDOCTOR_TRACE_FILE");
-    const char* d = std::getenv("DSDOCTOR_TRACE_DIR");
-    wanted_ = (f && *f) || (d && *d);
-  }
+  Profiler() : wanted_(dsd::tracers::TraceRequested()) {}
 
   // The events this plugin asks for, by the version NCCL loaded.
   int Mask(int version) const {
@@ -313,7 +299,6 @@ class Profiler {
   }
 
   const Chain& chain() const { return chain_; }
-  bool chaining() const { return chaining_; }
 
  private:
   static constexpr size_t kMaxEvents = 1 << 20;  // live handles at most (64 MiB); more go untracked
@@ -369,11 +354,7 @@ class Profiler {
     if (size <= 0) size = n_ranks_ > 0 ? n_ranks_ : 1;
     int local =
         dsd::tracers::LauncherInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
-    std::string path;
-    if (const char* f = std::getenv("DSDOCTOR_TRACE_FILE"); f && *f)
-      path = f;
-    else
-      path = std::string(std::getenv("DSDOCTOR_TRACE_DIR")) + "/rank-" + std::to_string(rank) + ".trace";
+    std::string path = dsd::tracers::TracePathFor(rank);
     // Another writer of this process (the bundled runtime, the PMPI tracer) keeps this trace:
     // opening it again would truncate the file under its mapping. Its records stand.
     if (!api_.python && WrittenByThisProcess(path)) {
@@ -447,7 +428,6 @@ class Profiler {
   std::deque<Event*> quarantine_;
   uint64_t plans_ = 0;
   Chain chain_;
-  bool chaining_ = false;
   std::once_flag chain_once_;
 };
 
@@ -476,7 +456,6 @@ void Profiler::ChainInit(Context* ctx, int version, const char* name, uint64_t h
     }
     chain_.lib = lib;
     for (int v = 1; v <= 6; ++v) chain_.plugin[v] = ::dlsym(lib, ("ncclProfiler_v" + std::to_string(v)).c_str());
-    chaining_ = true;
   });
   if (!chain_.lib) return;
   // v6 and v5 share their layout: a v5 plugin gets everything but the copy-engine events, as NCCL
@@ -634,7 +613,7 @@ struct Entry {
       }
       const auto* plugin = static_cast<const Chained*>(p.chain().plugin[ctx->chained_version]);
       plugin->start_event(ctx->chained, &e->chained, &copy);
-      e->chained_type = static_cast<uint64_t>(ctx->chained_version);
+      e->chained_version = ctx->chained_version;
     }
     *handle = e;
     return kSuccess;
@@ -645,7 +624,7 @@ struct Entry {
     if (!e) return kSuccess;
     Profiler& p = P();
     void* chained = e->chained;
-    const int version = static_cast<int>(e->chained_type);
+    const int version = e->chained_version;
     p.Stop(e);
     if (chained) {
       if (const auto* plugin = static_cast<const Chained*>(p.chain().plugin[version])) plugin->stop_event(chained);
@@ -656,7 +635,7 @@ struct Entry {
   static Result Record(void* handle, int state, Args* args) {
     auto* e = static_cast<Event*>(handle);
     if (!e || !e->chained) return kSuccess;
-    if (const auto* plugin = static_cast<const Chained*>(P().chain().plugin[e->chained_type]))
+    if (const auto* plugin = static_cast<const Chained*>(P().chain().plugin[e->chained_version]))
       plugin->record_event_state(e->chained, state, args);
     return kSuccess;
   }

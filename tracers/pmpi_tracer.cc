@@ -65,7 +65,7 @@ class Tracer {
 
   // Before PMPI_Init: opens the trace when the launcher says which rank this is.
   void BeforeInit() {
-    if (!WantTrace()) return;
+    if (!dsd::tracers::TraceRequested()) return;
     int rank = dsd::tracers::LauncherInt({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
     int size = dsd::tracers::LauncherInt({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
     if (rank < 0 || size <= 0) return;
@@ -77,7 +77,7 @@ class Tracer {
   void AfterInit(int rc) {
     if (on_) {
       dsd_trace_end(init_handle_, rc == MPI_SUCCESS, rc == MPI_SUCCESS ? nullptr : ErrorText("MPI_Init", rc).c_str());
-    } else if (rc == MPI_SUCCESS && WantTrace()) {
+    } else if (rc == MPI_SUCCESS && dsd::tracers::TraceRequested()) {
       int rank = 0, size = 1;
       PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
       PMPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -177,18 +177,8 @@ class Tracer {
   }
 
  private:
-  static bool WantTrace() { return std::getenv("DSDOCTOR_TRACE_FILE") || std::getenv("DSDOCTOR_TRACE_DIR"); }
-
-  // DSDOCTOR_TRACE_FILE, else $DSDOCTOR_TRACE_DIR/rank-<r>.trace (as the bundled runtime).
-  static std::string TracePath(int rank) {
-    if (const char* f = std::getenv("DSDOCTOR_TRACE_FILE"); f && *f) return f;
-    const char* d = std::getenv("DSDOCTOR_TRACE_DIR");
-    if (!d || !*d || rank < 0) return "";
-    return std::string(d) + "/rank-" + std::to_string(rank) + ".trace";
-  }
-
   void Open(int rank, int size) {
-    std::string path = TracePath(rank);
+    std::string path = dsd::tracers::TracePathFor(rank);
     if (path.empty()) return;
     int local = dsd::tracers::LauncherInt({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
     if (dsd_trace_open(path.c_str(), rank, size, local < 0 ? 0 : local, "mpi", 0) != 0) {
@@ -376,12 +366,17 @@ void SetWaited(const std::vector<uint64_t>& handles, bool waited) {
     if (h) dsd_trace_set_waited(h, waited);
 }
 
-// Ends request i (completed, or failed with `rc`) and forgets it.
+// Ends the record of a request that completed (or failed with `rc`) and forgets the request.
+void Completed(uint64_t handle, MPI_Request before, int rc, const char* name) {
+  if (!handle) return;
+  T().End(handle, name, rc);
+  T().Forget(before, handle);
+}
+
+// The same for request i of an array.
 void Completed(const std::vector<uint64_t>& handles, const std::vector<MPI_Request>& before, int i, int rc,
                const char* name) {
-  if (i < 0 || i >= static_cast<int>(handles.size()) || !handles[i]) return;
-  T().End(handles[i], name, rc);
-  T().Forget(before[i], handles[i]);
+  if (i >= 0 && i < static_cast<int>(handles.size())) Completed(handles[i], before[i], rc, name);
 }
 
 // With MPI_ERR_IN_STATUS each request's status says how it ended; MPI_ERR_PENDING: not yet (still
@@ -797,11 +792,11 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype t, int source, int tag, MPI_Com
 int MPI_Wait(MPI_Request* q, MPI_Status* status) {
   if (!T().on() || t_depth || !q) return PMPI_Wait(q, status);
   MPI_Request before = *q;
-  std::vector<uint64_t> h = HandlesOf(1, &before);
+  uint64_t h = T().Lookup(before);
   ++t_depth;
-  SetWaited(h, true);
+  if (h) dsd_trace_set_waited(h, true);
   int rc = PMPI_Wait(q, status);
-  Completed(h, {before}, 0, rc, "MPI_Wait");
+  Completed(h, before, rc, "MPI_Wait");
   --t_depth;
   return rc;
 }
@@ -868,9 +863,9 @@ int MPI_Waitsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Stat
 int MPI_Test(MPI_Request* q, int* flag, MPI_Status* status) {
   if (!T().on() || t_depth || !q) return PMPI_Test(q, flag, status);
   MPI_Request before = *q;
-  std::vector<uint64_t> h = HandlesOf(1, &before);
+  uint64_t h = T().Lookup(before);
   int rc = PMPI_Test(q, flag, status);
-  if (rc != MPI_SUCCESS || (flag && *flag)) Completed(h, {before}, 0, rc, "MPI_Test");
+  if (rc != MPI_SUCCESS || (flag && *flag)) Completed(h, before, rc, "MPI_Test");
   return rc;
 }
 
@@ -910,8 +905,7 @@ int MPI_Testsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Stat
 int MPI_Request_free(MPI_Request* q) {
   if (T().on() && q) {
     MPI_Request before = *q;
-    std::vector<uint64_t> h = HandlesOf(1, &before);
-    Completed(h, {before}, 0, MPI_SUCCESS, "MPI_Request_free");
+    Completed(T().Lookup(before), before, MPI_SUCCESS, "MPI_Request_free");
   }
   return PMPI_Request_free(q);
 }
