@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   MPI_Comm half;  // even and odd ranks
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
   const int last = size - 1;
-  std::vector<float> grad(1024, 1.0f), sum(2048);
+  std::vector<float> grad(2048, 1.0f), sum(2048);  // room for the mismatched rank's 2048
   std::vector<int> meta(16, rank);
   for (int it = 1; it <= iters; ++it) {
     const bool fault = it == 3;
