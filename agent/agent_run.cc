@@ -228,6 +228,7 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequ
   o.trace_python = request.trace_python;
   o.python = request.python;
   o.stop_escalation = std::chrono::milliseconds(request.stop_escalation_ms);
+  o.rank_exec_socket = request.rank_exec_socket;
   collectors::NodeRanks ranks(std::move(o), &RealClock::Instance());
   std::vector<collectors::RankToStart> to_start;
   for (const auto& r : request.ranks) to_start.push_back({r.rank, r.local_rank, r.env});
@@ -237,7 +238,8 @@ void Agent::ServeRun(net::Link& link, wire::FrameDecoder& decoder, const RunRequ
   }
   StartedMessage started{options_.name, {}, shared};
   for (size_t i = 0; i < ranks.size(); ++i) started.ranks.push_back({ranks.state(i).rank, ranks.state(i).pid});
-  log->info("run: started {} ranks of {}{}", ranks.size(), request.argv[0],
+  log->info("run: {} {} ranks of {}{}", request.rank_exec_socket.empty() ? "started" : "awaits from mpirun",
+            ranks.size(), request.argv[0],
             shared ? "" : " (run dir not shared with the coordinator: its files are sent)");
   // Findable by a coordinator that takes the run over (ServeReattach) until it ends.
   auto slot = std::make_shared<RunSlot>();

@@ -60,6 +60,7 @@ json WriteRunRequest(const RunRequest& r) {
           {"share_group", r.share_group},
           {"stop_escalation_ms", r.stop_escalation_ms},
           {"reattach_window_ms", r.reattach_window_ms},
+          {"rank_exec_socket", r.rank_exec_socket},
           {"ranks", std::move(ranks)}};
 }
 
@@ -78,6 +79,7 @@ Result<RunRequest> ReadRunRequest(const json& j) {
       .Bool("share_group")
       .Int("stop_escalation_ms", 0, 3600 * 1000)
       .Int("reattach_window_ms", 0, 7 * 24 * 3600 * 1000)
+      .String("rank_exec_socket", 100)
       .Objects("ranks", 65536, true, [](Fields& r) {
         r.Int("rank", 0, kMaxRank, true).Int("local_rank", 0, 65535).StringMap("env", 100000);
       });
@@ -95,6 +97,7 @@ Result<RunRequest> ReadRunRequest(const json& j) {
   r.share_group = Get(j, "share_group", false);
   r.stop_escalation_ms = Get(j, "stop_escalation_ms", kDefaultStopEscalationMs);
   r.reattach_window_ms = Get(j, "reattach_window_ms", kDefaultReattachWindowMs);
+  r.rank_exec_socket = Get(j, "rank_exec_socket", std::string());
   for (const auto& rank : j.at("ranks"))
     r.ranks.push_back({rank.at("rank").get<int>(), Get(rank, "local_rank", 0),
                        Get(rank, "env", std::map<std::string, std::string>{})});

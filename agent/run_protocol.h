@@ -53,6 +53,9 @@ struct RunRequest {
   // reattach and collect the ranks' ends before it lets the run go (docs/run.md "When the
   // coordinator goes"); 0: it does not wait.
   int reattach_window_ms = kDefaultReattachWindowMs;
+  // Non-empty (MPI programs): the agent starts no rank; mpirun starts each through `dsdoctor
+  // rank-exec`, which hands it over on this abstract Unix socket (collectors/rank_exec.h).
+  std::string rank_exec_socket;
   std::vector<RunRankLaunch> ranks;
 };
 nlohmann::json WriteRunRequest(const RunRequest& request);

@@ -9,6 +9,7 @@
 #include "agent/agent.h"
 #include "agent/token.h"
 #include "cli/commands.h"
+#include "collectors/rank_exec.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "probe/mpi_comm.h"
@@ -116,6 +117,18 @@ int RunAgent(const AgentCommandOptions& o) {
     return kExitInternal;
   }
   return kExitOk;
+}
+
+int RunRankExecCommand(const RankExecCmdOptions& o) {
+  auto nodes = collectors::ParseRankExecNodes(o.nodes);
+  if (!nodes.ok()) {
+    std::fprintf(stderr, "dsdoctor rank-exec: %s\n", nodes.status().message().c_str());
+    return kExitUsage;
+  }
+  collectors::RankExecOptions options;
+  options.nodes = std::move(*nodes);
+  options.argv = o.command;
+  collectors::ExitLikeChild(collectors::RunRankExec(options, stderr));
 }
 
 }  // namespace dsd::cli

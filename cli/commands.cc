@@ -48,6 +48,12 @@ int Main(int argc, char** argv) {
       "name=addr,…: the entry named SLURMD_NODENAME under srun, or at OMPI_COMM_WORLD_RANK under mpirun, gives this "
       "agent's name and address");
 
+  RankExecCmdOptions rank_exec;
+  auto* rank_exec_cmd = app.add_subcommand(
+      "rank-exec", "(run's MPI mode) Run one MPI rank's program and hand it to its node's agent; mpirun starts it");
+  rank_exec_cmd->add_option("--nodes", rank_exec.nodes, "SLOTS:SOCKET,… of every node, in rank order")->required();
+  rank_exec_cmd->add_option("command", rank_exec.command, "The program and its arguments (after --)")->required();
+
   CheckOptions check;
   auto* check_cmd = app.add_subcommand("check", "Pre-flight check of a cluster: agents, NCCL, env, connectivity");
   check_cmd->add_option("--hostfile", check.hostfile,
@@ -122,6 +128,12 @@ int Main(int argc, char** argv) {
       "Do not inject the collective tracers (Python, NCCL's profiler plugin) into the ranks (docs/run.md)");
   run_cmd->add_flag("--no-nccl-profiler", run.no_nccl_profiler,
                     "Leave NCCL_PROFILER_PLUGIN alone: NCCL's calls are not traced below Python (docs/run.md)");
+  auto* trace_mpi_flag = run_cmd->add_flag(
+      "--trace-mpi", run.trace_mpi,
+      "An MPI program (found by itself when it links libmpi or imports mpi4py): mpirun starts the ranks, "
+      "each handed to its node's agent, traced through MPI's profiling interface (docs/run.md)");
+  run_cmd->add_flag("--no-mpi", run.no_mpi, "Not an MPI program: the agents start the ranks, whatever they link")
+      ->excludes(trace_mpi_flag);
   run_cmd->add_flag("--direct", run.direct, "Start the ranks as children of dsdoctor, without agents (this node only)");
   run_cmd->add_option("--include,-i", run.include, "Like deepspeed: host[:slot,slot][@host…] to use");
   run_cmd->add_option("--exclude,-e", run.exclude, "Like deepspeed: host[:slot,slot][@host…] not to use");
@@ -227,6 +239,7 @@ int Main(int argc, char** argv) {
   auto log = log::Get("cli");
   try {
     if (*agent_cmd) return RunAgent(agent_opts);
+    if (*rank_exec_cmd) return RunRankExecCommand(rank_exec);
     if (*check_cmd) {
       check.color = !no_color && ::isatty(1) && !std::getenv("NO_COLOR");
       check.log_level = log_level;

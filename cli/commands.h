@@ -32,6 +32,14 @@ struct AgentCommandOptions {
 };
 int RunAgent(const AgentCommandOptions& options);
 
+// `dsdoctor rank-exec`: mpirun's command for each rank of an MPI run (collectors/rank_exec.h).
+struct RankExecCmdOptions {
+  std::string nodes;  // SLOTS:SOCKET,… in rank order
+  std::vector<std::string> command;
+};
+// Ends the process as the program ended (its code or its signal); kExitUsage for bad flags.
+int RunRankExecCommand(const RankExecCmdOptions& options);
+
 struct CheckOptions {
   std::string hostfile;
   int local = 0;  // --local N: N simulated nodes on this machine
@@ -79,6 +87,8 @@ struct RunOptions {
   bool direct = false;            // start the ranks as our own children instead of through agents
   bool no_trace = false;          // do not inject the Python collective tracer (python/dsdoctor_tracer.py)
   bool no_nccl_profiler = false;  // do not set NCCL_PROFILER_PLUGIN (tracers/nccl_profiler.cc)
+  bool trace_mpi = false;         // an MPI program: mpirun starts the ranks, traced through PMPI
+  bool no_mpi = false;            // not an MPI program, whatever it links
   std::string include, exclude;   // DeepSpeed's resource filters (coordinator/hostfile.h)
   int num_nodes = -1, num_gpus = -1;
   std::string

@@ -90,6 +90,7 @@ int RunJob(const RunOptions& o) {
   p.tui = o.tui;
   p.trace = !o.no_trace;
   p.nccl_profiler = !o.no_nccl_profiler;
+  p.mpi = o.trace_mpi ? "on" : o.no_mpi ? "off" : "";
   p.share_group = o.share_group;
   p.debug = spdlog::get_level() <= spdlog::level::debug;  // --log-level or DSDOCTOR_LOG_LEVEL
   p.dry_run = o.dry_run;

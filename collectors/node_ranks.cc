@@ -1,6 +1,7 @@
 #include "collectors/node_ranks.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <set>
 
@@ -38,6 +39,16 @@ NodeRanks::~NodeRanks() {
   for (auto& m : monitors_) m.Signal(SIGKILL);
 }
 
+std::map<std::string, std::string> NodeRanks::RankEnv(const RankToStart& rank,
+                                                      const std::optional<PythonTracer>& tracer,
+                                                      const std::optional<std::string>& nccl_profiler) const {
+  auto env = options_.env;
+  for (const auto& [k, v] : rank.env) env[k] = v;
+  if (tracer) AddPythonTracer(*tracer, &env);
+  if (nccl_profiler) AddNcclProfiler(*nccl_profiler, &env);
+  return env;
+}
+
 Status NodeRanks::Start(const std::vector<RankToStart>& ranks) {
   auto log = log::Get("run");
   // A node of hundreds of ranks needs more than the usual 1,024 descriptors.
@@ -50,11 +61,35 @@ Status NodeRanks::Start(const std::vector<RankToStart>& ranks) {
   std::optional<std::string> nccl_profiler = options_.trace_python ? FindNcclProfiler() : std::nullopt;
   monitors_.reserve(ranks.size());
   for (const auto& r : ranks) monitors_.emplace_back(r.rank, r.local_rank, options_.node, options_.run_dir);
+  sample_.fresh.assign(monitors_.size(), {});
+  if (!options_.rank_exec_socket.empty()) {
+    // MPI programs: mpirun starts them; each rank's shim hands it over here (AdoptHandedOver).
+    std::optional<std::string> pmpi = options_.trace_python ? FindPmpiTracer() : std::nullopt;
+    if (options_.trace_python && !pmpi)
+      log->warn("the MPI tracer (libdsdoctor-pmpi.so) is not installed beside this binary; MPI ranks run untraced");
+    DSD_ASSIGN_OR_RETURN(rank_exec_, RankExecListener::Listen(options_.rank_exec_socket, ranks.size()));
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      monitors_[i].ClearFiles();
+      auto env = RankEnv(ranks[i], tracer, nccl_profiler);
+      env["DSDOCTOR_TRACE_FILE"] = options_.run_dir.RankTrace(ranks[i].rank);
+      if (pmpi) AddPmpiTracer(*pmpi, &env);
+      rank_exec_env_.push_back(std::move(env));
+    }
+    return Status::Ok();
+  }
+  // An agent that mpirun started (--launcher mpirun) holds its own MPI identity: rank i of the
+  // agents' world, its daemon's address. A rank inheriting it would join that world as the agent (an
+  // MPI program) or take it for its own rank (DeepSpeed's MPI discovery): it is not passed on.
+  std::map<std::string, std::string> unset_launcher_identity;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view kv(*e);
+    const std::string name(kv.substr(0, kv.find('=')));
+    for (const char* prefix : {"OMPI_", "PMIX_", "PMI_"})
+      if (name.rfind(prefix, 0) == 0 && !options_.env.count(name)) unset_launcher_identity[name] = "";
+  }
   for (size_t i = 0; i < ranks.size(); ++i) {
-    auto env = options_.env;
-    for (const auto& [k, v] : ranks[i].env) env[k] = v;
-    if (tracer) AddPythonTracer(*tracer, &env);
-    if (nccl_profiler) AddNcclProfiler(*nccl_profiler, &env);
+    auto env = unset_launcher_identity;  // "": unset (SubprocessOptions::env)
+    for (auto& [k, v] : RankEnv(ranks[i], tracer, nccl_profiler)) env[k] = std::move(v);
     if (Status st =
             monitors_[i].Start(options_.argv, env, options_.cwd, &pump_, OutputPump::PipeBytesFor(ranks.size()));
         !st.ok()) {
@@ -62,8 +97,44 @@ Status NodeRanks::Start(const std::vector<RankToStart>& ranks) {
       return Status(st.code(), "rank " + std::to_string(ranks[i].rank) + ": " + st.message());
     }
   }
-  sample_.fresh.assign(monitors_.size(), {});
   return Status::Ok();
+}
+
+void NodeRanks::AdoptHandedOver() {
+  auto index_of = [&](int rank) -> std::optional<size_t> {
+    for (size_t i = 0; i < monitors_.size(); ++i)
+      if (monitors_[i].state().rank == rank) return i;
+    return std::nullopt;
+  };
+  auto grant = [&](int rank) -> Result<RankExecListener::Grant> {
+    auto i = index_of(rank);
+    if (!i) return InvalidArgument("rank " + std::to_string(rank) + " is not one of " + options_.node + "'s ranks");
+    if (stopping_) return Unavailable("the run is stopping");
+    RankExecListener::Grant g;
+    DSD_ASSIGN_OR_RETURN(g.output, monitors_[*i].AdoptOutput(&pump_, OutputPump::PipeBytesFor(monitors_.size())));
+    g.env = rank_exec_env_[*i];
+    return g;
+  };
+  for (const auto& e : rank_exec_->Poll(grant)) {
+    auto i = index_of(e.rank);
+    if (!i) continue;
+    switch (e.kind) {
+      case RankExecListener::Event::Kind::kStarted:
+        monitors_[*i].Adopted(e.pid);
+        log::Get("run")->debug("rank {} handed over: pid {}", e.rank, e.pid);
+        break;
+      case RankExecListener::Event::Kind::kExited:
+        monitors_[*i].AdoptedExit(e.exit_code, e.signal, e.exit_ns);
+        break;
+      case RankExecListener::Event::Kind::kLost:
+        // The shim was killed (mpirun tore the job down): its program died with it (SIGKILL as its
+        // parent-death signal).
+        log::Get("run")->warn("rank {}: its rank-exec shim ended without telling the program's exit; it was killed",
+                              e.rank);
+        monitors_[*i].AdoptedExit(0, SIGKILL);
+        break;
+    }
+  }
 }
 
 const NodeSample& NodeRanks::Tick() {
@@ -71,6 +142,7 @@ const NodeSample& NodeRanks::Tick() {
   sample_.now_ns = now;
   sample_.exited.clear();
   sample_.fresh.resize(monitors_.size());
+  if (rank_exec_) AdoptHandedOver();
   for (size_t i = 0; i < monitors_.size(); ++i) {
     sample_.fresh[i].clear();
     if (monitors_[i].Tick(now, &sample_.fresh[i], options_.recent)) sample_.exited.push_back(i);
@@ -92,6 +164,8 @@ const NodeSample& NodeRanks::Tick() {
 }
 
 void NodeRanks::Signal(int sig) {
+  stopping_ = true;
+  if (rank_exec_) rank_exec_->Close();
   for (auto& m : monitors_) m.Signal(sig);
   if (sig != SIGKILL && !kill_at_) kill_at_ = clock_->Now() + options_.stop_escalation;
 }
@@ -125,8 +199,11 @@ std::vector<NodeStack> NodeRanks::Stacks(const std::vector<int>& ranks, const st
 int64_t NodeRanks::NowNs() const { return WallNs(*clock_); }
 
 bool NodeRanks::AllExited() const {
-  for (const auto& m : monitors_)
-    if (m.state().status != diagnosis::RankStatus::kExited) return false;
+  for (const auto& m : monitors_) {
+    const auto st = m.state().status;
+    if (st == diagnosis::RankStatus::kRunning) return false;
+    if (st == diagnosis::RankStatus::kNotStarted && !(stopping_ && !m.output_adopted())) return false;
+  }
   return true;
 }
 

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "collectors/log_dir_space.h"
+#include "collectors/python_tracer.h"
+#include "collectors/rank_exec.h"
 #include "collectors/rank_monitor.h"
 #include "collectors/stack.h"
 #include "common/clock.h"
@@ -49,6 +51,10 @@ struct NodeRanksOptions {
   bool python = false;       // the command runs Python: stacks through py-spy
   Duration stop_escalation = kStopEscalation;
   size_t recent = 64;  // trace records per rank state
+  // Non-empty: the ranks are not started here but handed over by `dsdoctor rank-exec` shims that
+  // mpirun started (MPI programs), on this abstract socket (collectors/rank_exec.h). They get the
+  // MPI tracer (libdsdoctor-pmpi.so) when trace_python is on.
+  std::string rank_exec_socket;
 };
 
 struct RankToStart {
@@ -78,17 +84,20 @@ class NodeRanks {
   ~NodeRanks();  // kills what still runs: ranks never outlive their watcher
 
   // Starts every rank; on an error the ranks already started are killed and the error names the rank.
+  // With a rank_exec_socket, listens there instead: each rank runs once its shim handed it over.
   Status Start(const std::vector<RankToStart>& ranks);
   // One look at every rank (the returned sample is reused by the next tick). Also escalates a
   // pending stop to SIGKILL once its delay has passed.
   const NodeSample& Tick();
   // Signals every running rank. A signal other than SIGKILL escalates to SIGKILL after
-  // stop_escalation unless every rank has exited by a later Tick.
+  // stop_escalation unless every rank has exited by a later Tick. Ranks not handed over yet never
+  // will be: no more shims are taken.
   void Signal(int sig);
   // Stacks of the given ranks that are running (others are skipped), each written to
   // rank-<r>.stack ("# tool" first). `between` runs between two captures (each can take seconds).
   std::vector<NodeStack> Stacks(const std::vector<int>& ranks, const std::function<void()>& between = {});
 
+  // Every rank exited (after a stop, a rank never handed over counts as ended).
   bool AllExited() const;
   int64_t NowNs() const;  // the clock's wall time, as Tick stamps samples
   size_t size() const { return monitors_.size(); }
@@ -104,6 +113,14 @@ class NodeRanks {
   LogDirMonitor log_dir_monitor_;
   NodeSample sample_;
   std::optional<MonoTime> kill_at_;  // a stop's escalation to SIGKILL
+  // Ranks handed over by shims: the listener and each rank's environment for its grant.
+  std::unique_ptr<RankExecListener> rank_exec_;
+  std::vector<std::map<std::string, std::string>> rank_exec_env_;
+  bool stopping_ = false;  // a stop was sent: ranks not handed over yet are not waited for
+  void AdoptHandedOver();
+  // The environment of ranks[i]: the job's, its own, the tracers'.
+  std::map<std::string, std::string> RankEnv(const RankToStart& rank, const std::optional<PythonTracer>& tracer,
+                                             const std::optional<std::string>& nccl_profiler) const;
 };
 
 }  // namespace dsd::collectors

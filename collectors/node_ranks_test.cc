@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "common/file.h"
@@ -107,6 +108,67 @@ TEST(NodeRanksTest, AStopEscalatesToSigkillAfterTheDelay) {
   clock.Advance(std::chrono::milliseconds(200));
   ASSERT_TRUE(TickUntil(ranks, out, [&](const NodeSample&) { return ranks.AllExited(); }));
   EXPECT_EQ(ranks.state(0).signal, SIGKILL);
+}
+
+// MPI programs: mpirun starts each rank through a rank-exec shim, which hands it over. The node
+// treats it as its own: the rank's environment and trace file, its log, its exit file, its stop.
+TEST(NodeRanksTest, RanksHandedOverByShimsAreWatchedAndStoppedAsTheNodesOwn) {
+  const std::string d = Dir("handed-over");
+  FakeClock clock;
+  auto o = Options(d, {"unused: the shims run the program"});
+  o.rank_exec_socket = "dsdoctor-test/node-ranks/" + std::to_string(::getpid());
+  NodeRanks ranks(o, &clock);
+  ASSERT_TRUE(WriteFileAtomic(RunDir(d).RankTrace(3), "a stale ring of an earlier run").ok());
+  ASSERT_TRUE(ranks.Start({{2, 0, {{"RANK_ONLY", "two"}}}, {3, 1, {{"RANK_ONLY", "three"}}}}).ok());
+  EXPECT_FALSE(fs::exists(RunDir(d).RankTrace(3))) << "an earlier run's files go at the start";
+  EXPECT_EQ(ranks.state(0).status, diagnosis::RankStatus::kNotStarted);
+  std::vector<std::string> out;
+  for (int i = 0; i < 3; ++i) ranks.Tick();
+  EXPECT_FALSE(ranks.AllExited()) << "ranks not handed over yet are awaited";
+  auto shim = [&](int rank, std::vector<std::string> argv) {
+    RankExecOptions e;
+    e.nodes = {{2, "elsewhere"}, {2, o.rank_exec_socket}};
+    e.argv = std::move(argv);
+    e.rank = rank;
+    return std::async(std::launch::async, [e] { return RunRankExec(e, stderr); });
+  };
+  auto two = shim(2, {"/bin/sh", "-c", "echo \"$JOB $RANK_ONLY $(basename $DSDOCTOR_TRACE_FILE)\"; exit 5"});
+  auto three = shim(3, {"/bin/sh", "-c", "echo ready; exec sleep 30"});
+  ASSERT_TRUE(TickUntil(ranks, out, [&](const NodeSample&) {
+    return ranks.state(0).status == diagnosis::RankStatus::kExited && out[1].find("ready") != std::string::npos;
+  }));
+  EXPECT_EQ(out[0], "job-wide two rank-2.trace\n");
+  EXPECT_EQ(ranks.state(0).exit_code, 5);
+  EXPECT_EQ(*ReadFile(RunDir(d).RankExit(2)), "5\n");
+  EXPECT_EQ(two.get().exit_code, 5) << "the shim ends as its program did";
+  EXPECT_EQ(ranks.state(1).status, diagnosis::RankStatus::kRunning);
+  EXPECT_GT(ranks.state(1).pid, 0);
+  ranks.Signal(SIGTERM);  // the coordinator's stop reaches the program, not our child
+  ASSERT_TRUE(TickUntil(ranks, out, [&](const NodeSample&) { return ranks.AllExited(); }));
+  EXPECT_EQ(ranks.state(1).signal, SIGTERM);
+  EXPECT_EQ(*ReadFile(RunDir(d).RankExit(3)), "143\n");
+  EXPECT_EQ(three.get().signal, SIGTERM);
+}
+
+// A stop ends the wait for ranks mpirun never handed over (it failed to start them).
+TEST(NodeRanksTest, AfterAStopARankNeverHandedOverIsNotAwaited) {
+  const std::string d = Dir("never-handed");
+  FakeClock clock;
+  auto o = Options(d, {"unused"});
+  o.rank_exec_socket = "dsdoctor-test/never/" + std::to_string(::getpid());
+  NodeRanks ranks(o, &clock);
+  ASSERT_TRUE(ranks.Start({{0, 0, {}}}).ok());
+  ranks.Tick();
+  EXPECT_FALSE(ranks.AllExited());
+  ranks.Signal(SIGTERM);
+  ranks.Tick();
+  EXPECT_TRUE(ranks.AllExited());
+  EXPECT_EQ(ranks.state(0).status, diagnosis::RankStatus::kNotStarted);
+  RankExecOptions late;
+  late.nodes = {{1, o.rank_exec_socket}};
+  late.argv = {"/bin/true"};
+  late.rank = 0;
+  EXPECT_EQ(RunRankExec(late, stderr).exit_code, 0) << "a shim that comes too late runs its program unwatched";
 }
 
 TEST(NodeRanksTest, StacksAreTakenOfRunningRanksAndWrittenBesideTheirLogs) {

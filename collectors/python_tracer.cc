@@ -29,13 +29,27 @@ void AddPythonTracer(const PythonTracer& tracer, std::map<std::string, std::stri
   (*env)["DSDOCTOR_TRACER_LIB"] = tracer.library;
 }
 
-std::optional<std::string> FindNcclProfiler() {
+namespace {
+
+// lib/dsdoctor/<name> beside this binary's bin/, when readable.
+std::optional<std::string> FindTracerLibrary(const char* name) {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return std::nullopt;
-  auto lib = (exe.parent_path().parent_path() / "lib" / "dsdoctor" / "libdsdoctor-nccl-profiler.so").string();
+  auto lib = (exe.parent_path().parent_path() / "lib" / "dsdoctor" / name).string();
   if (::access(lib.c_str(), R_OK) != 0) return std::nullopt;
   return lib;
+}
+
+}  // namespace
+
+std::optional<std::string> FindNcclProfiler() { return FindTracerLibrary("libdsdoctor-nccl-profiler.so"); }
+
+std::optional<std::string> FindPmpiTracer() { return FindTracerLibrary("libdsdoctor-pmpi.so"); }
+
+void AddPmpiTracer(const std::string& lib, std::map<std::string, std::string>* env) {
+  std::string& preload = (*env)["LD_PRELOAD"];
+  if (preload.find(lib) == std::string::npos) preload = preload.empty() ? lib : lib + ":" + preload;
 }
 
 void AddNcclProfiler(const std::string& plugin, std::map<std::string, std::string>* env) {

@@ -34,4 +34,10 @@ std::optional<std::string> FindNcclProfiler();
 // (any case) and DSDOCTOR_NCCL_PROFILER=off (`run --no-nccl-profiler`) leave the environment as it is.
 void AddNcclProfiler(const std::string& plugin, std::map<std::string, std::string>* env);
 
+// libdsdoctor-pmpi.so beside this binary (lib/dsdoctor/), for MPI programs: MPI's profiling
+// interface, preloaded (tracers/pmpi_tracer.cc).
+std::optional<std::string> FindPmpiTracer();
+// Preloads it: LD_PRELOAD=<lib>. The rank-exec shim puts the rank's own LD_PRELOAD after it.
+void AddPmpiTracer(const std::string& lib, std::map<std::string, std::string>* env);
+
 }  // namespace dsd::collectors

@@ -26,11 +26,36 @@ RankMonitor::RankMonitor(int rank, int local_rank, std::string node, const RunDi
   state_.node = std::move(node);
 }
 
-Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                          const std::string& cwd, OutputPump* pump, size_t pipe_bytes) {
+void RankMonitor::ClearFiles() {
   ::unlink(log_path_.c_str());
   ::unlink(trace_path_.c_str());
   ::unlink(exit_path_.c_str());
+}
+
+Result<net::Fd> RankMonitor::AdoptOutput(OutputPump* pump, size_t pipe_bytes) {
+  if (pump_) return InvalidArgument("rank " + std::to_string(state_.rank) + " was handed over already");
+  DSD_ASSIGN_OR_RETURN(net::Fd output, pump->Add(log_path_, &pump_index_, pipe_bytes));
+  pump_ = pump;
+  return output;
+}
+
+void RankMonitor::Adopted(pid_t pid) {
+  if (state_.status != diagnosis::RankStatus::kNotStarted) return;
+  state_.pid = pid;
+  state_.status = diagnosis::RankStatus::kRunning;
+  proc_stat_.emplace(pid);
+}
+
+void RankMonitor::AdoptedExit(int exit_code, int signal, int64_t exit_ns) {
+  adopted_exit_ns_ = exit_ns;
+  // A rank whose starter failed before the program ran still leaves an exit.
+  if (state_.status == diagnosis::RankStatus::kNotStarted) state_.status = diagnosis::RankStatus::kRunning;
+  adopted_exit_ = {exit_code, signal};
+}
+
+Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                          const std::string& cwd, OutputPump* pump, size_t pipe_bytes) {
+  ClearFiles();
   SubprocessOptions so;
   so.env = env;
   so.env["DSDOCTOR_TRACE_FILE"] = trace_path_;
@@ -55,19 +80,25 @@ Status RankMonitor::Start(const std::vector<std::string>& argv, const std::map<s
 
 bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
   bool exited_now = false;
+  std::optional<std::pair<int, int>> ended;  // (exit code, signal)
   if (state_.status == diagnosis::RankStatus::kRunning && proc_) {
-    if (auto e = proc_->Poll()) {
-      state_.status = diagnosis::RankStatus::kExited;
-      state_.exit_code = e->signaled ? 0 : e->exit_code;
-      state_.signal = e->signaled ? e->term_signal : 0;
-      state_.exit_ns = now_ns;
-      state_.proc.valid = false;
-      proc_stat_.reset();                    // its two /proc descriptors: a node of many ranks needs them back
-      if (pump_) pump_->Flush(pump_index_);  // its last output is in the log before its exit is told
-      if (Status st = WriteFileAtomic(exit_path_, std::to_string(ShellExitStatus(state_)) + "\n"); !st.ok())
-        write_error_ = std::filesystem::path(exit_path_).filename().string() + ": " + st.message();
-      exited_now = true;
-    }
+    if (auto e = proc_->Poll()) ended = {e->signaled ? 0 : e->exit_code, e->signaled ? e->term_signal : 0};
+  } else if (state_.status == diagnosis::RankStatus::kRunning) {
+    ended = adopted_exit_;
+  }
+  if (ended) {
+    state_.status = diagnosis::RankStatus::kExited;
+    state_.exit_code = ended->first;
+    state_.signal = ended->second;
+    // The starter's time of the end orders exits across nodes better than our ticks do (mpirun's
+    // teardown follows a failure by milliseconds); never later than now.
+    state_.exit_ns = adopted_exit_ns_ > 0 ? std::min(adopted_exit_ns_, now_ns) : now_ns;
+    state_.proc.valid = false;
+    proc_stat_.reset();                    // its two /proc descriptors: a node of many ranks needs them back
+    if (pump_) pump_->Flush(pump_index_);  // its last output is in the log before its exit is told
+    if (Status st = WriteFileAtomic(exit_path_, std::to_string(ShellExitStatus(state_)) + "\n"); !st.ok())
+      write_error_ = std::filesystem::path(exit_path_).filename().string() + ": " + st.message();
+    exited_now = true;
   }
   // New log bytes: read from where we stopped (the file only grows).
   // Kept open: the file is ours (Start made it) and is never replaced, only appended to.
@@ -132,7 +163,14 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
 }
 
 void RankMonitor::Signal(int sig) {
-  if (proc_ && state_.status == diagnosis::RankStatus::kRunning) proc_->Signal(sig);
+  if (state_.status != diagnosis::RankStatus::kRunning) return;
+  if (proc_) {
+    proc_->Signal(sig);
+  } else if (state_.pid > 0 && !adopted_exit_) {
+    // Not our child: its starter reaps it and then tells us its exit, which ends these signals (the
+    // pid could be reused only in the moment between the two).
+    ::kill(state_.pid, sig);
+  }
 }
 
 std::string SanitizeForStream(std::string_view bytes) {

@@ -34,6 +34,17 @@ class RankMonitor {
   bool Tick(int64_t now_ns, std::string* new_log, size_t recent = 64);
   void Signal(int sig);
 
+  // A rank started by someone else and handed over (`dsdoctor run` for MPI programs,
+  // collectors/rank_exec.h): ClearFiles at the run's start, AdoptOutput when its starter asks for
+  // its output pipe (the write end, for the program's stdout and stderr), Adopted with its pid once
+  // it runs, AdoptedExit when its starter reports its end (polling the exit needs a parent).
+  void ClearFiles();
+  Result<net::Fd> AdoptOutput(OutputPump* pump, size_t pipe_bytes);
+  bool output_adopted() const { return pump_ != nullptr; }
+  void Adopted(pid_t pid);
+  // exit_ns: when its starter saw it end (0: unknown, then the tick that learns of it).
+  void AdoptedExit(int exit_code, int signal, int64_t exit_ns = 0);
+
   const diagnosis::RankState& state() const { return state_; }
   diagnosis::RankState& state() { return state_; }
   const std::string& log_path() const { return log_path_; }
@@ -49,6 +60,8 @@ class RankMonitor {
   std::string log_path_, trace_path_, exit_path_;
   std::string write_error_;
   std::optional<Subprocess> proc_;
+  std::optional<std::pair<int, int>> adopted_exit_;  // an adopted rank's (exit code, signal), once told
+  int64_t adopted_exit_ns_ = 0;
   OutputPump* pump_ = nullptr;
   size_t pump_index_ = 0;
   runtime::TraceReader trace_;

@@ -58,8 +58,13 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const
       ::dup2(log_fd, 1);
       ::dup2(log_fd, 2);
     }
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
+    if (!options.inherit_stdin) {
+      int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) ::dup2(devnull, 0);
+    }
+    // A watcher that is not our ancestor takes the child's stack (Yama's ptrace_scope 1); the
+    // permission outlives exec.
+    if (options.ptracer > 0) ::prctl(PR_SET_PTRACER, options.ptracer, 0, 0, 0);
     if (path != options.env.end() && !path->second.empty()) ::setenv("PATH", path->second.c_str(), 1);
     if (options.umask >= 0) ::umask(static_cast<mode_t>(options.umask));
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) {

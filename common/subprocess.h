@@ -24,6 +24,8 @@ struct SubprocessOptions {
   bool new_process_group = true;           // Kill() then reaches the child's own children
   int parent_death_signal = 0;             // PR_SET_PDEATHSIG: the child gets it when we die (0: none)
   int umask = -1;                          // the child's umask (-1: ours)
+  bool inherit_stdin = false;              // false: stdin is /dev/null
+  pid_t ptracer = 0;  // PR_SET_PTRACER: this pid (and its children) may ptrace the child under Yama
 };
 
 struct ExitInfo {

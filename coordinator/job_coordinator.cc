@@ -243,11 +243,12 @@ bool JobCoordinator::Tick() {
   FeedLogs(false);
   UpdateAgents();
   bool any_running = false, lost_running = false;
+  const bool starts_pending = source_->StartsPending();
   for (auto& r : job_.ranks) {
     if (before[r.rank] == diagnosis::RankStatus::kRunning && r.status == diagnosis::RankStatus::kExited)
       observer_->OnRankExit(r);
     bool running = r.status == diagnosis::RankStatus::kRunning;
-    any_running |= running && !r.unobserved;
+    any_running |= (running && !r.unobserved) || (r.status == diagnosis::RankStatus::kNotStarted && starts_pending);
     lost_running |= running && r.unobserved && !gone_.count(r.rank);
   }
   if (!any_running) {
@@ -332,20 +333,21 @@ JobResult JobCoordinator::Finish() {
   // The job's code is the first failure's (torchrun's "first observed failure"). Nodes report
   // exits on their own ticks, so a rank killed by a signal within 0.5 s of the first exit counts
   // as first: its peers failed because it vanished (SIGPIPE is such a peer: it wrote to the dead
-  // rank's connection). Exits we caused by stopping do not count.
+  // rank's connection). Exits we caused by stopping, and those of a launcher that tore the job down
+  // after a failure (mpirun's SIGTERM and SIGKILL: diagnosis::EndedByTeardown), do not count.
   int job_code = 0;
   {
     const diagnosis::RankState* first = nullptr;
     for (const auto& r : job_.ranks) {
       bool failed = r.status == diagnosis::RankStatus::kExited && (r.signal || r.exit_code) &&
-                    (!stopped_by_us_ || r.exit_ns < stop_ns_);
+                    (!stopped_by_us_ || r.exit_ns < stop_ns_) && !diagnosis::EndedByTeardown(job_, r);
       if (failed && (!first || r.exit_ns < first->exit_ns)) first = &r;
     }
     if (first) {
       for (const auto& r : job_.ranks)
         if (r.status == diagnosis::RankStatus::kExited && r.signal && r.signal != SIGPIPE &&
             (!first->signal || first->signal == SIGPIPE) && r.exit_ns <= first->exit_ns + 500'000'000LL &&
-            (!stopped_by_us_ || r.exit_ns < stop_ns_))
+            (!stopped_by_us_ || r.exit_ns < stop_ns_) && !diagnosis::EndedByTeardown(job_, r))
           first = &r;
       job_code = first->signal ? 128 + first->signal : first->exit_code;
     }
@@ -360,6 +362,13 @@ JobResult JobCoordinator::Finish() {
       }
     job_.now_ns = hang_ns_;
     job_.job_ended = false;
+    // A launcher's line about the exit of a rank we stopped ("mpirun noticed that process rank 3
+    // … exited on signal 15") tells of our stop, not of a failure.
+    std::erase_if(job_.events, [&](const diagnosis::LogEvent& e) {
+      return e.code == diagnosis::codes::kRankExited && e.subject_rank >= 0 &&
+             static_cast<size_t>(e.subject_rank) < at_hang_.size() &&
+             at_hang_[e.subject_rank].status == diagnosis::RankStatus::kRunning;
+    });
   }
   diagnosis::Diagnosis final_d = diagnosis::Diagnose(job_);
   if (hang_reported_) {

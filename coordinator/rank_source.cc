@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "collectors/rank_exec.h"
 #include "collectors/rank_monitor.h"
 #include "common/file.h"
 #include "common/log.h"
@@ -175,6 +176,7 @@ Status AgentSource::StartRun(Agent& a, const RunSpec& spec, size_t index, size_t
   req.reattach_window_ms =
       static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(spec.reattach_window).count());
   for (const auto& l : spec.NodeRanks(index)) req.ranks.push_back({l.rank, l.local_rank, RankPlan::OwnEnv(l)});
+  if (spec.mpi) req.rank_exec_socket = collectors::RankExecSocketName(spec.run_id, index);
   const std::string& name = a.name;
   DSD_RETURN_IF_ERROR(net::SendFrame(a.client->link(), agent::WriteRunRequest(req)));
   auto reply = net::RecvFrame(a.client->link(), a.client->decoder(), std::chrono::seconds(30));

@@ -57,6 +57,9 @@ class RankSource {
   virtual bool CaughtUp() const { return true; }
   // The newest report of each node's log dir file system (docs/run.md "A full disk").
   virtual std::vector<diagnosis::LogDirStatus> LogDirs() const { return {}; }
+  // True while ranks that have not started may still start (mpirun is starting an MPI run's
+  // ranks): until then the job is not over for lack of running ranks.
+  virtual bool StartsPending() const { return false; }
 };
 
 // Copies a sampled state over the coordinator's, keeping the stack the coordinator captured.

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/stderr_redirect.h"
 #include "common/strings.h"
+#include "coordinator/mpi_ranks.h"
 #include "coordinator/observers.h"
 #include "coordinator/rank_source.h"
 #include "coordinator/takeover.h"
@@ -209,6 +210,17 @@ Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launc
   std::unique_ptr<RankSource> source;
   if (launcher) {
     DSD_ASSIGN_OR_RETURN(source, StartAgents(spec, *launcher, token, io.before_ranks_start));
+    if (spec.mpi) {
+      // Every agent listens for its ranks now: mpirun starts them (coordinator/mpi_ranks.h).
+      auto mpi = std::make_unique<MpiRankSource>(std::move(source));
+      MpiRanksOptions mo;
+      mo.dsdoctor_binary = launcher_choice.remote_dsdoctor.empty() || spec.simulated ? launcher_choice.self_binary
+                                                                                     : launcher_choice.remote_dsdoctor;
+      mo.extra_args = launcher_choice.mpirun_args;
+      mo.output_file = spec.run_dir.LauncherLog();
+      if (Status st = mpi->Start(spec, mo); !st.ok()) return st;
+      source = std::move(mpi);
+    }
   } else {
     auto direct = std::make_unique<DirectSource>(&RealClock::Instance());
     if (io.before_ranks_start) io.before_ranks_start();

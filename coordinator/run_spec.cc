@@ -1,8 +1,10 @@
 #include "coordinator/run_spec.h"
 
+#include <elf.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "agent/token.h"
@@ -56,6 +58,74 @@ bool IsPythonCommand(const std::vector<std::string>& argv) {
   return false;
 }
 
+std::vector<std::string> ElfNeeded(const std::string& path) {
+  auto bytes = ReadFile(path, size_t{1} << 30);
+  std::vector<std::string> needed;
+  if (!bytes.ok() || bytes->size() < sizeof(Elf64_Ehdr) || bytes->compare(0, 4, ELFMAG) != 0 ||
+      (*bytes)[EI_CLASS] != ELFCLASS64)
+    return needed;
+  const std::string& b = *bytes;
+  auto at = [&](uint64_t off, uint64_t n) { return off <= b.size() && n <= b.size() - off; };
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, b.data(), sizeof eh);
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !at(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr))) return needed;
+  std::vector<Elf64_Phdr> ph(eh.e_phnum);
+  std::memcpy(ph.data(), b.data() + eh.e_phoff, ph.size() * sizeof(Elf64_Phdr));
+  // The string table is named by its address: the loadable segment that holds it gives its offset.
+  auto file_offset = [&](uint64_t vaddr) -> std::optional<uint64_t> {
+    for (const auto& p : ph)
+      if (p.p_type == PT_LOAD && vaddr >= p.p_vaddr && vaddr - p.p_vaddr < p.p_filesz)
+        return p.p_offset + (vaddr - p.p_vaddr);
+    return std::nullopt;
+  };
+  for (const auto& p : ph) {
+    if (p.p_type != PT_DYNAMIC || !at(p.p_offset, p.p_filesz)) continue;
+    std::vector<Elf64_Dyn> dyn(p.p_filesz / sizeof(Elf64_Dyn));
+    std::memcpy(dyn.data(), b.data() + p.p_offset, dyn.size() * sizeof(Elf64_Dyn));
+    std::optional<uint64_t> strtab;
+    for (const auto& d : dyn)
+      if (d.d_tag == DT_STRTAB) strtab = file_offset(d.d_un.d_ptr);
+    if (!strtab) return needed;
+    for (const auto& d : dyn) {
+      if (d.d_tag == DT_NULL) break;
+      if (d.d_tag != DT_NEEDED || !at(*strtab + d.d_un.d_val, 1)) continue;
+      const char* name = b.data() + *strtab + d.d_un.d_val;
+      needed.emplace_back(name, strnlen(name, b.size() - (*strtab + d.d_un.d_val)));
+    }
+  }
+  return needed;
+}
+
+bool IsMpiCommand(const std::vector<std::string>& argv) {
+  if (argv.empty()) return false;
+  if (IsPythonCommand(argv)) {
+    // The script: the first argument that is a file (python [-u …] train.py), or argv[0] itself.
+    for (size_t i = PythonName(argv[0]) ? 1 : 0; i < argv.size(); ++i) {
+      if (argv[i] == "-m" || argv[i] == "-c") return false;  // a module or code: no file to read
+      if (argv[i] == "-W" || argv[i] == "-X") {              // an option with a value
+        ++i;
+        continue;
+      }
+      if (StartsWith(argv[i], "-")) continue;
+      auto text = ReadFile(Resolve(argv[i]), 4u << 20);
+      if (!text.ok()) return false;
+      for (const char* use : {"import mpi4py", "from mpi4py"})
+        if (text->find(use) != std::string::npos) return true;
+      return false;
+    }
+    return false;
+  }
+  // A program that also links another collective library (Gloo, NCCL, RCCL, oneCCL, PyTorch)
+  // picks its backend at run time, and its env:// ranks need no mpirun: only --trace-mpi says so.
+  bool mpi = false, other = false;
+  for (const auto& lib : ElfNeeded(Resolve(argv[0]))) {
+    mpi |= StartsWith(lib, "libmpi.so") || StartsWith(lib, "libmpi_") || StartsWith(lib, "libmpich");
+    for (const char* backend : {"libgloo", "libnccl", "librccl", "libccl", "libtorch", "libc10"})
+      other |= StartsWith(lib, backend);
+  }
+  return mpi && !other;
+}
+
 std::vector<RankLaunch> RunSpec::NodeRanks(size_t index) const {
   std::vector<RankLaunch> out;
   for (const auto& l : ranks.ranks)
@@ -82,6 +152,16 @@ Result<RunSpec> PlanRun(const RunPlanOptions& o) {
     s.run_id.resize(32);  // 128 bits tell two runs apart
   }
   s.trace_python = o.trace;
+  s.mpi = o.mpi == "on" || (o.mpi.empty() && !o.direct && IsMpiCommand(o.command));
+  if (s.mpi && o.direct)
+    return InvalidArgument(
+        "--direct cannot run an MPI program: mpirun starts its ranks, each handed to its "
+        "node's agent (--launcher local, mpirun, ssh, …); without --trace-mpi each rank is "
+        "an MPI singleton");
+  if (s.mpi && o.mpi.empty())
+    nodes.notes.push_back(o.command[0] +
+                          " is an MPI program: mpirun starts its ranks, each handed to its node's agent (--no-mpi: the "
+                          "agents start them, each an MPI singleton)");
   s.share_group = o.share_group;
   s.timeout_s = o.timeout_s;
   s.hang_after_s = o.hang_after_s;

@@ -34,6 +34,7 @@ struct RunPlanOptions {
   bool tui = false;           // --tui
   bool trace = true;          // false: --no-trace
   bool nccl_profiler = true;  // false: --no-nccl-profiler (the ranks get DSDOCTOR_NCCL_PROFILER=off)
+  std::string mpi;            // "on": --trace-mpi; "off": --no-mpi; "": an MPI program is found (IsMpiCommand)
   bool share_group = false;   // --share-group
   bool debug = false;         // the debug log level: the ranks get the debug diagnostic profile
   bool dry_run = false;       // --dry-run: nothing starts, so no free port is picked
@@ -53,6 +54,9 @@ struct RunSpec {
   std::string run_id;   // random, written to run.id first: a node that finds it there shares the run dir
   EnvMap env;           // every rank's: the job environment, the diagnostic profile, run's own variables
   bool trace_python = true;
+  // MPI programs: mpirun starts the ranks, each through a `dsdoctor rank-exec` shim that hands it to
+  // its node's agent (collectors/rank_exec.h, coordinator/mpi_ranks.h); traced through PMPI.
+  bool mpi = false;
   bool share_group = false;
   std::string master_addr;
   int master_port = 0;  // 0 only in a dry run's plan: picked when the job starts
@@ -81,5 +85,12 @@ Result<RunSpec> PlanRun(const RunPlanOptions& options);
 // Whether argv runs a Python interpreter: its program is python*/pypy* by name, or a script whose
 // `#!` line names one (found on PATH when argv[0] has no slash).
 bool IsPythonCommand(const std::vector<std::string>& argv);
+
+// Whether argv runs an MPI program: an ELF program that needs libmpi (DT_NEEDED libmpi*.so*) and no
+// other collective library (one that also links Gloo, NCCL or PyTorch chooses at run time), or a
+// Python script that imports mpi4py. Any other needs --trace-mpi.
+bool IsMpiCommand(const std::vector<std::string>& argv);
+// The DT_NEEDED names of an ELF64 file; empty for any other file.
+std::vector<std::string> ElfNeeded(const std::string& path);
 
 }  // namespace dsd::coordinator

@@ -4,9 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/file.h"
+#include "common/strings.h"
+#include "coordinator/mpi_ranks.h"
 
 namespace dsd::coordinator {
 namespace {
@@ -127,6 +130,79 @@ TEST(RunSpecTest, PythonIsTheInterpreterNotAWordInAPath) {
   EXPECT_TRUE(IsPythonCommand({dir + "/train"}));
   EXPECT_FALSE(IsPythonCommand({dir + "/job.sh"}));
   fs::remove_all(dir);
+}
+
+// An MPI program is found by what it links (DT_NEEDED libmpi), or by the mpi4py a script imports;
+// --trace-mpi and --no-mpi decide for any other.
+TEST(RunSpecTest, AnMpiProgramLinksLibmpiOrImportsMpi4py) {
+  const auto needed = ElfNeeded(MPI_PROGRAM);
+  EXPECT_NE(std::find(needed.begin(), needed.end(), "libmpi.so.40"), needed.end());
+  EXPECT_TRUE(IsMpiCommand({MPI_PROGRAM, "healthy"}));
+  EXPECT_TRUE(IsMpiCommand({"python3", "-u", MPI4PY_SCRIPT, "healthy"}));
+  EXPECT_TRUE(IsMpiCommand({"python3", "-W", "ignore", MPI4PY_SCRIPT}));
+  EXPECT_FALSE(IsMpiCommand({"/bin/sh", "-c", "true"}));
+  // The bundled runtime links MPI beside Gloo and picks its backend at run time: env://, no mpirun.
+  const auto runtime_needs = ElfNeeded(ENV_PROGRAM);
+  ASSERT_NE(std::find(runtime_needs.begin(), runtime_needs.end(), "libmpi.so.40"), runtime_needs.end());
+  EXPECT_FALSE(IsMpiCommand({ENV_PROGRAM}));
+  EXPECT_FALSE(IsMpiCommand({"python3", "-m", "mpi4py", "x.py"}));
+  EXPECT_FALSE(IsMpiCommand({"python3", "no-such-script.py"}));
+  EXPECT_FALSE(IsMpiCommand({}));
+  // Whatever a file holds, it is read safely: a cut ELF, text, nothing.
+  const std::string dir = fs::temp_directory_path() / ("dsd_spec_mpi_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string elf = ReadFile(MPI_PROGRAM, 1 << 30).value_or("");
+  for (size_t cut : {size_t{0}, size_t{4}, size_t{64}, size_t{200}, elf.size() / 2}) {
+    ASSERT_TRUE(WriteFileAtomic(dir + "/cut", elf.substr(0, cut)).ok());
+    EXPECT_NO_FATAL_FAILURE(ElfNeeded(dir + "/cut")) << cut;
+  }
+  ASSERT_TRUE(WriteFileAtomic(dir + "/train.py", "import torch\nprint('no MPI here')\n").ok());
+  EXPECT_FALSE(IsMpiCommand({"python3", dir + "/train.py"}));
+  EXPECT_TRUE(ElfNeeded(dir + "/train.py").empty());
+
+  auto o = Local(2, 2);
+  o.command = {MPI_PROGRAM, "healthy"};
+  auto s = PlanRun(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->mpi);
+  o.mpi = "off";
+  EXPECT_FALSE(PlanRun(o)->mpi);
+  o.command = {"python3", dir + "/train.py"};
+  o.mpi = "on";
+  EXPECT_TRUE(PlanRun(o)->mpi);
+  o.direct = true;
+  o.mpi = "";
+  o.command = {MPI_PROGRAM};
+  EXPECT_FALSE(PlanRun(o)->mpi) << "--direct runs a program it takes for MPI as singletons";
+  o.mpi = "on";
+  auto direct = PlanRun(o);
+  ASSERT_FALSE(direct.ok());
+  EXPECT_NE(direct.status().message().find("--direct"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// mpirun puts rank r where the plan put it: --map-by slot over the nodes' slot counts, and each
+// shim finds its node's agent from the same counts.
+TEST(RunSpecTest, TheMpiRanksCommandPlacesEachRankOnItsPlannedNode) {
+  auto o = Local(2, 3);
+  o.command = {"./prog", "--flag"};
+  o.mpi = "on";
+  auto s = PlanRun(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  MpiRanksOptions m;
+  m.dsdoctor_binary = "/opt/dsdoctor/bin/dsdoctor";
+  m.extra_args = {"--mca", "btl", "tcp,self"};
+  auto joined = Join(MpiRanksCommand(*s, m), " ");
+  const std::string sockets = "3:dsdoctor-rank-exec/" + s->run_id + "/0,3:dsdoctor-rank-exec/" + s->run_id + "/1";
+  EXPECT_NE(joined.find("-np 6 --bind-to none --map-by slot --host localhost:6 --mca btl tcp,self "
+                        "/opt/dsdoctor/bin/dsdoctor rank-exec --nodes " +
+                        sockets + " -- ./prog --flag"),
+            std::string::npos)
+      << joined;
+  s->simulated = false;  // real nodes: each by its name and slot count
+  joined = Join(MpiRanksCommand(*s, m), " ");
+  EXPECT_NE(joined.find("--host " + s->nodes.nodes[0].host + ":3," + s->nodes.nodes[1].host + ":3 "), std::string::npos)
+      << joined;
 }
 
 TEST(JobEnvTest, OnlyTheNamedFamiliesTravelAndDeepSpeedEnvWins) {

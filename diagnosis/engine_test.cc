@@ -1,6 +1,9 @@
 #include "diagnosis/engine.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <set>
 
 #include "diagnosis/report.h"
 
@@ -108,6 +111,45 @@ TEST_P(EngineTest, CompletedOpMismatchIsFoundInHistoryButIsNoHang) {
   EXPECT_EQ(f->ranks, (n == 2 ? std::vector<int>{0, 1} : std::vector<int>{1}));
   EXPECT_NE(f->summary.find("results are wrong"), std::string::npos);
   EXPECT_FALSE(d.hang);
+}
+
+TEST_P(EngineTest, RanksALauncherEndsAfterAFailureAreNotCulprits) {
+  // mpirun after MPI_Abort: the failed rank exits with its error code, and mpirun ends the others
+  // with SIGTERM and SIGKILL, in the same sampling tick or later.
+  int n = GetParam();
+  JobState job = Job(n);
+  for (int r = 0; r < n; ++r) {
+    job.ranks[r].status = RankStatus::kExited;
+    job.ranks[r].exit_ns = kNow - 2 * kSec + (r % 2) * kSec / 5;
+    job.ranks[r].signal = r % 2 ? SIGTERM : SIGKILL;
+  }
+  job.ranks[n - 1].signal = 0;
+  job.ranks[n - 1].exit_code = 15;
+  job.ranks[n - 1].exit_ns = kNow - 2 * kSec;
+  Diagnosis d = Diagnose(job);
+  int exited_findings = 0;
+  for (auto& f : d.findings) exited_findings += f.code == "RANK_EXITED";
+  EXPECT_EQ(exited_findings, 1) << RenderRunText(job, d);
+  const Finding* f = Find(d, "RANK_EXITED");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->ranks, std::vector<int>{n - 1});
+  EXPECT_NE(f->summary.find("exited with code 15"), std::string::npos) << f->summary;
+}
+
+TEST_P(EngineTest, RanksKilledTogetherAreEachCulprits) {
+  // Two ranks the OOM killer took in one tick: neither ended because of the other.
+  int n = GetParam();
+  JobState job = Job(n);
+  for (int r : {0, n - 1}) {
+    job.ranks[r].status = RankStatus::kExited;
+    job.ranks[r].signal = SIGKILL;
+    job.ranks[r].exit_ns = kNow - 2 * kSec;
+  }
+  Diagnosis d = Diagnose(job);
+  std::set<int> named;
+  for (auto& f : d.findings)
+    if (f.code == "RANK_EXITED") named.insert(f.ranks.begin(), f.ranks.end());
+  EXPECT_EQ(named, (std::set<int>{0, n - 1})) << RenderRunText(job, d);
 }
 
 TEST_P(EngineTest, KilledRankIsTheCulpritAndPeersAreConsequences) {

@@ -1,3 +1,4 @@
+#include <signal.h>
 #include <string.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <unordered_map>
 
 #include "common/strings.h"
+#include "diagnosis/engine.h"
 #include "diagnosis/rules.h"
 
 namespace dsd::diagnosis::rules {
@@ -134,6 +136,7 @@ void Exits(Ctx& c) {
     if (r.last && r.last->state == "failed" && c.mismatched.count({r.last->comm, r.last->seq})) continue;
     if (c.traceback_mismatch.count(r.rank)) continue;  // it timed out waiting in the mismatched call
     if (c.init_consequences.count(r.rank)) continue;   // init failed because the ranks disagree on the world size
+    if (Failed(r) && EndedByTeardown(c.job, r)) continue;
     if (Failed(r)) failed.push_back(&r);
     // Exit 0 is a problem only when others wait in a collective it never reached.
     else if (r.status == RankStatus::kExited && max_waiting_seq > 0 &&
@@ -201,3 +204,22 @@ void Exits(Ctx& c) {
 }
 
 }  // namespace dsd::diagnosis::rules
+
+namespace dsd::diagnosis {
+
+// A launcher that tears the job down once a rank failed (mpirun, srun --kill-on-bad-exit) ends the
+// others with SIGTERM, then SIGKILL. Such an end after a failure of another cause is the launcher's
+// doing, not a cause; a peer's consequence (a communication error, SIGPIPE) causes no teardown. At
+// the same sampling tick, only a failure that was no such kill either counts.
+bool EndedByTeardown(const JobState& job, const RankState& r) {
+  if (r.signal != SIGTERM && r.signal != SIGKILL) return false;
+  for (const RankState& o : job.ranks) {
+    if (&o == &r || !rules::Failed(o) || o.signal == SIGPIPE || (o.signal == 0 && rules::HasCommEvent(job, o.rank)))
+      continue;
+    if (o.exit_ns < r.exit_ns) return true;
+    if (o.exit_ns == r.exit_ns && o.signal != SIGTERM && o.signal != SIGKILL) return true;
+  }
+  return false;
+}
+
+}  // namespace dsd::diagnosis
