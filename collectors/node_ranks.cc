@@ -118,20 +118,29 @@ void NodeRanks::AdoptHandedOver() {
   for (const auto& e : rank_exec_->Poll(grant)) {
     auto i = index_of(e.rank);
     if (!i) continue;
+    auto log = log::Get("run");
     switch (e.kind) {
       case RankExecListener::Event::Kind::kStarted:
-        monitors_[*i].Adopted(e.pid);
-        log::Get("run")->debug("rank {} handed over: pid {}", e.rank, e.pid);
+        monitors_[*i].Adopted(e.pid, e.shim_pid);
+        log->debug("rank {} handed over: pid {}", e.rank, e.pid);
+        // Handed over after a stop (granted before it): it gets the stop too.
+        if (stop_signal_) monitors_[*i].Signal(stop_signal_);
         break;
       case RankExecListener::Event::Kind::kExited:
         monitors_[*i].AdoptedExit(e.exit_code, e.signal, e.exit_ns);
         break;
       case RankExecListener::Event::Kind::kLost:
-        // The shim was killed (mpirun tore the job down): its program died with it (SIGKILL as its
-        // parent-death signal).
-        log::Get("run")->warn("rank {}: its rank-exec shim ended without telling the program's exit; it was killed",
-                              e.rank);
-        monitors_[*i].AdoptedExit(0, SIGKILL);
+        if (e.started) {
+          // The shim was killed (mpirun tore the job down): its program died with it (SIGKILL as
+          // its parent-death signal).
+          log->warn("rank {}: its rank-exec shim ended without telling the program's exit; it was killed", e.rank);
+          monitors_[*i].AdoptedExit(0, SIGKILL);
+        } else {
+          // The hand-over failed half-way: the shim runs the program unwatched, or died. Not
+          // started, as far as we know; not awaited.
+          log->warn("rank {}: its hand-over from rank-exec failed; the rank runs unwatched, if at all", e.rank);
+          unwatched_.insert(*i);
+        }
         break;
     }
   }
@@ -165,6 +174,7 @@ const NodeSample& NodeRanks::Tick() {
 
 void NodeRanks::Signal(int sig) {
   stopping_ = true;
+  stop_signal_ = sig;
   if (rank_exec_) rank_exec_->Close();
   for (auto& m : monitors_) m.Signal(sig);
   if (sig != SIGKILL && !kill_at_) kill_at_ = clock_->Now() + options_.stop_escalation;
@@ -202,7 +212,9 @@ bool NodeRanks::AllExited() const {
   for (const auto& m : monitors_) {
     const auto st = m.state().status;
     if (st == diagnosis::RankStatus::kRunning) return false;
-    if (st == diagnosis::RankStatus::kNotStarted && !(stopping_ && !m.output_adopted())) return false;
+    const size_t i = static_cast<size_t>(&m - monitors_.data());
+    if (st == diagnosis::RankStatus::kNotStarted && !unwatched_.count(i) && !(stopping_ && !m.output_adopted()))
+      return false;
   }
   return true;
 }

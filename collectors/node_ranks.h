@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -116,7 +117,9 @@ class NodeRanks {
   // Ranks handed over by shims: the listener and each rank's environment for its grant.
   std::unique_ptr<RankExecListener> rank_exec_;
   std::vector<std::map<std::string, std::string>> rank_exec_env_;
-  bool stopping_ = false;  // a stop was sent: ranks not handed over yet are not waited for
+  bool stopping_ = false;       // a stop was sent: ranks not handed over yet are not waited for
+  int stop_signal_ = 0;         // the last stop's signal, for a rank handed over after it
+  std::set<size_t> unwatched_;  // ranks whose hand-over failed half-way: never awaited
   void AdoptHandedOver();
   // The environment of ranks[i]: the job's, its own, the tracers'.
   std::map<std::string, std::string> RankEnv(const RankToStart& rank, const std::optional<PythonTracer>& tracer,

@@ -2,14 +2,20 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <thread>
 
 #include "common/file.h"
+#include "common/strings.h"
+#include "common/subprocess.h"
 
 namespace dsd::collectors {
 namespace {
@@ -148,6 +154,68 @@ TEST(NodeRanksTest, RanksHandedOverByShimsAreWatchedAndStoppedAsTheNodesOwn) {
   EXPECT_EQ(ranks.state(1).signal, SIGTERM);
   EXPECT_EQ(*ReadFile(RunDir(d).RankExit(3)), "143\n");
   EXPECT_EQ(three.get().signal, SIGTERM);
+}
+
+// What a shim says, sent by hand: the test process plays the shim (SO_PEERCRED names it).
+net::Fd ConnectAsShim(const std::string& name, int rank) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  net::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
+  const std::string hello = "hello 1 " + std::to_string(rank) + "\n";
+  EXPECT_EQ(::send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+  return fd;
+}
+
+void Say(const net::Fd& fd, const std::string& line) {
+  EXPECT_EQ(::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+}
+
+// A rank granted before a stop and started after it gets the stop; a pid that is not the shim's
+// child (it ended, and another process took the number) is never signalled.
+TEST(NodeRanksTest, AHandedOverRankIsSignalledOnlyWhileItIsTheShimsChild) {
+  const std::string d = Dir("late-start");
+  FakeClock clock;
+  auto o = Options(d, {"unused"});
+  o.rank_exec_socket = "dsdoctor-test/late/" + std::to_string(::getpid());
+  NodeRanks ranks(o, &clock);
+  ASSERT_TRUE(ranks.Start({{0, 0, {}}, {1, 1, {}}}).ok());
+  net::Fd zero = ConnectAsShim(o.rank_exec_socket, 0);
+  net::Fd one = ConnectAsShim(o.rank_exec_socket, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ranks.Tick();  // both granted
+  ranks.Signal(SIGTERM);
+  // Rank 0's program: our child, so this "shim" is its parent.
+  auto mine = Subprocess::Start({"/bin/sleep", "30"}, {});
+  ASSERT_TRUE(mine.ok());
+  // Rank 1's "program": a pid whose parent is another process (a shell's child).
+  auto shell = Subprocess::Start({"/bin/sh", "-c", "sleep 30 & echo $!; wait"}, [] {
+    SubprocessOptions so;
+    so.log_path = fs::temp_directory_path() / ("dsd-late-" + std::to_string(::getpid()) + ".out");
+    return so;
+  }());
+  ASSERT_TRUE(shell.ok());
+  const std::string out_path = fs::temp_directory_path() / ("dsd-late-" + std::to_string(::getpid()) + ".out");
+  std::string foreign;
+  for (int i = 0; i < 100 && foreign.empty(); ++i) {
+    foreign = std::string(Trim(ReadFile(out_path).value_or("")));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(foreign.empty());
+  Say(zero, "started " + std::to_string(mine->pid()) + "\n");
+  Say(one, "started " + foreign + "\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ranks.Tick();
+  auto e = mine->Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(e.has_value()) << "the stop reached the rank handed over after it";
+  EXPECT_EQ(e->term_signal, SIGTERM);
+  EXPECT_EQ(::kill(std::stoi(foreign), 0), 0) << "a process that is not the shim's child was signalled";
+  shell->Signal(SIGKILL);
+  ::kill(std::stoi(foreign), SIGKILL);
+  (void)shell->Wait(std::chrono::seconds(10));
+  fs::remove(out_path);
 }
 
 // A stop ends the wait for ranks mpirun never handed over (it failed to start them).

@@ -1,7 +1,9 @@
 #include "collectors/rank_exec.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -56,10 +58,29 @@ bool SendAll(int fd, std::string_view bytes) {
   return true;
 }
 
-bool SetBlocking(int fd, bool blocking) {
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0) return false;
-  return ::fcntl(fd, F_SETFL, blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK)) == 0;
+// Whether `fd` can take bytes before `deadline`.
+bool WaitWritable(int fd, std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLOUT, 0};
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    return n > 0 && (p.revents & POLLOUT);
+  }
+}
+
+// SendAll on a non-blocking socket, all of it before `deadline`.
+bool SendAllBy(int fd, std::string_view bytes, std::chrono::steady_clock::time_point deadline) {
+  while (!bytes.empty()) {
+    if (!WaitWritable(fd, deadline)) return false;
+    ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
 }
 
 void SetTimeout(int fd, int option, Duration d) {
@@ -121,6 +142,7 @@ struct RankExecListener::Conn {
   std::string in;  // bytes of a line not yet ended
   int rank = -1;   // from its hello
   bool granted = false, started = false, exited = false;
+  pid_t shim_pid = 0;  // SO_PEERCRED
   std::chrono::steady_clock::time_point accepted;
 };
 
@@ -143,7 +165,8 @@ Result<std::unique_ptr<RankExecListener>> RankExecListener::Listen(const std::st
 void RankExecListener::Close() { fd_.Reset(); }
 
 void RankExecListener::Accept() {
-  while (fd_.valid()) {
+  // At most a batch per tick: a flood of connections costs the agent's tick a bounded time.
+  for (int batch = 0; fd_.valid() && batch < 64; ++batch) {
     net::Fd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!c.valid()) {
       if (errno == EINTR) continue;
@@ -152,12 +175,15 @@ void RankExecListener::Accept() {
     // Only our own user's processes: the name is not protected by file permissions.
     auto peer = PeerOf(c.get());
     if (!peer || peer->uid != ::geteuid()) {
-      log::Get("run")->warn("rank-exec: refused a connection from uid {}", peer ? static_cast<int>(peer->uid) : -1);
+      if (refused_++ % 1000 == 0)
+        log::Get("run")->warn("rank-exec: refused a connection from uid {} ({} so far)",
+                              peer ? static_cast<int>(peer->uid) : -1, refused_);
       continue;
     }
     if (conns_.size() >= max_conns_) continue;  // work before a hello is bounded
     auto conn = std::make_unique<Conn>();
     conn->fd = std::move(c);
+    conn->shim_pid = peer->pid;
     conn->accepted = std::chrono::steady_clock::now();
     conns_.push_back(std::move(conn));
   }
@@ -165,7 +191,13 @@ void RankExecListener::Accept() {
 
 bool RankExecListener::Read(Conn& c, const GrantFn& grant, std::vector<Event>* events) {
   auto lost = [&] {
-    if (c.granted && !c.exited) events->push_back({Event::Kind::kLost, c.rank, 0, 0, 0});
+    if (c.granted && !c.exited) {
+      Event e;
+      e.kind = Event::Kind::kLost;
+      e.rank = c.rank;
+      e.started = c.started;
+      events->push_back(e);
+    }
     return false;
   };
   char buf[512];
@@ -219,14 +251,16 @@ bool RankExecListener::Read(Conn& c, const GrantFn& grant, std::vector<Event>* e
       cm->cmsg_len = CMSG_LEN(sizeof(int));
       const int out_fd = g->output.get();
       std::memcpy(CMSG_DATA(cm), &out_fd, sizeof out_fd);
-      SetBlocking(c.fd.get(), true);
-      SetTimeout(c.fd.get(), SO_SNDTIMEO, kGrantSendTimeout);
-      ssize_t sent;
-      do sent = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL);
-      while (sent < 0 && errno == EINTR);
-      const bool ok = sent >= 0 && SendAll(c.fd.get(), std::string_view(head).substr(static_cast<size_t>(sent))) &&
-                      SendAll(c.fd.get(), payload);
-      SetBlocking(c.fd.get(), false);
+      // One deadline for the whole answer: a peer that reads slowly costs this tick 2 s at most.
+      const auto deadline = std::chrono::steady_clock::now() + kGrantSendTimeout;
+      ssize_t sent = -1;
+      while (WaitWritable(c.fd.get(), deadline)) {
+        sent = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+      }
+      const bool ok = sent >= 0 &&
+                      SendAllBy(c.fd.get(), std::string_view(head).substr(static_cast<size_t>(sent)), deadline) &&
+                      SendAllBy(c.fd.get(), payload, deadline);
       c.rank = *rank;
       c.granted = true;  // its output pipe is handed out: the rank is this shim's now
       if (!ok) return lost();
@@ -236,7 +270,12 @@ bool RankExecListener::Read(Conn& c, const GrantFn& grant, std::vector<Event>* e
       auto pid = Number(words[1]);
       if (!pid || *pid <= 0) return lost();
       c.started = true;
-      events->push_back({Event::Kind::kStarted, c.rank, static_cast<pid_t>(*pid), 0, 0});
+      Event e;
+      e.kind = Event::Kind::kStarted;
+      e.rank = c.rank;
+      e.pid = static_cast<pid_t>(*pid);
+      e.shim_pid = c.shim_pid;
+      events->push_back(e);
     } else if ((words.size() == 3 || words.size() == 4) && words[0] == "exit") {
       auto code = Number(words[1]), sig = Number(words[2]);
       if (!code || !sig) return lost();
@@ -247,7 +286,13 @@ bool RankExecListener::Read(Conn& c, const GrantFn& grant, std::vector<Event>* e
         if (*end != '\0' || at < 0) at = 0;
       }
       c.exited = true;
-      events->push_back({Event::Kind::kExited, c.rank, 0, *code, *sig, at});
+      Event e;
+      e.kind = Event::Kind::kExited;
+      e.rank = c.rank;
+      e.exit_code = *code;
+      e.signal = *sig;
+      e.exit_ns = at;
+      events->push_back(e);
       return false;  // nothing follows an exit
     } else {
       return lost();
@@ -275,11 +320,18 @@ std::vector<RankExecListener::Event> RankExecListener::Poll(const GrantFn& grant
 
 namespace {
 
-// The program's pid, for the signal handler that forwards what mpirun sends us.
+// The program's process group (its pid), for the handler that forwards what mpirun sends us, and
+// a signal that came before the program ran, sent to it once it does.
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_pending = 0;
 
 void Forward(int sig) {
-  if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
+  const int saved = errno;
+  if (g_child > 0)
+    ::kill(-static_cast<pid_t>(g_child), sig);
+  else
+    g_pending = sig;
+  errno = saved;
 }
 
 // Signals mpirun (and a user) send the rank: the program gets them as if it were the rank.
@@ -381,7 +433,8 @@ RankExecExit RunRankExec(const RankExecOptions& options, std::FILE* err) {
   int rank = options.rank >= 0
                  ? options.rank
                  : tracers::LauncherInt({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
-  Result<Handoff> handoff = Unavailable("no rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK)");
+  Result<Handoff> handoff =
+      Unavailable("no rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID)");
   if (rank >= 0) {
     const std::string name = RankExecSocketOf(options.nodes, rank);
     handoff = name.empty() ? Unavailable("rank " + std::to_string(rank) + " is beyond the ranks of --nodes")
@@ -392,8 +445,10 @@ RankExecExit RunRankExec(const RankExecOptions& options, std::FILE* err) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
+  ::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap the program before we learn its exit
   SubprocessOptions so;
-  so.new_process_group = false;      // mpirun signals our group: the program is in it
+  // Its own group: what mpirun signals reaches it once, through us, and reaches its children too.
+  so.new_process_group = true;
   so.parent_death_signal = SIGKILL;  // a shim killed by mpirun takes its program along
   so.inherit_stdin = true;           // mpirun forwards its stdin to rank 0
   if (handoff.ok()) {
@@ -417,6 +472,7 @@ RankExecExit RunRankExec(const RankExecOptions& options, std::FILE* err) {
     return {127, 0};
   }
   g_child = child->pid();
+  if (const int pending = g_pending) ::kill(-child->pid(), pending);
   if (handoff.ok()) {
     handoff->output.Reset();  // the program holds the pipe now: its end is the agent's EOF
     if (!SendAll(handoff->sock.get(), "started " + std::to_string(child->pid()) + "\n"))
@@ -435,6 +491,8 @@ RankExecExit RunRankExec(const RankExecOptions& options, std::FILE* err) {
 void ExitLikeChild(const RankExecExit& exit) {
   if (exit.signal > 0) {
     std::fflush(nullptr);
+    const rlimit no_core{0, 0};  // the program's core file is the one to keep, not ours beside it
+    ::setrlimit(RLIMIT_CORE, &no_core);
     ::signal(exit.signal, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);

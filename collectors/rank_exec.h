@@ -63,17 +63,21 @@ class RankExecListener {
     Kind kind = Kind::kStarted;
     int rank = -1;
     pid_t pid = 0;                  // kStarted
+    pid_t shim_pid = 0;             // kStarted: the shim, the program's parent
     int exit_code = 0, signal = 0;  // kExited
     int64_t exit_ns = 0;            // kExited: when the shim reaped it (wall clock), which orders exits across nodes
+    // kLost: it had said "started" (else the hand-over failed: its program runs unwatched, if at all)
+    bool started = false;
   };
 
   // Binds the abstract name. Errors: taken (another run, or a process of another user squatting).
   static Result<std::unique_ptr<RankExecListener>> Listen(const std::string& name, size_t expected_ranks);
   ~RankExecListener();
 
-  // Accepts waiting shims, reads what each said, answers hellos through `grant`. kLost: a granted
-  // shim's connection closed before it told the program's exit (the shim was killed: its program
-  // dies with it, by its parent-death signal).
+  // Accepts waiting shims (64 at most per call), reads what each said, answers hellos through
+  // `grant` (2 s at most for a slow reader). kLost: a granted shim's connection closed before it
+  // told the program's exit: after "started", the shim was killed and its program died with it (its
+  // parent-death signal); before, the hand-over failed.
   std::vector<Event> Poll(const GrantFn& grant);
   // No more shims are accepted (the run is stopping); connected ones are still read.
   void Close();
@@ -90,6 +94,7 @@ class RankExecListener {
   std::string name_;
   size_t max_conns_;
   std::vector<std::unique_ptr<Conn>> conns_;
+  uint64_t refused_ = 0;  // connections of other users
 };
 
 // The shim's side (`dsdoctor rank-exec`).

@@ -1,8 +1,10 @@
 #include "collectors/rank_monitor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,11 +41,39 @@ Result<net::Fd> RankMonitor::AdoptOutput(OutputPump* pump, size_t pipe_bytes) {
   return output;
 }
 
-void RankMonitor::Adopted(pid_t pid) {
+namespace {
+
+// The parent pid in /proc/<pid>/stat (after the command's closing parenthesis: state, then ppid).
+pid_t ParentOf(pid_t pid) {
+  auto stat = ReadFile("/proc/" + std::to_string(pid) + "/stat", 4096);
+  if (!stat.ok()) return 0;
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 4 >= stat->size()) return 0;
+  return static_cast<pid_t>(std::strtol(stat->c_str() + close + 4, nullptr, 10));
+}
+
+// Whether the process behind a pidfd has ended (readable once it exits).
+bool PidfdEnded(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+}  // namespace
+
+void RankMonitor::Adopted(pid_t pid, pid_t parent) {
   if (state_.status != diagnosis::RankStatus::kNotStarted) return;
   state_.pid = pid;
   state_.status = diagnosis::RankStatus::kRunning;
-  proc_stat_.emplace(pid);
+#ifdef SYS_pidfd_open
+  adopted_pidfd_ = net::Fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+#endif
+  // The pidfd names the process that holds the pid now: it is ours only while its starter is its
+  // parent (checked after opening, so that it cannot change in between).
+  if (parent > 0 && ParentOf(pid) != parent) {
+    adopted_pidfd_.Reset();
+    adopted_unsafe_ = true;
+  }
+  if (!adopted_unsafe_) proc_stat_.emplace(pid);
 }
 
 void RankMonitor::AdoptedExit(int exit_code, int signal, int64_t exit_ns) {
@@ -117,7 +147,7 @@ bool RankMonitor::Tick(int64_t now_ns, std::string* new_log, size_t recent) {
   }
   if (auto t = trace_.Read(recent); t.ok()) ApplyTrace(*t, &state_, recent);
   state_.sample_ns = now_ns;
-  if (state_.status != diagnosis::RankStatus::kRunning) return exited_now;
+  if (state_.status != diagnosis::RankStatus::kRunning || adopted_unsafe_) return exited_now;
   // Opened again when the pid changed or the last open failed (out of descriptors, say).
   if (!proc_stat_ || proc_stat_->pid() != state_.pid || !proc_stat_->open()) proc_stat_.emplace(state_.pid);
   auto ps = proc_stat_->Read();
@@ -166,10 +196,12 @@ void RankMonitor::Signal(int sig) {
   if (state_.status != diagnosis::RankStatus::kRunning) return;
   if (proc_) {
     proc_->Signal(sig);
-  } else if (state_.pid > 0 && !adopted_exit_) {
-    // Not our child: its starter reaps it and then tells us its exit, which ends these signals (the
-    // pid could be reused only in the moment between the two).
-    ::kill(state_.pid, sig);
+  } else if (state_.pid > 0 && !adopted_exit_ && !adopted_unsafe_) {
+    // Not our child: its pid (and its group's id) is safe while its pidfd says it has not ended,
+    // since its starter cannot have reaped it. Its group: its own children get the signal too, as
+    // a started rank's do.
+    if (adopted_pidfd_.valid() && PidfdEnded(adopted_pidfd_.get())) return;
+    if (::kill(-state_.pid, sig) != 0) ::kill(state_.pid, sig);
   }
 }
 

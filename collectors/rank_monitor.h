@@ -41,7 +41,9 @@ class RankMonitor {
   void ClearFiles();
   Result<net::Fd> AdoptOutput(OutputPump* pump, size_t pipe_bytes);
   bool output_adopted() const { return pump_ != nullptr; }
-  void Adopted(pid_t pid);
+  // `parent`: the starter's pid; the program is watched only if it is still that process's child
+  // (else it has ended already and its pid may be another's).
+  void Adopted(pid_t pid, pid_t parent = 0);
   // exit_ns: when its starter saw it end (0: unknown, then the tick that learns of it).
   void AdoptedExit(int exit_code, int signal, int64_t exit_ns = 0);
 
@@ -62,6 +64,11 @@ class RankMonitor {
   std::optional<Subprocess> proc_;
   std::optional<std::pair<int, int>> adopted_exit_;  // an adopted rank's (exit code, signal), once told
   int64_t adopted_exit_ns_ = 0;
+  // An adopted rank's pidfd (Linux 5.3+): its end is seen even before its starter reaps it, so a
+  // signal never reaches a process that took over its pid. Invalid: signals go by pid (older
+  // kernels) unless `adopted_unsafe_` (it had ended before we looked).
+  net::Fd adopted_pidfd_;
+  bool adopted_unsafe_ = false;
   OutputPump* pump_ = nullptr;
   size_t pump_index_ = 0;
   runtime::TraceReader trace_;

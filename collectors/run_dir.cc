@@ -242,6 +242,8 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
                              std::to_string(kMaxRanks));
     job.world_size = j.value("world_size", 0);
     stopped_by_us = j.contains("stopped_by_dsdoctor") && j["stopped_by_dsdoctor"].is_object();
+    // mpirun started the ranks (`run` of an MPI program): its teardown's kills are no culprits.
+    job.launcher_teardown = j.contains("launcher_teardown") && j["launcher_teardown"] == true;
     if (j.contains("now_ns") && j["now_ns"].is_number_integer()) manifest_now_ns = j["now_ns"].get<int64_t>();
     if (j.contains("ranks") && j["ranks"].is_array()) {
       for (const auto& r : j["ranks"]) {

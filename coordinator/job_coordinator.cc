@@ -58,6 +58,7 @@ JobCoordinator::JobCoordinator(JobOptions options, const std::vector<RankLaunch>
   job_.world_size = world;
   job_.stall_after_s = options_.timeout_s;
   job_.hang_after_s = options_.hang_after_s;
+  job_.launcher_teardown = options_.launcher_teardown;
   job_.ranks.resize(world);
   for (const auto& l : ranks) {
     auto& r = job_.ranks[l.rank];
@@ -412,6 +413,7 @@ void JobCoordinator::WriteManifest(const diagnosis::JobState& job, const diagnos
   j["command"] = options_.command;
   j["stall_after_s"] = job.stall_after_s;
   j["hang_after_s"] = job.hang_after_s;
+  if (job.launcher_teardown) j["launcher_teardown"] = true;
   j["now_ns"] = job.now_ns;
   if (stop.stopped) j["stopped_by_dsdoctor"] = {{"reason", stop.reason}, {"at_ns", stop.at_ns}};
   auto st = WriteFileAtomic(options_.run_dir.Manifest(),

@@ -34,6 +34,9 @@ struct JobOptions {
   Duration stop_escalation = collectors::kStopEscalation;  // SIGTERM, then SIGKILL after this
   // A lost agent's ranks are given up on this long after every other rank exited.
   Duration lost_give_up = std::chrono::seconds(30);
+  // mpirun started the ranks (an MPI program): it tears the job down when one fails
+  // (JobState::launcher_teardown).
+  bool launcher_teardown = false;
 };
 
 // Whether dsdoctor ended the ranks (run.json "stopped_by_dsdoctor"): `analyze` then describes

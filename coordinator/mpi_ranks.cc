@@ -8,6 +8,7 @@
 #include "collectors/rank_exec.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "common/process.h"
 #include "common/strings.h"
 
 namespace dsd::coordinator {
@@ -35,6 +36,21 @@ std::vector<std::string> MpiRanksCommand(const RunSpec& spec, const MpiRanksOpti
 
 Status MpiRankSource::Start(const RunSpec& spec, const MpiRanksOptions& options) {
   grace_ = options.grace;
+  // The command line is Open MPI's (--map-by slot, --host h:slots, --allow-run-as-root): another
+  // MPI's mpirun (MPICH's Hydra, Intel MPI) would refuse it or place ranks elsewhere.
+  CommandOptions version_options;
+  version_options.timeout = std::chrono::seconds(20);
+  auto version = RunCommand({options.mpirun, "--version"}, version_options);
+  if (!version.ok() || version->exit_code == 127)
+    return Unavailable(options.mpirun +
+                       " not found: an MPI program's ranks are started by Open MPI's mpirun "
+                       "(install openmpi-bin), or run it with --no-mpi (each rank an MPI singleton)");
+  if ((version->out + version->err).find("Open MPI") == std::string::npos) {
+    const std::string said = version->out.substr(0, version->out.find('\n'));
+    return Unavailable("`" + options.mpirun + " --version` says '" + said +
+                       "': dsdoctor starts an MPI program's ranks with Open MPI's mpirun only; put it first on "
+                       "PATH, or run with --no-mpi (each rank an MPI singleton)");
+  }
   const auto argv = MpiRanksCommand(spec, options);
   SubprocessOptions so;
   so.log_path = options.output_file;
@@ -81,11 +97,16 @@ void MpiRankSource::Tick(int64_t now_ns, std::vector<diagnosis::RankState>& rank
 
 void MpiRankSource::Signal(int sig) {
   agents_->Signal(sig);
-  if (sig == SIGKILL) Stop(Duration::zero());
+  // The escalation: mpirun ends (and ends what it started but never handed over). Never waited on
+  // here: Tick reaps it, the destructor makes sure.
+  if (sig == SIGKILL && mpirun_ && !exited_at_ && !terminated_) {
+    terminated_ = true;
+    mpirun_->Signal(SIGTERM);
+  }
 }
 
 bool MpiRankSource::StartsPending() const {
-  return mpirun_ && (!exited_at_ || std::chrono::steady_clock::now() - *exited_at_ < grace_);
+  return mpirun_ && !terminated_ && (!exited_at_ || std::chrono::steady_clock::now() - *exited_at_ < grace_);
 }
 
 }  // namespace dsd::coordinator

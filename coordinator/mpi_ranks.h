@@ -23,7 +23,7 @@ namespace dsd::coordinator {
 struct MpiRanksOptions {
   std::string mpirun = "mpirun";
   std::string dsdoctor_binary;          // on every node (the agents' own)
-  std::vector<std::string> extra_args;  // --mpirun-args: the user's (--mca btl …, -x …)
+  std::vector<std::string> extra_args;  // --mpirun-opts: the user's (--mca btl …, -x …)
   std::string output_file;              // mpirun's stdout and stderr, appended (launcher.log)
   // After mpirun exited, how long a rank that has not started is still waited for: its agent's
   // sample that says it started may be on its way.
@@ -42,8 +42,8 @@ class MpiRankSource final : public RankSource {
   Status Start(const RunSpec& spec, const MpiRanksOptions& options);
 
   void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
-  // The agents signal the ranks they hold; a SIGKILL (a stop's escalation) ends mpirun as well, so
-  // that a rank it has not handed over yet does not run on unwatched.
+  // The agents signal the ranks they hold; a SIGKILL (a stop's escalation) sends mpirun SIGTERM as
+  // well, so that a rank it has not handed over yet does not run on unwatched.
   void Signal(int sig) override;
   std::map<int, std::string> Stacks(const std::vector<int>& ranks) override { return agents_->Stacks(ranks); }
   std::vector<AgentHealth> Health() const override { return agents_->Health(); }
@@ -57,6 +57,7 @@ class MpiRankSource final : public RankSource {
   std::optional<Subprocess> mpirun_;
   Duration grace_{};
   std::optional<std::chrono::steady_clock::time_point> exited_at_;
+  bool terminated_ = false;  // a stop's escalation sent it SIGTERM
 };
 
 }  // namespace dsd::coordinator

@@ -139,6 +139,7 @@ JobResult Watch(const RunSpec& spec, RankSource& source, std::unique_ptr<tui::Pu
   jo.hang_after_s = spec.hang_after_s;
   jo.stop_on_hang = spec.stop_on_hang;
   jo.stop_escalation = spec.stop_escalation;
+  jo.launcher_teardown = spec.mpi;
   const int world = spec.nodes.world_size();
   LiveStream live(std::move(publisher), Join(spec.command, " "), world, WallMs());
   TextPrinter printer(io.out, /*echo=*/!spec.quiet && !view);

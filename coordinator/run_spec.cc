@@ -59,18 +59,19 @@ bool IsPythonCommand(const std::vector<std::string>& argv) {
 }
 
 std::vector<std::string> ElfNeeded(const std::string& path) {
-  auto bytes = ReadFile(path, size_t{1} << 30);
+  // Only the headers, the dynamic section and its string table are read: a program may be large.
   std::vector<std::string> needed;
-  if (!bytes.ok() || bytes->size() < sizeof(Elf64_Ehdr) || bytes->compare(0, 4, ELFMAG) != 0 ||
-      (*bytes)[EI_CLASS] != ELFCLASS64)
+  auto head = ReadFileRange(path, 0, sizeof(Elf64_Ehdr));
+  if (!head.ok() || head->size() < sizeof(Elf64_Ehdr) || head->compare(0, 4, ELFMAG) != 0 ||
+      (*head)[EI_CLASS] != ELFCLASS64)
     return needed;
-  const std::string& b = *bytes;
-  auto at = [&](uint64_t off, uint64_t n) { return off <= b.size() && n <= b.size() - off; };
   Elf64_Ehdr eh;
-  std::memcpy(&eh, b.data(), sizeof eh);
-  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !at(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr))) return needed;
+  std::memcpy(&eh, head->data(), sizeof eh);
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 4096) return needed;
+  auto phdrs = ReadFileRange(path, eh.e_phoff, size_t{eh.e_phnum} * sizeof(Elf64_Phdr));
+  if (!phdrs.ok() || phdrs->size() != size_t{eh.e_phnum} * sizeof(Elf64_Phdr)) return needed;
   std::vector<Elf64_Phdr> ph(eh.e_phnum);
-  std::memcpy(ph.data(), b.data() + eh.e_phoff, ph.size() * sizeof(Elf64_Phdr));
+  std::memcpy(ph.data(), phdrs->data(), phdrs->size());
   // The string table is named by its address: the loadable segment that holds it gives its offset.
   auto file_offset = [&](uint64_t vaddr) -> std::optional<uint64_t> {
     for (const auto& p : ph)
@@ -79,18 +80,25 @@ std::vector<std::string> ElfNeeded(const std::string& path) {
     return std::nullopt;
   };
   for (const auto& p : ph) {
-    if (p.p_type != PT_DYNAMIC || !at(p.p_offset, p.p_filesz)) continue;
-    std::vector<Elf64_Dyn> dyn(p.p_filesz / sizeof(Elf64_Dyn));
-    std::memcpy(dyn.data(), b.data() + p.p_offset, dyn.size() * sizeof(Elf64_Dyn));
+    if (p.p_type != PT_DYNAMIC || p.p_filesz > (size_t{1} << 20)) continue;
+    auto dyn_bytes = ReadFileRange(path, p.p_offset, p.p_filesz);
+    if (!dyn_bytes.ok()) continue;
+    std::vector<Elf64_Dyn> dyn(dyn_bytes->size() / sizeof(Elf64_Dyn));
+    std::memcpy(dyn.data(), dyn_bytes->data(), dyn.size() * sizeof(Elf64_Dyn));
     std::optional<uint64_t> strtab;
-    for (const auto& d : dyn)
+    uint64_t strsz = 64 << 10;
+    for (const auto& d : dyn) {
       if (d.d_tag == DT_STRTAB) strtab = file_offset(d.d_un.d_ptr);
+      if (d.d_tag == DT_STRSZ) strsz = std::min<uint64_t>(d.d_un.d_val, 4 << 20);
+    }
     if (!strtab) return needed;
+    auto strings = ReadFileRange(path, *strtab, strsz);
+    if (!strings.ok()) return needed;
     for (const auto& d : dyn) {
       if (d.d_tag == DT_NULL) break;
-      if (d.d_tag != DT_NEEDED || !at(*strtab + d.d_un.d_val, 1)) continue;
-      const char* name = b.data() + *strtab + d.d_un.d_val;
-      needed.emplace_back(name, strnlen(name, b.size() - (*strtab + d.d_un.d_val)));
+      if (d.d_tag != DT_NEEDED || d.d_un.d_val >= strings->size()) continue;
+      const char* name = strings->data() + d.d_un.d_val;
+      needed.emplace_back(name, strnlen(name, strings->size() - d.d_un.d_val));
     }
   }
   return needed;
@@ -101,8 +109,10 @@ bool IsMpiCommand(const std::vector<std::string>& argv) {
   if (IsPythonCommand(argv)) {
     // The script: the first argument that is a file (python [-u …] train.py), or argv[0] itself.
     for (size_t i = PythonName(argv[0]) ? 1 : 0; i < argv.size(); ++i) {
-      if (argv[i] == "-m" || argv[i] == "-c") return false;  // a module or code: no file to read
-      if (argv[i] == "-W" || argv[i] == "-X") {              // an option with a value
+      // `python -m mpi4py script.py`: mpi4py's own runner; any other module or code: no file to read.
+      if (argv[i] == "-m") return i + 1 < argv.size() && argv[i + 1] == "mpi4py";
+      if (argv[i] == "-c") return false;
+      if (argv[i] == "-W" || argv[i] == "-X") {  // an option with a value
         ++i;
         continue;
       }

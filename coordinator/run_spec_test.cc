@@ -145,7 +145,8 @@ TEST(RunSpecTest, AnMpiProgramLinksLibmpiOrImportsMpi4py) {
   const auto runtime_needs = ElfNeeded(ENV_PROGRAM);
   ASSERT_NE(std::find(runtime_needs.begin(), runtime_needs.end(), "libmpi.so.40"), runtime_needs.end());
   EXPECT_FALSE(IsMpiCommand({ENV_PROGRAM}));
-  EXPECT_FALSE(IsMpiCommand({"python3", "-m", "mpi4py", "x.py"}));
+  EXPECT_TRUE(IsMpiCommand({"python3", "-m", "mpi4py", "x.py"}));
+  EXPECT_FALSE(IsMpiCommand({"python3", "-m", "torch.distributed.run", "x.py"}));
   EXPECT_FALSE(IsMpiCommand({"python3", "no-such-script.py"}));
   EXPECT_FALSE(IsMpiCommand({}));
   // Whatever a file holds, it is read safely: a cut ELF, text, nothing.

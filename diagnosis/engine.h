@@ -28,8 +28,8 @@ namespace dsd::diagnosis {
 Diagnosis Diagnose(const JobState& job);
 
 // Whether `rank` (one of job's) was ended by a launcher tearing the job down after another rank's
-// failure (mpirun, srun): killed by SIGTERM or SIGKILL after that failure. Such a rank is no culprit,
-// and its status is not the job's.
+// failure: in a job whose launcher does that (JobState::launcher_teardown), killed by SIGTERM or
+// SIGKILL after that failure. Such a rank is no culprit, and its status is not the job's.
 bool EndedByTeardown(const JobState& job, const RankState& rank);
 
 // The equivalence classes alone (the TUI shows them for large jobs).

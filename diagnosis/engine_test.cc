@@ -118,6 +118,7 @@ TEST_P(EngineTest, RanksALauncherEndsAfterAFailureAreNotCulprits) {
   // with SIGTERM and SIGKILL, in the same sampling tick or later.
   int n = GetParam();
   JobState job = Job(n);
+  job.launcher_teardown = true;
   for (int r = 0; r < n; ++r) {
     job.ranks[r].status = RankStatus::kExited;
     job.ranks[r].exit_ns = kNow - 2 * kSec + (r % 2) * kSec / 5;
@@ -134,12 +135,19 @@ TEST_P(EngineTest, RanksALauncherEndsAfterAFailureAreNotCulprits) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->ranks, std::vector<int>{n - 1});
   EXPECT_NE(f->summary.find("exited with code 15"), std::string::npos) << f->summary;
+  // Without such a launcher (agents' ticks, our own stop) every kill is its own finding.
+  job.launcher_teardown = false;
+  d = Diagnose(job);
+  exited_findings = 0;
+  for (auto& g : d.findings) exited_findings += g.code == "RANK_EXITED";
+  EXPECT_GT(exited_findings, 1) << RenderRunText(job, d);
 }
 
 TEST_P(EngineTest, RanksKilledTogetherAreEachCulprits) {
   // Two ranks the OOM killer took in one tick: neither ended because of the other.
   int n = GetParam();
   JobState job = Job(n);
+  job.launcher_teardown = true;
   for (int r : {0, n - 1}) {
     job.ranks[r].status = RankStatus::kExited;
     job.ranks[r].signal = SIGKILL;

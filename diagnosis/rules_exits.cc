@@ -207,12 +207,12 @@ void Exits(Ctx& c) {
 
 namespace dsd::diagnosis {
 
-// A launcher that tears the job down once a rank failed (mpirun, srun --kill-on-bad-exit) ends the
-// others with SIGTERM, then SIGKILL. Such an end after a failure of another cause is the launcher's
-// doing, not a cause; a peer's consequence (a communication error, SIGPIPE) causes no teardown. At
-// the same sampling tick, only a failure that was no such kill either counts.
+// A launcher that tears the job down once a rank failed (mpirun) ends the others with SIGTERM, then
+// SIGKILL; only in such a job (elsewhere the agents' ticks order exits too coarsely to tell). Such an end after a
+// failure of another cause is the launcher's doing, not a cause; a peer's consequence (a communication error, SIGPIPE)
+// causes no teardown. At the same sampling tick, only a failure that was no such kill either counts.
 bool EndedByTeardown(const JobState& job, const RankState& r) {
-  if (r.signal != SIGTERM && r.signal != SIGKILL) return false;
+  if (!job.launcher_teardown || (r.signal != SIGTERM && r.signal != SIGKILL)) return false;
   for (const RankState& o : job.ranks) {
     if (&o == &r || !rules::Failed(o) || o.signal == SIGPIPE || (o.signal == 0 && rules::HasCommEvent(job, o.rank)))
       continue;

@@ -171,6 +171,9 @@ struct JobState {
   // Built from logs alone (`analyze` of log files): the ranks' fate is known only where a log says
   // it (a launcher's exit line); the others are shown as "state unknown", not as running.
   bool logs_only = false;
+  // The ranks were started by a launcher that ends the others once one fails (mpirun: `run` of an MPI
+  // program): those ends are its teardown, not causes (EndedByTeardown, diagnosis/engine.h).
+  bool launcher_teardown = false;
   std::vector<RankState> ranks;  // indexed by rank
   std::vector<LogEvent> events;
   std::vector<Finding> network;        // findings of a `check` run, to correlate with stalls
