@@ -17,6 +17,7 @@ Takeover TakeoverOf(const RunSpec& spec, const std::vector<std::string>& agent_n
   t.run_id = spec.run_id;
   t.command = spec.command;
   t.python = spec.python;
+  t.mpi = spec.mpi;
   t.launcher = spec.launcher;
   t.simulated = spec.simulated;
   t.timeout_s = spec.timeout_s;
@@ -51,6 +52,7 @@ json TakeoverJson(const Takeover& t) {
           {"run_id", t.run_id},
           {"command", t.command},
           {"python", t.python},
+          {"mpi", t.mpi},
           {"launcher", t.launcher},
           {"simulated", t.simulated},
           {"timeout_s", t.timeout_s},
@@ -70,6 +72,7 @@ Result<Takeover> ParseTakeover(const std::string& text, const std::string& path)
       .String("run_id", 256, true)
       .StringList("command", 100000, agent::fields::kMaxValue, true, /*non_empty=*/true)
       .Bool("python")
+      .Bool("mpi")
       .String("launcher", 64)
       .Bool("simulated")
       .Number("timeout_s", 0, 1e9)
@@ -89,6 +92,7 @@ Result<Takeover> ParseTakeover(const std::string& text, const std::string& path)
   if (t.run_id.empty()) return InvalidArgument(path + ": field 'run_id' is empty");
   t.command = j.at("command").get<std::vector<std::string>>();
   t.python = j.value("python", false);
+  t.mpi = j.value("mpi", false);
   t.launcher = j.value("launcher", std::string());
   t.simulated = j.value("simulated", false);
   t.timeout_s = j.value("timeout_s", 60.0);
@@ -139,6 +143,7 @@ RunSpec SpecOfTakeover(const Takeover& t, const RunDir& dir) {
   s.simulated = t.simulated;
   s.command = t.command;
   s.python = t.python;
+  s.mpi = t.mpi;
   s.run_dir = dir;
   s.run_id = t.run_id;
   s.timeout_s = t.timeout_s;

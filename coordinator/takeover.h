@@ -28,6 +28,7 @@ struct Takeover {
   std::string run_id;
   std::vector<std::string> command;
   bool python = false;
+  bool mpi = false;  // mpirun started the ranks (RunSpec::mpi): its teardown's kills are no culprits
   std::string launcher;
   bool simulated = false;
   double timeout_s = 60;

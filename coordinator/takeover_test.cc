@@ -10,6 +10,7 @@ Takeover ATakeover() {
   t.run_id = "run-1";
   t.command = {"python3", "train.py"};
   t.python = true;
+  t.mpi = true;
   t.launcher = "ssh";
   t.timeout_s = 90;
   t.hang_after_s = 7;
@@ -35,6 +36,7 @@ TEST(TakeoverTest, ReadsBackAsWrittenAndGivesTheFirstCoordinatorsLayout) {
   EXPECT_EQ(spec.sample_period, std::chrono::milliseconds(250));
   EXPECT_EQ(spec.timeout_s, 90);
   EXPECT_TRUE(spec.python);
+  EXPECT_TRUE(spec.mpi) << "a coordinator taking over an MPI run knows mpirun tears it down";
 }
 
 TEST(TakeoverTest, BadRecordsNameTheFileAndTheField) {
