@@ -12,6 +12,8 @@
 #include "cli/launch_flags.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "common/strings.h"
+#include "coordinator/mpi_ranks.h"
 #include "coordinator/plan.h"
 #include "coordinator/run_session.h"
 #include "coordinator/run_spec.h"
@@ -103,12 +105,23 @@ int RunJob(const RunOptions& o) {
     return spec.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitInternal;
   }
   if (o.dry_run) {
-    if (o.json_out == "-")
-      std::cout << coordinator::PlanJson(spec->nodes, spec->ranks, spec->launcher)
-                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-                << "\n";
-    else
+    // An MPI program's ranks are started by one mpirun: its command line, the run id left out.
+    std::vector<std::string> mpirun;
+    if (spec->mpi) {
+      coordinator::RunSpec shown = *spec;
+      shown.run_id = "RUN_ID";
+      mpirun = coordinator::MpiRanksCommand(
+          shown,
+          coordinator::MpiRanksOptionsFor(shown, LauncherChoiceFrom(o, spec->launcher, *endpoints, spec->simulated)));
+    }
+    if (o.json_out == "-") {
+      auto plan = coordinator::PlanJson(spec->nodes, spec->ranks, spec->launcher);
+      if (spec->mpi) plan["mpirun"] = mpirun;
+      std::cout << plan.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else {
       std::cout << coordinator::PlanText(spec->nodes, spec->ranks, spec->launcher);
+      if (spec->mpi) std::cout << "MPI ranks started by: " << Join(mpirun, " ") << "\n";
+    }
     return kExitOk;
   }
   // Ctrl-C stops the job once its ranks start; before that it ends dsdoctor and its agents at once.

@@ -13,6 +13,14 @@
 
 namespace dsd::coordinator {
 
+MpiRanksOptions MpiRanksOptionsFor(const RunSpec& spec, const LauncherChoice& choice) {
+  MpiRanksOptions o;
+  o.dsdoctor_binary = choice.remote_dsdoctor.empty() || spec.simulated ? choice.self_binary : choice.remote_dsdoctor;
+  o.extra_args = choice.mpirun_args;
+  o.output_file = spec.run_dir.LauncherLog();
+  return o;
+}
+
 std::vector<std::string> MpiRanksCommand(const RunSpec& spec, const MpiRanksOptions& o) {
   std::vector<std::string> cmd = {o.mpirun};
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
@@ -28,6 +36,8 @@ std::vector<std::string> MpiRanksCommand(const RunSpec& spec, const MpiRanksOpti
   }
   if (spec.simulated) hosts = "localhost:" + std::to_string(world);
   cmd.insert(cmd.end(), {"--host", hosts});
+  // Where every rank starts, as the agents' ranks do (on every node: mpirun's default is its own).
+  if (!spec.cwd.empty()) cmd.insert(cmd.end(), {"--wdir", spec.cwd});
   cmd.insert(cmd.end(), o.extra_args.begin(), o.extra_args.end());
   cmd.insert(cmd.end(), {o.dsdoctor_binary, "rank-exec", "--nodes", collectors::FormatRankExecNodes(nodes), "--"});
   cmd.insert(cmd.end(), spec.command.begin(), spec.command.end());

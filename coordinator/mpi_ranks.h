@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/subprocess.h"
+#include "coordinator/launcher.h"
 #include "coordinator/rank_source.h"
 #include "coordinator/run_spec.h"
 
@@ -29,6 +30,10 @@ struct MpiRanksOptions {
   // sample that says it started may be on its way.
   Duration grace = std::chrono::seconds(2);
 };
+
+// What `run` gives it: the nodes' dsdoctor (this binary when simulated), the user's --mpirun-opts,
+// the run dir's launcher.log.
+MpiRanksOptions MpiRanksOptionsFor(const RunSpec& spec, const LauncherChoice& choice);
 
 // mpirun's command line for the spec's ranks (pure).
 std::vector<std::string> MpiRanksCommand(const RunSpec& spec, const MpiRanksOptions& options);

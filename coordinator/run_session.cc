@@ -214,12 +214,7 @@ Result<JobResult> RunJobSession(const RunSpec& spec, const LauncherChoice& launc
     if (spec.mpi) {
       // Every agent listens for its ranks now: mpirun starts them (coordinator/mpi_ranks.h).
       auto mpi = std::make_unique<MpiRankSource>(std::move(source));
-      MpiRanksOptions mo;
-      mo.dsdoctor_binary = launcher_choice.remote_dsdoctor.empty() || spec.simulated ? launcher_choice.self_binary
-                                                                                     : launcher_choice.remote_dsdoctor;
-      mo.extra_args = launcher_choice.mpirun_args;
-      mo.output_file = spec.run_dir.LauncherLog();
-      if (Status st = mpi->Start(spec, mo); !st.ok()) return st;
+      if (Status st = mpi->Start(spec, MpiRanksOptionsFor(spec, launcher_choice)); !st.ok()) return st;
       source = std::move(mpi);
     }
   } else {

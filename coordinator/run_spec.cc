@@ -84,6 +84,7 @@ std::vector<std::string> ElfNeeded(const std::string& path) {
     auto dyn_bytes = ReadFileRange(path, p.p_offset, p.p_filesz);
     if (!dyn_bytes.ok()) continue;
     std::vector<Elf64_Dyn> dyn(dyn_bytes->size() / sizeof(Elf64_Dyn));
+    if (dyn.empty()) continue;  // (memcpy of nothing from an empty string is still undefined)
     std::memcpy(dyn.data(), dyn_bytes->data(), dyn.size() * sizeof(Elf64_Dyn));
     std::optional<uint64_t> strtab;
     uint64_t strsz = 64 << 10;

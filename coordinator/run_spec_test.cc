@@ -195,10 +195,10 @@ TEST(RunSpecTest, TheMpiRanksCommandPlacesEachRankOnItsPlannedNode) {
   m.extra_args = {"--mca", "btl", "tcp,self"};
   auto joined = Join(MpiRanksCommand(*s, m), " ");
   const std::string sockets = "3:dsdoctor-rank-exec/" + s->run_id + "/0,3:dsdoctor-rank-exec/" + s->run_id + "/1";
-  EXPECT_NE(joined.find("-np 6 --bind-to none --map-by slot --host localhost:6 --mca btl tcp,self "
-                        "/opt/dsdoctor/bin/dsdoctor rank-exec --nodes " +
-                        sockets + " -- ./prog --flag"),
-            std::string::npos)
+  EXPECT_NE(
+      joined.find("-np 6 --bind-to none --map-by slot --host localhost:6 --wdir " + s->cwd +
+                  " --mca btl tcp,self /opt/dsdoctor/bin/dsdoctor rank-exec --nodes " + sockets + " -- ./prog --flag"),
+      std::string::npos)
       << joined;
   s->simulated = false;  // real nodes: each by its name and slot count
   joined = Join(MpiRanksCommand(*s, m), " ");

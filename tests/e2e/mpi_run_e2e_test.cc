@@ -186,6 +186,27 @@ TEST_P(MpiRunE2eTest, NoMpiRunsTheRanksAsSingletons) {
   }
 }
 
+// --dry-run shows the mpirun that would start an MPI program's ranks, and starts nothing.
+TEST(MpiRunPlanTest, ADryRunShowsTheRanksMpirun) {
+  auto r = RunCommand({DSDOCTOR_BIN, "run", "--local", "2", "--slots", "3", "--dry-run", "--", Program(), "healthy"},
+                      e2e::WithTimeout(60));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_NE(r->out.find("MPI ranks started by: "), std::string::npos) << r->out;
+  EXPECT_NE(r->out.find("-np 6 --bind-to none --map-by slot --host localhost:6 "), std::string::npos) << r->out;
+  EXPECT_NE(r->out.find(" rank-exec --nodes 3:dsdoctor-rank-exec/RUN_ID/0,3:dsdoctor-rank-exec/RUN_ID/1 -- " +
+                        Program() + " healthy"),
+            std::string::npos)
+      << r->out;
+  EXPECT_NE((r->out + r->err).find("is an MPI program"), std::string::npos) << r->out;
+  auto json =
+      RunCommand({DSDOCTOR_BIN, "run", "--local", "1", "--dry-run", "--json", "-", "--no-mpi", "--", Program()}, {});
+  ASSERT_TRUE(json.ok());
+  auto plan = nlohmann::json::parse(json->out, nullptr, false);
+  ASSERT_TRUE(plan.is_object()) << json->out;
+  EXPECT_FALSE(plan.contains("mpirun")) << "--no-mpi: the agents start the ranks";
+}
+
 INSTANTIATE_TEST_SUITE_P(Launchers, MpiRunE2eTest, ::testing::Values("local", "mpirun"),
                          [](const auto& info) { return info.param; });
 
