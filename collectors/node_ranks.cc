@@ -84,8 +84,7 @@ Status NodeRanks::Start(const std::vector<RankToStart>& ranks) {
   for (char** e = environ; *e; ++e) {
     const std::string_view kv(*e);
     const std::string name(kv.substr(0, kv.find('=')));
-    for (const char* prefix : {"OMPI_", "PMIX_", "PMI_"})
-      if (name.rfind(prefix, 0) == 0 && !options_.env.count(name)) unset_launcher_identity[name] = "";
+    if (MpiLauncherVariable(name) && !options_.env.count(name)) unset_launcher_identity[name] = "";
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
     auto env = unset_launcher_identity;  // "": unset (SubprocessOptions::env)
@@ -209,11 +208,11 @@ std::vector<NodeStack> NodeRanks::Stacks(const std::vector<int>& ranks, const st
 int64_t NodeRanks::NowNs() const { return WallNs(*clock_); }
 
 bool NodeRanks::AllExited() const {
-  for (const auto& m : monitors_) {
-    const auto st = m.state().status;
+  for (size_t i = 0; i < monitors_.size(); ++i) {
+    const auto st = monitors_[i].state().status;
     if (st == diagnosis::RankStatus::kRunning) return false;
-    const size_t i = static_cast<size_t>(&m - monitors_.data());
-    if (st == diagnosis::RankStatus::kNotStarted && !unwatched_.count(i) && !(stopping_ && !m.output_adopted()))
+    if (st == diagnosis::RankStatus::kNotStarted && !unwatched_.count(i) &&
+        !(stopping_ && !monitors_[i].output_adopted()))
       return false;
   }
   return true;

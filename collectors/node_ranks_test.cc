@@ -3,12 +3,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstddef>
-#include <cstring>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -158,12 +155,9 @@ TEST(NodeRanksTest, RanksHandedOverByShimsAreWatchedAndStoppedAsTheNodesOwn) {
 
 // What a shim says, sent by hand: the test process plays the shim (SO_PEERCRED names it).
 net::Fd ConnectAsShim(const std::string& name, int rank) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  net::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
+  auto connected = ConnectRankExec(name);
+  EXPECT_TRUE(connected.ok()) << connected.status().ToString();
+  net::Fd fd = connected.ok() ? std::move(*connected) : net::Fd();
   const std::string hello = "hello 1 " + std::to_string(rank) + "\n";
   EXPECT_EQ(::send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
   return fd;

@@ -48,16 +48,6 @@ std::optional<ucred> PeerOf(int fd) {
   return c;
 }
 
-bool SendAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // Whether `fd` can take bytes before `deadline`.
 bool WaitWritable(int fd, std::chrono::steady_clock::time_point deadline) {
   while (true) {
@@ -102,6 +92,22 @@ std::optional<int> Number(std::string_view s) {
 }
 
 }  // namespace
+
+Result<net::Fd> ConnectRankExec(const std::string& name) {
+  socklen_t len = 0;
+  DSD_ASSIGN_OR_RETURN(sockaddr_un addr, AbstractAddress(name, &len));
+  net::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoError("socket", errno);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
+    return ErrnoError("no agent listens on @" + name, errno);
+  return fd;
+}
+
+bool MpiLauncherVariable(std::string_view name) {
+  for (const char* prefix : {"OMPI_", "PMIX_", "PMI_"})
+    if (StartsWith(name, prefix)) return true;
+  return false;
+}
 
 std::string RankExecSocketName(const std::string& run_id, size_t node_index) {
   return "dsdoctor-rank-exec/" + run_id + "/" + std::to_string(node_index);
@@ -222,7 +228,7 @@ bool RankExecListener::Read(Conn& c, const GrantFn& grant, std::vector<Event>* e
       std::optional<int> rank = version ? Number(words[2]) : std::nullopt;
       if (!rank) return false;  // not a shim
       auto refuse = [&](const std::string& why) {
-        (void)SendAll(c.fd.get(), "no " + why + "\n");
+        (void)net::SendAll(c.fd.get(), "no " + why + "\n");
         log::Get("run")->warn("rank-exec: rank {} refused: {}", *rank, why);
         return false;
       };
@@ -345,17 +351,17 @@ struct Handoff {
 };
 
 Result<Handoff> Connect(const std::string& name, int rank, Duration timeout) {
-  socklen_t len = 0;
-  DSD_ASSIGN_OR_RETURN(sockaddr_un addr, AbstractAddress(name, &len));
   Handoff h;
   // The agent listens before mpirun starts: a short retry covers a slow node, not a missing agent.
   const auto deadline = std::chrono::steady_clock::now() + std::min<Duration>(timeout, std::chrono::seconds(2));
   while (true) {
-    h.sock = net::Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!h.sock.valid()) return ErrnoError("socket", errno);
-    if (::connect(h.sock.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0) break;
-    const int e = errno;
-    if (std::chrono::steady_clock::now() >= deadline) return ErrnoError("no agent listens on @" + name, e);
+    auto sock = ConnectRankExec(name);
+    if (sock.ok()) {
+      h.sock = std::move(*sock);
+      break;
+    }
+    if (sock.status().code() == StatusCode::kInvalidArgument || std::chrono::steady_clock::now() >= deadline)
+      return sock.status();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   auto peer = PeerOf(h.sock.get());
@@ -364,8 +370,10 @@ Result<Handoff> Connect(const std::string& name, int rank, Duration timeout) {
                             ", not by this user's agent");
   h.agent_pid = peer->pid;
   SetTimeout(h.sock.get(), SO_RCVTIMEO, timeout);
-  if (!SendAll(h.sock.get(), "hello " + std::to_string(kRankExecVersion) + " " + std::to_string(rank) + "\n"))
-    return ErrnoError("send to @" + name, errno);
+  if (Status st =
+          net::SendAll(h.sock.get(), "hello " + std::to_string(kRankExecVersion) + " " + std::to_string(rank) + "\n");
+      !st.ok())
+    return Status(st.code(), "@" + name + ": " + st.message());
   // The header, with the pipe's write end on its bytes.
   std::string in;
   while (in.find('\n') == std::string::npos) {
@@ -414,7 +422,8 @@ Result<Handoff> Connect(const std::string& name, int rank, Duration timeout) {
 // What mpirun (or srun) tells each of its processes: the rank's identity in its world and its
 // daemon's address. The grant never overrides them; it only adds those the launcher did not set.
 bool LauncherVariable(const std::string& name) {
-  for (const char* prefix : {"OMPI_", "PMIX_", "PMI_", "OPAL_", "PRTE_", "HYDRA_", "MPI_", "SLURM_"})
+  if (MpiLauncherVariable(name)) return true;
+  for (const char* prefix : {"OPAL_", "PRTE_", "HYDRA_", "MPI_", "SLURM_"})
     if (StartsWith(name, prefix)) return true;
   return false;
 }
@@ -468,14 +477,14 @@ RankExecExit RunRankExec(const RankExecOptions& options, std::FILE* err) {
   auto child = Subprocess::Start(options.argv, so);
   if (!child.ok()) {
     std::fprintf(err, "dsdoctor rank-exec: rank %d: %s\n", rank, child.status().message().c_str());
-    if (handoff.ok()) (void)SendAll(handoff->sock.get(), "exit 127 0\n");
+    if (handoff.ok()) (void)net::SendAll(handoff->sock.get(), "exit 127 0\n");
     return {127, 0};
   }
   g_child = child->pid();
   if (const int pending = g_pending) ::kill(-child->pid(), pending);
   if (handoff.ok()) {
     handoff->output.Reset();  // the program holds the pipe now: its end is the agent's EOF
-    if (!SendAll(handoff->sock.get(), "started " + std::to_string(child->pid()) + "\n"))
+    if (!net::SendAll(handoff->sock.get(), "started " + std::to_string(child->pid()) + "\n").ok())
       std::fprintf(err, "dsdoctor rank-exec: rank %d: the agent went away; the program runs on\n", rank);
   }
   const RankExecExit exit = Wait(child->pid());
@@ -483,8 +492,8 @@ RankExecExit RunRankExec(const RankExecOptions& options, std::FILE* err) {
   const auto reaped =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (handoff.ok())
-    (void)SendAll(handoff->sock.get(), "exit " + std::to_string(exit.exit_code) + " " + std::to_string(exit.signal) +
-                                           " " + std::to_string(reaped) + "\n");
+    (void)net::SendAll(handoff->sock.get(), "exit " + std::to_string(exit.exit_code) + " " +
+                                                std::to_string(exit.signal) + " " + std::to_string(reaped) + "\n");
   return exit;
 }
 

@@ -35,6 +35,14 @@ inline constexpr int kRankExecVersion = 1;
 
 // The abstract socket name of node `node_index`'s agent in run `run_id` (without the leading NUL).
 std::string RankExecSocketName(const std::string& run_id, size_t node_index);
+// One connection to the agent on that abstract name (the shim's, and tests playing one).
+// Errors: kInvalidArgument for a bad name, else the connect's errno (no agent listens).
+Result<net::Fd> ConnectRankExec(const std::string& name);
+
+// Whether a variable is part of an MPI launcher's identity for its process (OMPI_*, PMIX_*, PMI_*):
+// never passed from an agent that mpirun started to the ranks it forks, never overridden in a rank
+// that mpirun started.
+bool MpiLauncherVariable(std::string_view name);
 
 // One node of the shim's list: its ranks (consecutive, in node order) and its agent's socket.
 struct RankExecNode {

@@ -4,12 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstddef>
-#include <cstring>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -31,13 +28,9 @@ std::string Unique(const std::string& what) {
 // A connection to the listener as a raw client (no shim): what a confused or hostile process of
 // the same user can send.
 net::Fd Connect(const std::string& name) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  net::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), len), 0) << std::strerror(errno);
-  return fd;
+  auto fd = ConnectRankExec(name);
+  EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+  return fd.ok() ? std::move(*fd) : net::Fd();
 }
 
 // Polls until `n` events came or `ms` passed.

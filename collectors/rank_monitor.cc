@@ -43,13 +43,10 @@ Result<net::Fd> RankMonitor::AdoptOutput(OutputPump* pump, size_t pipe_bytes) {
 
 namespace {
 
-// The parent pid in /proc/<pid>/stat (after the command's closing parenthesis: state, then ppid).
+// Its parent's pid; 0 when it is gone.
 pid_t ParentOf(pid_t pid) {
-  auto stat = ReadFile("/proc/" + std::to_string(pid) + "/stat", 4096);
-  if (!stat.ok()) return 0;
-  const size_t close = stat->rfind(')');
-  if (close == std::string::npos || close + 4 >= stat->size()) return 0;
-  return static_cast<pid_t>(std::strtol(stat->c_str() + close + 4, nullptr, 10));
+  auto stat = ReadProcStat(pid, /*with_wchan=*/false);
+  return stat.ok() ? stat->ppid : 0;
 }
 
 // Whether the process behind a pidfd has ended (readable once it exits).
