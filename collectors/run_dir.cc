@@ -329,8 +329,11 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       warnings->push_back(s.message());
   }
   MergeLogs(scanner.Finish(), &job, warnings);
-  job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(),
-                              [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
+  // A rank the manifest says never started (its launcher failed) has ended too: it never will.
+  job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(), [&](auto& r) {
+    return r.status == diagnosis::RankStatus::kExited ||
+           (have_manifest && r.status == diagnosis::RankStatus::kNotStarted && from_manifest.count(r.rank));
+  });
   // No manifest and ranks with no exit status: the run was cut short (its coordinator and agents
   // killed with it, the node lost). What happened at the end is unknown, and the report says so
   // rather than reading as a clean run.

@@ -391,13 +391,15 @@ JobResult JobCoordinator::Finish() {
                                            : "viewer",
                    stop_ns_};
   WriteManifest(job_, final_d, result.stop);
+  // Ranks whose agent never came back ended we do not know how, and ranks that never started
+  // (their launcher failed) never ran: neither is a success.
   bool unresolved = std::any_of(job_.ranks.begin(), job_.ranks.end(), [](const diagnosis::RankState& r) {
-    return r.unobserved && r.status == diagnosis::RankStatus::kRunning;
+    return (r.unobserved && r.status == diagnosis::RankStatus::kRunning) ||
+           (!r.unobserved && r.status == diagnosis::RankStatus::kNotStarted);
   });
   int code = interrupt_signal_                ? 128 + interrupt_signal_
              : final_d.hang || hang_reported_ ? (job_code ? job_code : kExitProblems)
                                               : job_code;
-  // Ranks whose agent never came back ended we do not know how: not a success.
   if (code == 0 && unresolved) code = kExitProblems;
   result.job = job_;
   result.diagnosis = std::move(final_d);

@@ -160,6 +160,31 @@ TEST_P(EngineTest, RanksKilledTogetherAreEachCulprits) {
   EXPECT_EQ(named, (std::set<int>{0, n - 1})) << RenderRunText(job, d);
 }
 
+TEST_P(EngineTest, RanksThatNeverStartedInAJobThatEndedAreALaunchError) {
+  // The MPI ranks' mpirun refused its options: the job ended with ranks that never ran.
+  int n = GetParam();
+  JobState job = Job(n);
+  for (auto& r : job.ranks) {
+    r = RankState{};
+    r.rank = static_cast<int>(&r - job.ranks.data());
+    r.status = RankStatus::kExited;
+    r.exit_ns = kNow - kSec;
+  }
+  job.ranks[n - 1].status = RankStatus::kNotStarted;
+  job.ranks[n - 1].exit_ns = 0;
+  job.job_ended = true;
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "LAUNCH_ERROR");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{n - 1});
+  EXPECT_EQ(f->severity, Severity::kError);
+  EXPECT_NE(f->summary.find("never started"), std::string::npos) << f->summary;
+  EXPECT_NE(f->remedy.find("launcher.log"), std::string::npos) << f->remedy;
+  // While the job runs, a rank not started yet is one mpirun has yet to hand over.
+  job.job_ended = false;
+  EXPECT_EQ(Find(Diagnose(job), "LAUNCH_ERROR"), nullptr);
+}
+
 TEST_P(EngineTest, KilledRankIsTheCulpritAndPeersAreConsequences) {
   int n = GetParam();
   JobState job = Job(n);

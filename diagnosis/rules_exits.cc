@@ -122,7 +122,32 @@ bool MissingRankCausedTheFailures(Ctx& c, const std::vector<const RankState*>& f
 }
 }  // namespace
 
+// The job ended and these ranks never ran: their launcher (the MPI ranks' mpirun) failed before it
+// started them or handed them over. Never a clean run: no rank of theirs was ever watched.
+void NeverStarted(Ctx& c) {
+  if (!c.job.job_ended) return;
+  std::vector<int> never;
+  for (const RankState& r : c.job.ranks)
+    if (r.status == RankStatus::kNotStarted && !r.unobserved) never.push_back(r.rank);
+  if (never.empty()) return;
+  Finding f;
+  f.code = codes::kLaunchError;
+  f.ranks = never;
+  f.summary = RankWord(never) + " never started: the job ended before " +
+              (never.size() == 1 ? std::string("it was") : std::string("they were")) + " launched";
+  for (const LogEvent& e : c.job.events)
+    if (e.code == codes::kLaunchError && f.evidence.size() < 6) f.evidence.push_back(EventEvidence(e));
+  f.remedy =
+      "Their launcher failed before starting them: read its own output (launcher.log in the run dir; for an MPI "
+      "program, mpirun's). Usual causes: an option mpirun refuses (--mpirun-opts), a node it cannot reach, the "
+      "program or dsdoctor missing on a node.";
+  f.proof = proof::kExit;
+  for (int r : never) c.explained.insert(r);
+  c.Add(std::move(f), false);
+}
+
 void Exits(Ctx& c) {
+  NeverStarted(c);
   std::vector<const RankState*> failed, early_zero;
   uint64_t max_waiting_seq = 0;
   for (const RankState& r : c.job.ranks)

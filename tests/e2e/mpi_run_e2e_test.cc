@@ -207,6 +207,30 @@ TEST(MpiRunPlanTest, ADryRunShowsTheRanksMpirun) {
   EXPECT_FALSE(plan.contains("mpirun")) << "--no-mpi: the agents start the ranks";
 }
 
+// An mpirun that refuses its options starts no rank: never a clean run, live or in analyze.
+TEST(MpiRunPlanTest, RanksMpirunNeverStartedAreALaunchErrorNotAGreenRun) {
+  const std::string dir = fs::temp_directory_path() / ("dsd-mpi-run-never-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto r = RunCommand({DSDOCTOR_BIN, "run", "--local", "2", "--slots", "2", "--log-dir", dir, "--json", "-", "--quiet",
+                       "--mpirun-opts", "--no-such-option", "--", Program(), "healthy"},
+                      e2e::WithTimeout(120));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 1) << r->err;
+  const auto start = r->out.find('{');
+  auto report = nlohmann::json::parse(r->out.substr(start == std::string::npos ? 0 : start), nullptr, false);
+  const auto* f = FindingOf(report, "LAUNCH_ERROR");
+  ASSERT_NE(f, nullptr) << r->out << r->err;
+  EXPECT_EQ(Ranks(*f), (std::vector<int>{0, 1, 2, 3}));
+  auto analyzed = RunCommand({DSDOCTOR_BIN, "analyze", "--json", dir}, e2e::WithTimeout(60));
+  ASSERT_TRUE(analyzed.ok());
+  EXPECT_EQ(analyzed->exit_code, 1);
+  const auto analysis = nlohmann::json::parse(analyzed->out, nullptr, false);
+  const auto* g = FindingOf(analysis, "LAUNCH_ERROR");
+  ASSERT_NE(g, nullptr) << analyzed->out;
+  EXPECT_EQ(Ranks(*g), (std::vector<int>{0, 1, 2, 3}));
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Launchers, MpiRunE2eTest, ::testing::Values("local", "mpirun"),
                          [](const auto& info) { return info.param; });
 
