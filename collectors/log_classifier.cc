@@ -54,6 +54,18 @@ RE2::Options Quiet() {
   return o;
 }
 
+// torch >= 2.2 prints an uncaught exception with "[rank<N>]: " before each of its lines (the
+// excepthook init_process_group installs), in the rank's own output too: the traceback is what follows.
+std::string_view WithoutTorchRankPrefix(std::string_view line) {
+  if (!StartsWith(line, "[rank")) return line;
+  size_t i = 5;
+  while (i < line.size() && i < 16 && line[i] >= '0' && line[i] <= '9') ++i;
+  if (i == 5 || line.substr(i, 2) != "]:") return line;
+  i += 2;
+  if (i < line.size() && line[i] == ' ') ++i;
+  return line.substr(i);
+}
+
 }  // namespace
 
 std::vector<std::string> LogClassifier::Triggers() {
@@ -210,6 +222,7 @@ std::vector<LogEvent> LogClassifier::FeedAt(std::string_view message, int line_n
   offset_ = offset;
   std::vector<LogEvent> out;
   if (!message.empty() && message.back() == '\r') message.remove_suffix(1);
+  message = WithoutTorchRankPrefix(message);
   // Progress bars rewrite their line with '\r': each segment is a line of its own.
   size_t start = 0;
   while (start <= message.size()) {

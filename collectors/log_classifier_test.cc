@@ -30,6 +30,26 @@ TEST(LogClassifierTest, PythonTracebackNamesTheCollectiveAndTheProgramLine) {
   EXPECT_NE(ev[0].remedy.find("barrier()"), std::string::npos);
 }
 
+// torch >= 2.2's excepthook puts "[rank<N>]: " before every line of an uncaught exception, in the
+// rank's own output (torch 2.15, a DeepSpeed program's ValueError): the traceback reads as without it.
+TEST(LogClassifierTest, Torch2RankPrefixedTracebackIsTheTraceback) {
+  auto ev = Classify(
+      "[rank1]: Traceback (most recent call last):\n"
+      "[rank1]:   File \"/job/ds_train.py\", line 57, in <module>\n"
+      "[rank1]:     main()\n"
+      "[rank1]:   File \"/job/ds_train.py\", line 23, in batch\n"
+      "[rank1]:     raise ValueError(\"corrupt sample in shard %d\" % rank)\n"
+      "[rank1]: ValueError: corrupt sample in shard 1\n",
+      1);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "python_traceback");
+  EXPECT_EQ(ev[0].line, 1);
+  EXPECT_EQ(ev[0].location, "ds_train.py:23");
+  EXPECT_NE(ev[0].summary.find("Python exception: ValueError: corrupt sample in shard 1 (at ds_train.py:23)"),
+            std::string::npos)
+      << ev[0].summary;
+}
+
 // An unbuffered Python writes a source line's indent and text apart, and mpirun --tag-output tags
 // each read: the text can land at column 0 on a line of its own (seen when the machine is loaded).
 // It is the source line, not the exception; a frame with no source line before the exception

@@ -498,6 +498,42 @@ TEST(EngineStragglerTest, RankAlwaysLastByHalfASecondIsAStraggler) {
   EXPECT_FALSE(d.hang);
 }
 
+// DeepSpeed 0.19's engine.step() all-reduces too: two collectives a step, and the late rank makes
+// the others wait at the first only (at the second, rank 0, which prints the loss, is last by 1 ms).
+TEST(EngineStragglerTest, ALateRankIsAStragglerWhenOnlyOneCollectiveOfEachStepWaitsForIt) {
+  JobState job = Job(2);
+  for (auto& r : job.ranks) {
+    r.recent.clear();
+    for (uint64_t k = 1; k <= 12; ++k) {
+      OpRecord c = Call("all_reduce", k, k % 2 ? "engine.backward" : "engine.step", 30.0 - k, false);
+      if (k % 2 && r.rank == 1) c.started_ns += kSec * 4 / 10;
+      if (k % 2 == 0 && r.rank == 0) c.started_ns += kSec / 1000;  // rank 0 prints the loss: last, by 1 ms
+      r.recent.push_back(c);
+    }
+  }
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "STRAGGLER");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{1});
+  EXPECT_NE(f->summary.find("at 6 of the last 6 collectives the others waited at, a median 400 ms"), std::string::npos)
+      << f->summary;
+}
+
+TEST(EngineStragglerTest, JitterAndARareLateArrivalAreNoStraggler) {
+  JobState job = Job(3);
+  for (auto& r : job.ranks) {
+    r.recent.clear();
+    for (uint64_t k = 1; k <= 12; ++k) {
+      OpRecord c = Call("all_reduce", k, "engine.step", 30.0 - k, false);
+      if (r.rank == 2) c.started_ns += kSec / 20;                    // always last, by 50 ms: jitter
+      if (r.rank == 0 && (k == 3 || k == 9)) c.started_ns += kSec;  // twice late by 1 s
+      r.recent.push_back(c);
+    }
+  }
+  Diagnosis d = Diagnose(job);
+  EXPECT_EQ(Find(d, "STRAGGLER"), nullptr) << RenderRunText(job, d);
+}
+
 TEST(EngineTracebackTest, DifferentCollectivesInTracebacksAreAMismatch) {
   JobState job;
   job.world_size = 4;
@@ -544,6 +580,13 @@ TEST(EngineTracebackTest, LivePythonStacksInDifferentCollectivesAreAMismatchAndA
   EXPECT_TRUE(d.hang);
   std::string coll, loc;
   EXPECT_FALSE(StackCollective("gloo::barrier < main", &coll, &loc));
+  // torch >= 2.1 wraps each collective in c10d_logger's decorator (py-spy of a torch 2.15 rank).
+  ASSERT_TRUE(StackCollective(
+      "barrier (distributed_c10d.py:6614) < _exception_logger.<locals>.wrapper (c10d_logger.py:83) < save_checkpoint "
+      "(torch_train.py:55) < main (torch_train.py:135)",
+      &coll, &loc));
+  EXPECT_EQ(coll, "barrier");
+  EXPECT_EQ(loc, "torch_train.py:55");
 }
 
 TEST(EngineTracebackTest, ARankBlockedInDdpBackwardWaitsInTheGradientAllReduce) {

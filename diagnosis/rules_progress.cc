@@ -101,6 +101,10 @@ void Stragglers(Ctx& c) {
         arrivals[{rec.comm, rec.seq}].push_back({rec.started_ns, r.rank});
   }
   if (traced < 2) return;
+  // The newest collectives every traced rank started (up to 32), and among them those where the
+  // others waited for the last arrival (≥ 100 ms after the median: below that it is jitter). Only
+  // those count: a program makes several collectives per step (DeepSpeed 0.19's step adds one, ZeRO-3
+  // dozens), and a late rank shows in the first one of each step only.
   std::vector<int> last_rank;
   std::vector<double> lateness;
   std::vector<std::vector<std::pair<int64_t, int>>*> newest_first;
@@ -108,33 +112,36 @@ void Stragglers(Ctx& c) {
   std::sort(newest_first.begin(), newest_first.end(), [](auto* a, auto* b) {
     return std::max_element(a->begin(), a->end())->first > std::max_element(b->begin(), b->end())->first;
   });
-  for (auto it = newest_first.begin(); it != newest_first.end() && last_rank.size() < 8; ++it) {
+  size_t considered = 0;
+  for (auto it = newest_first.begin(); it != newest_first.end() && considered < 32; ++it) {
     auto& v = **it;
     if (static_cast<int>(v.size()) != traced) continue;
+    ++considered;
     std::sort(v.begin(), v.end());
     int64_t median = v[v.size() / 2 - (v.size() % 2 == 0 ? 1 : 0)].first;
+    double late = static_cast<double>(v.back().first - median) / 1e9;
+    if (late < 0.1) continue;
     last_rank.push_back(v.back().second);
-    lateness.push_back(static_cast<double>(v.back().first - median) / 1e9);
+    lateness.push_back(late);
   }
-  if (last_rank.size() < 3) return;
   std::map<int, int> times_last;
   for (int r : last_rank) ++times_last[r];
   for (auto& [rank, n] : times_last) {
-    if (n * 4 < static_cast<int>(last_rank.size()) * 3) continue;  // last in at least 75% of them
+    if (n < 3 || n * 4 < static_cast<int>(last_rank.size()) * 3) continue;  // last in at least 75% of them
     std::vector<double> late;
     for (size_t i = 0; i < last_rank.size(); ++i)
       if (last_rank[i] == rank) late.push_back(lateness[i]);
     std::sort(late.begin(), late.end());
     double median = late[late.size() / 2];
-    if (median < 0.1) continue;  // 100 ms: below that it is jitter, not a straggler
     Finding f;
     f.code = codes::kStraggler;
     f.severity = Severity::kWarning;
     f.ranks = {rank};
     char buf[160];
     std::snprintf(buf, sizeof buf,
-                  "rank %d arrives last at %d of the last %zu collectives, a median %.0f ms after the others", rank, n,
-                  last_rank.size(), median * 1000);
+                  "rank %d arrives last at %d of the last %zu collectives the others waited at, a median %.0f ms after "
+                  "them",
+                  rank, n, last_rank.size(), median * 1000);
     f.summary = buf;
     f.evidence.push_back("rank " + std::to_string(rank) + ": " + WhereIs(c.job, c.job.ranks[rank]));
     f.remedy =

@@ -61,6 +61,19 @@ bool IsTorchCollective(std::string_view f) {
   return false;
 }
 
+namespace {
+// "_exception_logger.<locals>.wrapper (c10d_logger.py:83)": a decorator's frame, not the program's.
+bool IsDecoratorFrame(const std::string& frame) {
+  size_t paren = frame.find(" (");
+  std::string func = frame.substr(0, paren);
+  if (size_t dot = func.rfind('.'); dot != std::string::npos) func = func.substr(dot + 1);
+  if (paren != std::string::npos && frame.find("(c10d_logger.py:", paren) != std::string::npos) return true;
+  for (const char* w : {"wrapper", "wrapped", "wrapped_fn", "log_wrapper", "inner", "decorate_context", "_fn"})
+    if (func == w) return true;
+  return false;
+}
+}  // namespace
+
 bool StackCollective(const std::string& stack, std::string* collective, std::string* location) {
   std::vector<std::string> frames;
   for (size_t pos = 0; pos <= stack.size();) {
@@ -77,8 +90,12 @@ bool StackCollective(const std::string& stack, std::string* collective, std::str
     if (!IsTorchCollective(func)) continue;
     *collective = func;
     location->clear();
-    if (i + 1 < frames.size()) {
-      const std::string& caller = frames[i + 1];
+    // The caller, past decorators' frames between it and the collective (torch >= 2.1 wraps every
+    // collective in c10d_logger's `_exception_logger.<locals>.wrapper`).
+    size_t c = i + 1;
+    while (c < frames.size() && IsDecoratorFrame(frames[c])) ++c;
+    if (c < frames.size()) {
+      const std::string& caller = frames[c];
       size_t open = caller.find(" (");
       if (open != std::string::npos && caller.back() == ')')
         *location = caller.substr(open + 2, caller.size() - open - 3);

@@ -75,12 +75,101 @@ SPECS = {
     "irecv": dict(op="recv", tensor="tensor", peer="src", always_async=True),
 }
 
+# The public functions of torch.distributed that communicate are found from torch's own definitions
+# (derive_specs): a function torch exports that takes `async_op` or names a collective or a
+# point-to-point call, with a group, is traced even when it is not in SPECS (torch 2.15's
+# all_gather_single, reduce_scatter_single, gather_single, send_object_list…). Its op comes from its
+# name, its tensor, root and peer from its parameters. Functions that make, query or configure groups
+# are not calls a record pairs up across ranks.
+_OP_WORDS = (("all_gather_object", "all_gather_object"), ("all_gather", "all_gather"), ("reduce_scatter", "reduce_scatter"),
+             ("all_reduce", "all_reduce"), ("all_to_all", "all_to_all"), ("broadcast_object", "broadcast_object_list"),
+             ("broadcast", "broadcast"), ("barrier", "barrier"), ("gather_object", "gather_object"),
+             ("scatter_object", "scatter_object_list"), ("gather", "gather"), ("scatter", "scatter"), ("reduce", "reduce"),
+             ("send", "send"), ("recv", "recv"))
+_NOT_CALLS = ("group", "backend", "world_size", "timeout", "supports", "debug", "abort", "shutdown", "record_comm")
+_TENSOR_PARAMS = ("tensor", "input_tensor", "input", "tensors", "input_tensor_list", "tensor_list", "output_tensor")
+_ROOT_OPS = {"broadcast": "src", "scatter": "src", "scatter_object_list": "src", "broadcast_object_list": "src",
+             "reduce": "dst", "gather": "dst", "gather_object": "dst"}
+
+
+def derive_spec(name, fn):
+    """SPECS' entry for a public torch.distributed function from its name and signature; None when it
+    is not a call that communicates."""
+    import inspect
+
+    # batch_isend_irecv calls the isend/irecv its P2POps name: traced through them, one record each.
+    if name.startswith(("_", "get_", "is_", "batch_")) or any(w in name for w in _NOT_CALLS):
+        return None
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    op = next((o for w, o in _OP_WORDS if w in name), None)
+    p2p = op in ("send", "recv")
+    if op is None or not ("group" in params or "async_op" in params or p2p):
+        return None
+    spec = dict(op=op)
+    if op == "reduce_scatter":
+        spec["tensor"] = next((t for t in ("output", "output_tensor_list") if t in params), None)  # each rank's shard
+    else:
+        spec["tensor"] = next((t for t in _TENSOR_PARAMS if t in params), None)
+    if "object_list" in params and op in ("send", "recv", "broadcast_object_list"):
+        spec["listlen"] = "object_list"
+    if op in ("reduce", "all_reduce", "reduce_scatter") and "op" in params:
+        spec["reduce"] = "op"
+    if op == "all_to_all":
+        spec["count0"] = True
+    if p2p:
+        spec["peer"] = "dst" if op == "send" else "src"
+        if name.startswith("i"):
+            spec["always_async"] = True
+    elif op in _ROOT_OPS:
+        spec["root"] = _ROOT_OPS[op]
+    return spec
+
+
 # Decorators' and dispatchers' frames between the program and the function it called
 # (deepspeed's nvtx wrapped_fn, torch's no_grad decorate_context, Module._call_impl).
 _WRAPPERS = frozenset(("wrapped_fn", "wrapper", "wrapped", "log_wrapper", "inner", "decorate_context", "_call_impl",
                        "__call__", "_wrapped_call_impl", "forward_call"))
 
-_FRAMEWORK_PARTS = ("/torch/", "/deepspeed/", "/site-packages/", "/dist-packages/", "<frozen ", "/importlib/")
+# Frameworks are recognised by module, never by a path's words: a program in a folder named
+# `deepspeed` or `torch` is the program. A frame is the framework's when its module's top package is
+# one of these (a source checkout of DeepSpeed on sys.path too), or its file lies in an installed
+# package's folder (site-packages/dist-packages on sys.path) or the standard library.
+_FRAMEWORK_PACKAGES = frozenset(("torch", "deepspeed", "torchvision", "torchaudio", "transformers", "accelerate",
+                                 "lightning", "pytorch_lightning", "megatron", "apex", "fairscale", "dsdoctor_tracer"))
+
+
+def _library_dirs():
+    """Folders whose files are not the program's: installed packages and the standard library."""
+    import site
+    import sysconfig
+
+    dirs = set()
+    try:
+        dirs.update(site.getsitepackages())
+    except Exception:
+        pass
+    try:
+        dirs.add(site.getusersitepackages())
+    except Exception:
+        pass
+    dirs.update(p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")))
+    for key in ("stdlib", "platstdlib"):
+        try:
+            dirs.add(sysconfig.get_paths()[key])
+        except Exception:
+            pass
+    out = set()
+    for d in dirs:
+        if d:
+            out.add(d.rstrip("/") + "/")
+            try:
+                out.add(os.path.realpath(d).rstrip("/") + "/")
+            except Exception:
+                pass
+    return tuple(sorted(out))
 
 
 class _Local(threading.local):
@@ -101,11 +190,13 @@ class _Tracer:
         self.comm_of = {}  # id(group) -> (weak reference to it, comm id)
         self.group_count = {}  # ranks tuple -> groups made with them so far
         self.framework = {}  # co_filename -> bool
+        self.library_dirs = None  # _library_dirs(), at the first callsite
         self.site_cache = {}  # (file, function, line) of the calling frame -> callsite bytes
         self.installed = False
         self.here = os.path.dirname(os.path.abspath(__file__))
         self.pid = os.getpid()
         self.c10d = None
+        self.traced_names = {}  # torch.distributed name -> its spec, for what this torch has
 
     # ---- failure policy ---------------------------------------------------------------------
 
@@ -190,13 +281,20 @@ class _Tracer:
 
     # ---- callsites --------------------------------------------------------------------------
 
-    def is_framework(self, filename):
+    def is_framework(self, frame):
+        """Whether a frame is the framework's (torch, DeepSpeed, an installed package, the standard
+        library, dsdoctor) rather than the program's; cached per file."""
+        code = frame.f_code
+        filename = code.co_filename
         fw = self.framework.get(filename)
         if fw is None:
-            fw = filename.startswith(self.here) or any(p in filename for p in _FRAMEWORK_PARTS)
-            if not fw and filename.startswith(sys.base_prefix) and "/lib/python" in filename:
-                fw = True  # the standard library (threading, runpy, contextlib)
-            self.framework[filename] = fw
+            if self.library_dirs is None:
+                self.library_dirs = _library_dirs()
+            module = frame.f_globals.get("__name__") or ""
+            fw = (filename.startswith(self.here) or filename.startswith("<") or
+                  module.split(".", 1)[0] in _FRAMEWORK_PACKAGES or filename.startswith(self.library_dirs))
+            if len(self.framework) < 65536:
+                self.framework[filename] = fw
         return fw
 
     def callsite_bytes(self, depth):
@@ -206,7 +304,7 @@ class _Tracer:
         except ValueError:
             return b""
         code = f.f_code
-        if self.is_framework(code.co_filename):  # the place depends on the frames above: no cache
+        if self.is_framework(f):  # the place depends on the frames above: no cache
             return self.callsite(depth + 1).encode("utf-8", "replace")
         key = (code.co_filename, code.co_name, f.f_lineno)  # code objects compare equal across files
         hit = self.site_cache.get(key)
@@ -228,7 +326,7 @@ class _Tracer:
         while f is not None:
             code = f.f_code
             fn = code.co_filename
-            if not self.is_framework(fn):
+            if not self.is_framework(f):
                 site = "%s:%d" % (fn.rsplit("/", 1)[-1], f.f_lineno)
                 if inner is None and code.co_name != "<module>":
                     inner = code.co_name  # the program's own function that made the call
@@ -239,9 +337,12 @@ class _Tracer:
                 if first is None:
                     first = f
                 if code.co_name not in _WRAPPERS:
-                    mod = fn.rsplit("/", 1)[-1]
-                    if mod.endswith(".py"):
-                        mod = mod[:-3]
+                    # The module's own name ("deepspeed.runtime.engine" -> engine; a package's
+                    # __init__ is the package: deepspeed.initialize).
+                    mod = (f.f_globals.get("__name__") or "").rsplit(".", 1)[-1]
+                    if not mod:
+                        mod = fn.rsplit("/", 1)[-1]
+                        mod = mod[:-3] if mod.endswith(".py") else mod
                     inner = "%s.%s" % (mod.lstrip("_"), code.co_name)
             f = f.f_back
         if first is not None:  # only framework frames (a program inside site-packages)
@@ -265,6 +366,17 @@ class _Tracer:
         except Exception:
             ranks = ()
         return self.register_group(group, ranks)
+
+    def global_rank(self, group, group_rank):
+        """The world rank of rank `group_rank` of `group` (-1 when it is not one)."""
+        if group_rank.__class__ is not int:
+            return -1
+        try:
+            if group is None or group is self.c10d.GroupMember.WORLD:
+                return group_rank
+            return self.c10d.get_global_rank(group, group_rank)
+        except Exception:
+            return -1
 
     def register_group(self, group, ranks):
         n = self.group_count.get(ranks, 0)
@@ -465,6 +577,8 @@ def _wrap_collective(name, orig, spec):
     root_name = spec.get("root") or spec.get("peer")
     if root_name:
         peer_line = "peer = %s\n            peer = peer if peer.__class__ is int else -1" % get(root_name)
+        if "group_" + root_name in pos:  # torch >= 2.6: the root or peer as a rank of the group
+            peer_line += "\n            if peer < 0:\n                peer = T.global_rank(group, %s)" % get("group_" + root_name)
     else:
         peer_line = "peer = -1"
     op = OPS[spec["op"]]
@@ -553,7 +667,7 @@ def _refused(e):
         if tb is None:
             return False
         filename = tb.tb_frame.f_code.co_filename
-        if "/torch/" not in filename:
+        if not (tb.tb_frame.f_globals.get("__name__") or "").startswith("torch."):  # torch's own check, by module
             return False
         import linecache
 
@@ -667,11 +781,23 @@ def patch_c10d(c10d):
     T.c10d = c10d
     if T.lib is None:
         T.load_lib()
-    for name, spec in SPECS.items():
+    specs = dict(SPECS)
+    for name in getattr(c10d, "__all__", ()):
+        fn = getattr(c10d, name, None)
+        if name not in specs and type(fn).__name__ == "function":  # type(): no attribute of a deprecated alias is read
+            spec = derive_spec(name, fn)
+            if spec is not None:
+                specs[name] = spec
+    T.traced_names = specs
+    wrapped = {}  # id(original) -> wrapper: an alias (one function under two names) is wrapped once
+    for name, spec in specs.items():
         orig = getattr(c10d, name, None)
         if orig is None or getattr(orig, "__dsdoctor_traced__", False):
             continue
-        setattr(c10d, name, _wrap_collective(name, orig, spec))
+        w = wrapped.get(id(orig))
+        if w is None:
+            w = wrapped[id(orig)] = _wrap_collective(name, orig, spec)
+        setattr(c10d, name, w)
     for fname, wrap in (("init_process_group", _wrap_init), ("new_group", _wrap_new_group), ("destroy_process_group", _wrap_destroy)):
         orig = getattr(c10d, fname, None)
         if orig is not None and not getattr(orig, "__dsdoctor_traced__", False):
@@ -681,7 +807,7 @@ def patch_c10d(c10d):
     # torch.distributed re-exports these names; when it was imported before us, rebind them there.
     pkg = sys.modules.get("torch.distributed")
     if pkg is not None:
-        for name in list(SPECS) + ["init_process_group", "new_group", "destroy_process_group"]:
+        for name in list(specs) + ["init_process_group", "new_group", "destroy_process_group"]:
             traced = getattr(c10d, name, None)
             orig = getattr(traced, "__wrapped__", None)
             if orig is not None and getattr(pkg, name, None) is orig:

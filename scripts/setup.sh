@@ -106,3 +106,24 @@ if ! "$ds_venv/bin/python" -c "import deepspeed, sys; sys.exit(deepspeed.__versi
     echo "setup: could not install DeepSpeed (no PyPI?); DeepSpeed e2e tests will skip" >&2
   fi
 fi
+
+# PyTorch 2.x and current DeepSpeed, pinned (scripts/torch2-requirements.txt: torch 2.15.0, DeepSpeed
+# 0.19.8 and every package they pull in), in a venv of Debian's python3 beside Debian's torch 1.13:
+# the PyTorch and DeepSpeed e2e tests and the tracer's tests run on both. About 5.4 GB (torch's CUDA
+# wheels: torch needs them to import, and trains on the CPU with gloo without a GPU).
+TORCH2_VERSION=2.15.0
+TORCH2_DEEPSPEED_VERSION=0.19.8
+torch2_venv="$deps/torch2-venv"
+if ! "$torch2_venv/bin/python" -c "import sys, torch, deepspeed; sys.exit(torch.__version__.split('+')[0] != '$TORCH2_VERSION' or deepspeed.__version__ != '$TORCH2_DEEPSPEED_VERSION')" >/dev/null 2>&1; then
+  echo "setup: installing torch $TORCH2_VERSION and DeepSpeed $TORCH2_DEEPSPEED_VERSION into $torch2_venv"
+  mkdir -p "$deps"
+  # In place (console scripts such as torchfrtrace carry the venv's path): an interrupted install fails
+  # the import check above, and the next run installs again.
+  if /usr/bin/python3 -m venv "$torch2_venv" &&
+    DS_BUILD_OPS=0 "$torch2_venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir \
+      -r "$(dirname "$0")/torch2-requirements.txt"; then
+    :
+  else
+    echo "setup: could not install torch $TORCH2_VERSION (no PyPI?); its e2e tests will skip" >&2
+  fi
+fi

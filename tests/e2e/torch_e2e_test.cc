@@ -32,16 +32,33 @@ struct Run {
   double seconds = 0;
 };
 
-bool DeepSpeedAvailable() {
-  if (::access(DS_PYTHON, X_OK) != 0) return false;
-  auto r = RunCommand({DS_PYTHON, "-c", "import deepspeed"}, {});
+// The PyTorch a test runs on, both from scripts/setup.sh: Debian's torch 1.13 (DeepSpeed 0.16.3 in a
+// venv over it), or the pinned torch 2.15 venv (DeepSpeed 0.19.8 in the same venv).
+enum class Torch { k113, k215 };
+
+std::string TorchName(Torch t) { return t == Torch::k113 ? "Torch113" : "Torch215"; }
+void PrintTo(Torch t, std::ostream* os) { *os << TorchName(t); }
+const char* TorchPython(Torch t) { return t == Torch::k113 ? "/usr/bin/python3" : TORCH2_PYTHON; }
+const char* DeepSpeedPython(Torch t) { return t == Torch::k113 ? DS_PYTHON : TORCH2_PYTHON; }
+
+bool Imports(const char* python, const char* module) {
+  if (::access(python, X_OK) != 0) return false;
+  auto r = RunCommand({python, "-c", std::string("import ") + module}, {});
   return r.ok() && r->exit_code == 0;
 }
 
-#define REQUIRE_DEEPSPEED()                                                                                          \
-  if (!DeepSpeedAvailable()) {                                                                                       \
-    if (std::getenv("DSDOCTOR_REQUIRE_DEEPSPEED")) FAIL() << "DeepSpeed is required (scripts/setup.sh installs it)"; \
-    GTEST_SKIP() << "DeepSpeed is not installed in " << DS_PYTHON;                                                   \
+// DSDOCTOR_REQUIRE_TORCH / _DEEPSPEED (CI) make a missing one a failure: every PyTorch, every DeepSpeed.
+#define REQUIRE_TORCH_ON(t)                                                    \
+  if (!Imports(TorchPython(t), "torch.distributed")) {                         \
+    if (std::getenv("DSDOCTOR_REQUIRE_TORCH"))                                 \
+      FAIL() << TorchName(t) << " is required (scripts/setup.sh installs it)"; \
+    GTEST_SKIP() << "no torch.distributed in " << TorchPython(t);              \
+  }
+#define REQUIRE_DEEPSPEED_ON(t)                                                                    \
+  if (!Imports(DeepSpeedPython(t), "deepspeed")) {                                                 \
+    if (std::getenv("DSDOCTOR_REQUIRE_DEEPSPEED"))                                                 \
+      FAIL() << "DeepSpeed for " << TorchName(t) << " is required (scripts/setup.sh installs it)"; \
+    GTEST_SKIP() << "DeepSpeed is not installed in " << DeepSpeedPython(t);                        \
   }
 
 // `python` and `program` pick the interpreter and the script: Debian's python3 with torch_train.py,
@@ -63,15 +80,15 @@ void ExpectStoppedOnTheHang(const Run& r) {
   EXPECT_EQ(stopped->value("reason", ""), "hang") << stopped->dump();
 }
 
-Run RunTorch(const std::string& scenario, std::vector<std::string> flags = {},
+Run RunTorch(Torch torch, const std::string& scenario, std::vector<std::string> flags = {},
              std::map<std::string, std::string> env = {}, e2e::Placement placement = e2e::Placement::kLocal) {
-  return RunPython("/usr/bin/python3", TORCH_TRAIN, scenario, std::move(flags), std::move(env), placement);
+  return RunPython(TorchPython(torch), TORCH_TRAIN, scenario, std::move(flags), std::move(env), placement);
 }
 
-Run RunDeepSpeed(const std::string& scenario, std::vector<std::string> flags = {},
+Run RunDeepSpeed(Torch torch, const std::string& scenario, std::vector<std::string> flags = {},
                  std::map<std::string, std::string> env = {}, e2e::Placement placement = e2e::Placement::kLocal) {
   env["DS_ACCELERATOR"] = "cpu";
-  return RunPython(DS_PYTHON, DS_TRAIN, "ds-" + scenario, std::move(flags), std::move(env), placement);
+  return RunPython(DeepSpeedPython(torch), DS_TRAIN, "ds-" + scenario, std::move(flags), std::move(env), placement);
 }
 
 Run RunPython(const std::string& python, const std::string& program, const std::string& scenario,
@@ -135,12 +152,29 @@ std::string Site(const std::string& code, const std::string& program = TORCH_TRA
 
 // The scenarios below run on simulated nodes of this machine and on nodes that share nothing with
 // the coordinator but the network (tests/e2e/placement.h): the same findings either way.
-class TorchPlacementTest : public ::testing::TestWithParam<e2e::Placement> {};
+// Each scenario runs on both PyTorch versions.
+using TorchPlacement = std::tuple<Torch, e2e::Placement>;
+std::string TorchPlacementName(const ::testing::TestParamInfo<TorchPlacement>& info) {
+  return TorchName(std::get<0>(info.param)) + "_" +
+         (std::get<1>(info.param) == e2e::Placement::kLocal ? "Local" : "SharedNothing");
+}
+class TorchPlacementTest : public ::testing::TestWithParam<TorchPlacement> {
+ protected:
+  Torch torch() const { return std::get<0>(GetParam()); }
+  e2e::Placement placement() const { return std::get<1>(GetParam()); }
+};
 INSTANTIATE_TEST_SUITE_P(TorchE2eTest, TorchPlacementTest,
-                         ::testing::Values(e2e::Placement::kLocal, e2e::Placement::kSharedNothing), e2e::PlacementName);
-class DeepSpeedPlacementTest : public ::testing::TestWithParam<e2e::Placement> {};
+                         ::testing::Combine(::testing::Values(Torch::k113, Torch::k215),
+                                            ::testing::Values(e2e::Placement::kLocal, e2e::Placement::kSharedNothing)),
+                         TorchPlacementName);
+class DeepSpeedPlacementTest : public TorchPlacementTest {};
 INSTANTIATE_TEST_SUITE_P(DeepSpeedE2eTest, DeepSpeedPlacementTest,
-                         ::testing::Values(e2e::Placement::kLocal, e2e::Placement::kSharedNothing), e2e::PlacementName);
+                         ::testing::Combine(::testing::Values(Torch::k113, Torch::k215),
+                                            ::testing::Values(e2e::Placement::kLocal, e2e::Placement::kSharedNothing)),
+                         TorchPlacementName);
+class TorchVersionTest : public ::testing::TestWithParam<Torch> {};
+INSTANTIATE_TEST_SUITE_P(TorchE2eTest, TorchVersionTest, ::testing::Values(Torch::k113, Torch::k215),
+                         [](const ::testing::TestParamInfo<Torch>& info) { return TorchName(info.param); });
 
 bool HasError(const nlohmann::json& report) {
   for (const auto& f : report["findings"])
@@ -149,11 +183,11 @@ bool HasError(const nlohmann::json& report) {
 }
 
 TEST_P(TorchPlacementTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFinishesUntouched) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
   // Rank 0 evaluates for 12 s without output or collectives while rank 1 waits in DDP's gradient
   // all-reduce; only rank 0 prints; both use 2 DataLoader workers.
-  auto r = RunTorch("healthy", {}, {}, GetParam());
+  auto r = RunTorch(torch(), "healthy", {}, {}, placement());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   ASSERT_TRUE(r.report.is_object()) << r.out;
   EXPECT_FALSE(r.report["hang"].get<bool>()) << r.report.dump(2);
@@ -177,9 +211,9 @@ TEST_P(TorchPlacementTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFini
 }
 
 TEST_P(TorchPlacementTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
-  auto r = RunTorch("ckpt_rank0", {}, {}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
+  auto r = RunTorch(torch(), "ckpt_rank0", {}, {}, placement());
   // Rank 1 waits in DDP's gradient all-reduce, which runs in C++: its stack says so.
   ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "stacks"));
   const auto& f = r.report["findings"][0];
@@ -211,9 +245,9 @@ TEST_P(TorchPlacementTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndIts
 }
 
 TEST_P(TorchPlacementTest, AllReduceOfADifferentSizeNamesBothSizes) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
-  auto r = RunTorch("size_mismatch", {}, {}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
+  auto r = RunTorch(torch(), "size_mismatch", {}, {}, placement());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
@@ -226,9 +260,9 @@ TEST_P(TorchPlacementTest, AllReduceOfADifferentSizeNamesBothSizes) {
 }
 
 TEST_P(TorchPlacementTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
-  auto r = RunTorch("uneven", {}, {}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
+  auto r = RunTorch(torch(), "uneven", {}, {}, placement());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
@@ -240,9 +274,9 @@ TEST_P(TorchPlacementTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
 }
 
 TEST_P(TorchPlacementTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheMismatchIsImmediate) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
-  auto r = RunTorch("uneven", {}, {{"DSDOCTOR_TRACE_DDP", "1"}}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
+  auto r = RunTorch(torch(), "uneven", {}, {{"DSDOCTOR_TRACE_DDP", "1"}}, placement());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
@@ -253,9 +287,9 @@ TEST_P(TorchPlacementTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheM
 }
 
 TEST_P(TorchPlacementTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
-  auto r = RunTorch("p2p_deadlock", {}, {}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
+  auto r = RunTorch(torch(), "p2p_deadlock", {}, {}, placement());
   ASSERT_TRUE(FailedWithFirstFinding(r, "P2P_DEADLOCK", {0, 1}, "trace"));
   const auto& f = r.report["findings"][0];
   EXPECT_NE(f["evidence"][0].get<std::string>().find("recv#1 from 1"), std::string::npos) << f.dump(2);
@@ -265,9 +299,9 @@ TEST_P(TorchPlacementTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
 }
 
 TEST_P(TorchPlacementTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
-  auto r = RunTorch("world_size", {}, {}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
+  auto r = RunTorch(torch(), "world_size", {}, {}, placement());
   ASSERT_TRUE(FailedWithFirstFinding(r, "RANK_MISSING", {1}, "trace"));
   const auto& f = r.report["findings"][0];
   EXPECT_NE(f["summary"].get<std::string>().find("world-size disagreement"), std::string::npos) << f["summary"];
@@ -278,11 +312,11 @@ TEST_P(TorchPlacementTest, AWorldSizeOneRankDisagreesWithIsNamedAsSuch) {
 }
 
 TEST_P(TorchPlacementTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStoppedOnSuspicion) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
   // Torch's timeout (12 s) ends the waiting rank; dsdoctor only warned until then, and the final
   // report names the stuck rank, not the one that timed out waiting for it.
-  auto r = RunTorch("loader_stuck", {}, {{"STEP_TIMEOUT", "12"}}, GetParam());
+  auto r = RunTorch(torch(), "loader_stuck", {}, {{"STEP_TIMEOUT", "12"}}, placement());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("warning "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("the job is hung; stopping"), std::string::npos) << "a suspicion never stops a job: " << r.out;
@@ -299,19 +333,19 @@ TEST_P(TorchPlacementTest, ARankStuckInItsDataLoaderIsNamedButTheJobIsNotStopped
 }
 
 TEST_P(TorchPlacementTest, NoTraceLeavesPythonRanksUntraced) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_TORCH();
-  auto r = RunTorch("size_mismatch", {"--no-trace", "--timeout", "5", "--on-hang", "wait"},
-                    {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
+  auto r = RunTorch(torch(), "size_mismatch", {"--no-trace", "--timeout", "5", "--on-hang", "wait"},
+                    {{"STEP_TIMEOUT", "8"}, {"STEPS", "3"}}, placement());
   ASSERT_TRUE(r.report.is_object()) << r.out;
   for (const auto& rank : r.report["ranks"]) EXPECT_FALSE(rank["has_trace"].get<bool>()) << rank.dump();
 }
 
 // Calls torch refused before communicating (a reduce op gloo lacks, a gather_list on a non-root rank)
 // and the program retried right: no record, no seq, so no mismatch and no error (issue 32).
-TEST(TorchE2eTest, CallsTorchRefusedAndTheProgramRetriedAreNoFinding) {
-  REQUIRE_TORCH();
-  auto r = RunTorch("refused");
+TEST_P(TorchVersionTest, CallsTorchRefusedAndTheProgramRetriedAreNoFinding) {
+  REQUIRE_TORCH_ON(GetParam());
+  auto r = RunTorch(GetParam(), "refused");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.report.dump(2);
   ASSERT_TRUE(r.report.is_object()) << r.out;
   EXPECT_FALSE(HasError(r.report)) << r.report.dump(2);
@@ -327,15 +361,15 @@ TEST(TorchE2eTest, CallsTorchRefusedAndTheProgramRetriedAreNoFinding) {
 
 // The program imports its own sitecustomize by name: it gets its own, traced or not, and finds
 // nothing of dsdoctor on sys.path or in sys.modules.
-TEST(TorchE2eTest, TheProgramsOwnSitecustomizeIsTheOneItImports) {
-  REQUIRE_TORCH();
+TEST_P(TorchVersionTest, TheProgramsOwnSitecustomizeIsTheOneItImports) {
+  REQUIRE_TORCH_ON(GetParam());
   std::string mine = fs::temp_directory_path() / ("dsd-own-site-" + std::to_string(::getpid()));
   fs::create_directories(mine);
   ASSERT_TRUE(WriteFileAtomic(mine + "/sitecustomize.py", "OWN_SETTING = 'mine'\n").ok());
   for (bool traced : {true, false}) {
     std::vector<std::string> flags;
     if (!traced) flags.push_back("--no-trace");
-    auto r = RunTorch("own_sitecustomize", flags, {{"PYTHONPATH", mine}, {"STEPS", "3"}});
+    auto r = RunTorch(GetParam(), "own_sitecustomize", flags, {{"PYTHONPATH", mine}, {"STEPS", "3"}});
     EXPECT_EQ(r.exit_code, 0) << (traced ? "traced" : "--no-trace") << "\n" << r.out;
     auto log = ReadFile(r.dir + "/rank-0.log");
     ASSERT_TRUE(log.ok());
@@ -346,8 +380,8 @@ TEST(TorchE2eTest, TheProgramsOwnSitecustomizeIsTheOneItImports) {
   fs::remove_all(mine);
 }
 
-TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
-  REQUIRE_TORCH();
+TEST_P(TorchVersionTest, TracedDdpTrainsBitIdenticallyToUntraced) {
+  REQUIRE_TORCH_ON(GetParam());
   std::string hashes[2];
   for (int traced = 0; traced < 2; ++traced) {
     std::string dir =
@@ -355,7 +389,7 @@ TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
     fs::remove_all(dir);
     std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "1", "--slots", "3", "--quiet", "--log-dir", dir};
     if (!traced) argv.push_back("--no-trace");
-    argv.insert(argv.end(), {"--", "/usr/bin/python3", DDP_PARAMS});
+    argv.insert(argv.end(), {"--", TorchPython(GetParam()), DDP_PARAMS});
     auto res = RunCommand(argv, e2e::WithTimeout(120));
     ASSERT_TRUE(res.ok());
     EXPECT_EQ(res->exit_code, 0) << res->out << res->err;
@@ -369,9 +403,9 @@ TEST(TorchE2eTest, TracedDdpTrainsBitIdenticallyToUntraced) {
 }
 
 TEST_P(DeepSpeedPlacementTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepSpeedsRemedy) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_DEEPSPEED();
-  auto r = RunDeepSpeed("ckpt_rank0", {}, {}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_DEEPSPEED_ON(torch());
+  auto r = RunDeepSpeed(torch(), "ckpt_rank0", {}, {}, placement());
   ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "trace"));
   const auto& f = r.report["findings"][0];
   std::string summary = f["summary"];
@@ -392,10 +426,12 @@ TEST_P(DeepSpeedPlacementTest, OnlyRankZeroCallingSaveCheckpointIsNamedWithDeepS
 }
 
 TEST_P(DeepSpeedPlacementTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesThePeersErrors) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_DEEPSPEED();
-  auto r = RunDeepSpeed("exception", {}, {}, GetParam());
-  EXPECT_EQ(r.exit_code, 1) << r.out;
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_DEEPSPEED_ON(torch());
+  auto r = RunDeepSpeed(torch(), "exception", {}, {}, placement());
+  // The rank's own status is the job's: torch 2.15 aborts at exit after the exception now and then
+  // ("terminate called without an active exception", untraced too), so 134 is as right as 1.
+  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 134) << r.out;
   ASSERT_TRUE(r.report.is_object()) << r.out;
   const auto* exited = FindingOf(r.report, "RANK_EXITED");
   ASSERT_NE(exited, nullptr) << r.report.dump(2);
@@ -415,15 +451,52 @@ TEST_P(DeepSpeedPlacementTest, AnExceptionOnOneRankNamesItAndItsLineAndDemotesTh
 }
 
 TEST_P(DeepSpeedPlacementTest, ARankThatIsAlwaysLateIsAStragglerAndTheJobFinishes) {
-  REQUIRE_PLACEMENT(GetParam());
-  REQUIRE_DEEPSPEED();
-  auto r = RunDeepSpeed("straggler", {}, {}, GetParam());
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_DEEPSPEED_ON(torch());
+  auto r = RunDeepSpeed(torch(), "straggler", {}, {}, placement());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   const auto* f = FindingOf(r.report, "STRAGGLER");
   ASSERT_NE(f, nullptr) << r.report.dump(2);
   EXPECT_EQ(Ranks(*f), std::vector<int>{1});
   EXPECT_EQ((*f)["severity"], "warning");
   EXPECT_FALSE(r.report["hang"].get<bool>());
+}
+
+// ZeRO-1/2/3 on torch 2.15 with DeepSpeed 0.19.8: a healthy job finishes with no error finding
+// (ZeRO-3 all-gathers the parameters in every forward, reduce-scatters in every backward), and a
+// save_checkpoint() only rank 0 calls is named with the program's line, from the traces. Not on
+// torch 1.13: its gloo lacks _allgather_base, which every ZeRO stage of DeepSpeed 0.16.3 calls ("no
+// support for _allgather_base in Gloo process group", without dsdoctor too).
+using ZeroParam = std::tuple<Torch, int>;
+class DeepSpeedZeroTest : public ::testing::TestWithParam<ZeroParam> {};
+INSTANTIATE_TEST_SUITE_P(DeepSpeedE2eTest, DeepSpeedZeroTest,
+                         ::testing::Combine(::testing::Values(Torch::k215), ::testing::Values(1, 2, 3)),
+                         [](const ::testing::TestParamInfo<ZeroParam>& info) {
+                           return TorchName(std::get<0>(info.param)) + "_Zero" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST_P(DeepSpeedZeroTest, TrainsCleanAndNamesASaveCheckpointOnlyRankZeroCalls) {
+  auto [torch, stage] = GetParam();
+  REQUIRE_DEEPSPEED_ON(torch);
+  std::map<std::string, std::string> env = {{"ZERO_STAGE", std::to_string(stage)}};
+  auto healthy = RunDeepSpeed(torch, "healthy", {}, env);
+  EXPECT_EQ(healthy.exit_code, 0) << healthy.out;
+  ASSERT_TRUE(healthy.report.is_object()) << healthy.out;
+  EXPECT_FALSE(HasError(healthy.report)) << healthy.report.dump(2);
+  auto log = ReadFile(healthy.dir + "/rank-0.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("done"), std::string::npos) << *log;
+
+  auto r = RunDeepSpeed(torch, "ckpt_rank0", {}, env);
+  ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "trace"));
+  std::string summary = r.report["findings"][0]["summary"];
+  EXPECT_NE(summary.find("@" + Site("engine.save_checkpoint(ckpt_dir)", DS_TRAIN) + " (engine.save_checkpoint)"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("@" + Site("engine.backward(loss)", DS_TRAIN) + " (engine.backward)"), std::string::npos)
+      << summary;
+  ExpectStoppedOnTheHang(r);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 torch.distributed (gloo, one rank) in child processes, reading the trace file it writes with a
 reader of docs/trace.md's layout written here (a second reader of the format).
 
-Run by ctest: /usr/bin/python3 tests/python/tracer_test.py -v, with DSDOCTOR_BUILD=<build>."""
+Run by ctest with each PyTorch the project tests on (Debian's torch 1.13 and the pinned torch 2.x venv
+of scripts/setup.sh): PYTHON tests/python/tracer_test.py -v, with DSDOCTOR_BUILD=<build>. The
+programs run under the same interpreter as the test."""
 import os
 import random
 import socket
@@ -78,7 +80,7 @@ class TracerTest(unittest.TestCase):
         env = dict(os.environ, PYTHONPATH=pythonpath or PYDIR, DSDOCTOR_TRACER_LIB=LIB, DSDOCTOR_TRACE_FILE=trace, RANK="0",
                    WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
         env.update(extra_env or {})
-        p = subprocess.run(["/usr/bin/python3", prog], env=env, capture_output=True, text=True, timeout=120, cwd=d)
+        p = subprocess.run([sys.executable, prog], env=env, capture_output=True, text=True, timeout=120, cwd=d)
         return p, trace, d
 
     def test_records_every_kind_of_call_with_the_programs_callsite(self):
@@ -120,6 +122,104 @@ class TracerTest(unittest.TestCase):
         self.assertEqual(t["records"][3]["peer"], 0)
         self.assertEqual(t["phase"], 8, "finished at exit")
         self.assertEqual(t["flags"] & 1, 1)
+
+    def test_every_communicating_public_function_of_this_torch_is_traced(self):
+        """The oracle is torch's own source: a public function of distributed_c10d is communicating when
+        its body calls a ProcessGroup method that returns a Work (from the bindings' signatures), or
+        another communicating public function. Each must be wrapped by the tracer, except the ones
+        that make groups (new_group and the like: no record pairs them up) and batch_isend_irecv (its
+        P2POps call the traced isend/irecv)."""
+        p, trace, _ = self.run_program("""
+            import ast, inspect, re, textwrap
+            import torch.distributed as dist
+            import torch.distributed.distributed_c10d as c10d
+            PG = c10d.ProcessGroup
+            work = [n for n in dir(PG) if re.search(r"-> [\\w.:]*Work\\b", getattr(getattr(PG, n), "__doc__", None) or "")]
+            assert "allreduce" in work, work
+            names = [n for n in c10d.__all__ if not n.startswith("_") and type(getattr(c10d, n, None)).__name__ == "function"]
+            def body(n):
+                try:
+                    tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(getattr(c10d, n)))))
+                except (OSError, TypeError, SyntaxError):
+                    return ""
+                fn = tree.body[0]
+                if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(getattr(fn.body[0], "value", None), ast.Constant):
+                    fn.body = fn.body[1:] or [ast.Pass()]  # the docstring's examples call things too
+                fn.decorator_list = []
+                return ast.unparse(fn)
+            src = {n: body(n) for n in names}
+            pg_call = re.compile(r"\\.\\s*(" + "|".join(map(re.escape, work)) + r")\\s*\\(")
+            comm = {n for n in names if pg_call.search(src[n])}
+            while True:
+                more = {n for n in names if n not in comm and any(re.search(r"(?<![\\w.])" + c + r"\\s*\\(", src[n]) for c in comm)}
+                if not more:
+                    break
+                comm |= more
+            makes_groups = {"init_process_group", "new_group", "new_subgroups", "new_subgroups_by_enumeration", "split_group",
+                            "shrink_group", "batch_isend_irecv"}
+            untraced = sorted(n for n in comm - makes_groups if not getattr(getattr(c10d, n), "__dsdoctor_traced__", False)
+                              or getattr(dist, n, None) is not getattr(c10d, n))
+            print("communicating", len(comm), sorted(comm))
+            print("untraced", untraced)
+        """)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("communicating", p.stdout)
+        self.assertGreater(int(p.stdout.split("communicating ", 1)[1].split()[0]), 15, p.stdout)
+        self.assertIn("untraced []", p.stdout)
+
+    def test_torch2s_new_collective_names_are_traced(self):
+        p, trace, _ = self.run_program("""
+            import torch, torch.distributed as dist
+            dist.init_process_group("gloo")
+            done = []
+            for name, call in (("all_gather_single", lambda f: f(torch.zeros(4), torch.ones(4))),
+                               ("all_gather_into_tensor", lambda f: f(torch.zeros(4), torch.ones(4))),
+                               ("reduce_scatter_single", lambda f: f(torch.zeros(3), torch.ones(3))),
+                               ("gather_single", lambda f: f(torch.ones(2), torch.zeros(2), dst=0)),
+                               ("broadcast", lambda f: f(torch.ones(5), group_src=0) if "group_src" in __import__("inspect").signature(f).parameters else f(torch.ones(5), src=0))):
+                f = getattr(dist, name, None)
+                if f is None:
+                    continue
+                try:
+                    call(f)
+                    done.append(name)
+                except RuntimeError as e:  # gloo lacks it on this torch
+                    print("gloo lacks", name, e)
+            print("called", ",".join(done))
+        """)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        called = p.stdout.split("called ", 1)[1].split()[0].split(",") if "called " in p.stdout else []
+        self.assertIn("broadcast", called)
+        if hasattr(__import__("torch").distributed, "all_gather_single"):
+            self.assertIn("all_gather_single", called, p.stdout)
+        want = {"all_gather_single": ("all_gather", 4), "all_gather_into_tensor": ("all_gather", 4),
+                "reduce_scatter_single": ("reduce_scatter", 3), "gather_single": ("gather", 2), "broadcast": ("broadcast", 5)}
+        recs = [r for r in read_trace(trace)["records"] if r["op"] != "rendezvous"]
+        self.assertEqual([(r["op"], r["count"], r["state"]) for r in recs], [want[n] + ("completed",) for n in called], p.stdout)
+        for r in recs:
+            self.assertTrue(r["callsite"].startswith("prog.py:"), r)
+        self.assertEqual(recs[-1]["peer"], 0, "a root given as group_src is the world rank")
+
+    def test_a_program_in_folders_named_like_frameworks_is_the_program(self):
+        d = tempfile.mkdtemp(prefix="dsd-fw-")
+        inner = os.path.join(d, "deepspeed", "torch")
+        os.makedirs(inner)
+        with open(os.path.join(inner, "helpers.py"), "w") as f:
+            f.write("import torch.distributed as dist\n\ndef sync():\n    dist.barrier()\n")
+        p, trace, _ = self.run_program("""
+            import os, sys
+            sys.path.insert(0, os.environ["HELPERS"])
+            import torch, torch.distributed as dist
+            import helpers
+            def main():
+                dist.init_process_group("gloo")
+                dist.all_reduce(torch.ones(2))
+                helpers.sync()
+            main()
+        """, extra_env={"HELPERS": inner})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sites = [r["callsite"] for r in read_trace(trace)["records"]]
+        self.assertEqual(sites[1:], ["prog.py:8 (main)", "helpers.py:4 (sync)"])
 
     def test_a_failure_inside_the_tracer_disables_it_once_and_the_program_runs(self):
         p, trace, _ = self.run_program("""
@@ -286,7 +386,7 @@ class TracerTest(unittest.TestCase):
                 def validates():
                     raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
             """))
-        env = {}
+        env = {"__name__": "torch.distributed.distributed_c10d"}  # torch's code is known by its module
         with open(fake) as f:
             exec(compile(f.read(), fake, "exec"), env)
 
@@ -320,10 +420,12 @@ class TracerTest(unittest.TestCase):
         with open(os.path.join(usersite, "usercustomize.py"), "w") as f:
             f.write("USER_SETTING = 7\n")
         body = """
-            import os, sys
-            import sitecustomize, usercustomize  # the program's own, by name
+            import os, site, sys
+            import sitecustomize  # the program's own, by name
             assert sitecustomize.SETTING == 42, sitecustomize
-            assert usercustomize.USER_SETTING == 7, usercustomize
+            if site.ENABLE_USER_SITE:  # a venv turns user site-packages off, with or without dsdoctor
+                import usercustomize
+                assert usercustomize.USER_SETTING == 7, usercustomize
             import torch, torch.distributed as dist
             seen = [p for p in sys.path if "dsdoctor" in p]
             assert not seen, seen
@@ -345,6 +447,7 @@ class TracerTest(unittest.TestCase):
                           lambda: model(torch.ones(1, 2))):                              # the program's
                 try:
                     fails()
+                    print("no error", flush=True)  # torch >= 2.x's gloo averages
                 except Exception:
                     text = traceback.format_exc()
                     assert "dsdoctor" not in text, text
@@ -354,10 +457,12 @@ class TracerTest(unittest.TestCase):
         p, trace, _ = self.run_program(body, pythonpath=PYDIR + ":" + mine, extra_env={"PYTHONUSERBASE": userbase})
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("clean", p.stdout)
-        self.assertEqual(p.stdout.count("traceback "), 3, p.stdout)
-        # Traced all the same (gloo refuses AVG from work.wait(): that call stays, failed).
+        avg_refused = "no error" not in p.stdout
+        self.assertEqual(p.stdout.count("traceback "), 3 if avg_refused else 2, p.stdout)
+        # Traced all the same (torch 1.13's gloo refuses AVG from work.wait(): that call stays, failed).
         self.assertEqual([(r["op"], r["state"]) for r in read_trace(trace)["records"]],
-                         [("rendezvous", "completed"), ("barrier", "completed"), ("all_reduce", "failed")])
+                         [("rendezvous", "completed"), ("barrier", "completed"),
+                          ("all_reduce", "failed" if avg_refused else "completed")])
 
     def test_the_program_sees_the_sitecustomize_it_would_see_without_dsdoctor(self):
         probe = """
@@ -367,7 +472,7 @@ class TracerTest(unittest.TestCase):
         """
         p, _, d = self.run_program(probe)
         self.assertEqual(p.returncode, 0, p.stderr)
-        plain = subprocess.run(["/usr/bin/python3", os.path.join(d, "prog.py")], capture_output=True, text=True, timeout=60,
+        plain = subprocess.run([sys.executable, os.path.join(d, "prog.py")], capture_output=True, text=True, timeout=60,
                                env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
         self.assertEqual(p.stdout, plain.stdout)
 
@@ -392,7 +497,7 @@ class TracerTest(unittest.TestCase):
                 assert e.name == "sitecustomize", e
                 print("no sitecustomize", flush=True)
         """ % (PYDIR, PYDIR))
-        p = subprocess.run(["/usr/bin/python3", "-S", "-c", code], capture_output=True, text=True, timeout=60,
+        p = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
                            env=dict(os.environ, DSDOCTOR_TRACER_LIB=LIB, DSDOCTOR_TRACE_FILE=os.path.join(tempfile.mkdtemp(), "t")))
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("no sitecustomize", p.stdout)
@@ -422,7 +527,7 @@ class TracerTest(unittest.TestCase):
         p, trace, d = self.run_program(body)
         self.assertEqual(p.returncode, 0, p.stderr)
         before = read_trace(trace)["records"]
-        p2 = subprocess.run(["/usr/bin/python3", os.path.join(d, "prog.py")], capture_output=True, text=True, timeout=120,
+        p2 = subprocess.run([sys.executable, os.path.join(d, "prog.py")], capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, PYTHONPATH=PYDIR, DSDOCTOR_TRACER_LIB=LIB, DSDOCTOR_TRACE_FILE=trace, RANK="0",
                                      WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())))
         self.assertEqual(p2.returncode, 0, p2.stderr)

@@ -1,10 +1,12 @@
-# A small DeepSpeed training program (DeepSpeed 0.16.3, CPU accelerator, gloo) with one failure
+# A small DeepSpeed training program (DeepSpeed 0.16.3 or 0.19.8, CPU accelerator, gloo) with one failure
 # chosen by SCENARIO, for the e2e tests of `dsdoctor run`. It knows nothing of dsdoctor.
 #
 #   healthy     a few steps, a checkpoint saved by every rank
 #   ckpt_rank0  engine.save_checkpoint() is called under `if rank == 0` (the classic hang)
 #   exception   the last rank raises in its data pipeline at step 3
 #   straggler   the last rank sleeps 0.4 s before every step
+# ZERO_STAGE (0-3, default 0) picks the ZeRO stage: stage 3 shards the parameters, so every forward
+# all-gathers them and every backward reduce-scatters the gradients.
 import os
 import sys
 import tempfile
@@ -31,6 +33,10 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
     config = {"train_batch_size": 8 * world, "train_micro_batch_size_per_gpu": 8, "steps_per_print": 1000,
               "optimizer": {"type": "SGD", "params": {"lr": 0.01}}}
+    stage = int(os.environ.get("ZERO_STAGE", "0"))
+    if stage:
+        config["zero_optimization"] = {"stage": stage}
+        config["zero_allow_untested_optimizer"] = True
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
     ckpt_dir = os.environ.get("CKPT_DIR", tempfile.gettempdir() + "/dsd-ds-ckpt-%d" % os.getppid())
     for step in range(STEPS):
