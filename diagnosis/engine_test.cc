@@ -458,6 +458,40 @@ TEST_P(EngineTest, SigpipeOfAPeerIsAConsequenceOfTheKilledRank) {
   EXPECT_EQ(d.findings[0].ranks, std::vector<int>{n - 1}) << RenderRunText(job, d);
 }
 
+// A rank's loop ended early (exit 0) and the others then failed with "Connection reset by peer" in
+// DDP's untraced all-reduce (torch 1.13): no record shows where they waited, but the clean exit came
+// first. It is the culprit, not the first of the others to fail.
+TEST_P(EngineTest, ARankThatLeftCleanlyBeforeThePeersFailedForWantOfItIsTheCulprit) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (auto& r : job.ranks) {
+    r.status = RankStatus::kExited;
+    r.exit_code = 1;
+    r.exit_ns = kNow - kSec + r.rank * 1000;
+    r.last = r.recent.back();
+    LogEvent e;
+    e.rank = r.rank;
+    e.code = "COMM_ERROR";
+    e.summary = "Connection reset by peer";
+    if (r.rank != n - 1) job.events.push_back(e);
+  }
+  job.ranks[n - 1].exit_code = 0;
+  job.ranks[n - 1].exit_ns = kNow - 2 * kSec;
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "RANK_EXITED") << RenderRunText(job, d);
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{n - 1}) << RenderRunText(job, d);
+  EXPECT_NE(d.findings[0].summary.find("exited with code 0"), std::string::npos) << d.findings[0].summary;
+  EXPECT_NE(d.findings[0].summary.find("before the other ranks failed for want of it"), std::string::npos)
+      << d.findings[0].summary;
+  EXPECT_NE(d.findings[0].remedy.find("uneven inputs"), std::string::npos) << d.findings[0].remedy;
+  // A clean exit after the failures is no culprit: the first to fail is.
+  job.ranks[n - 1].exit_ns = kNow;
+  d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{0}) << RenderRunText(job, d);
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, EngineTest, ::testing::Values(2, 4, 8, 64));
 
 TEST(EngineDeadlockTest, SendSendCycleIsADeadlock) {
@@ -525,7 +559,7 @@ TEST(EngineStragglerTest, JitterAndARareLateArrivalAreNoStraggler) {
     r.recent.clear();
     for (uint64_t k = 1; k <= 12; ++k) {
       OpRecord c = Call("all_reduce", k, "engine.step", 30.0 - k, false);
-      if (r.rank == 2) c.started_ns += kSec / 20;                    // always last, by 50 ms: jitter
+      if (r.rank == 2) c.started_ns += kSec / 20;                   // always last, by 50 ms: jitter
       if (r.rank == 0 && (k == 3 || k == 9)) c.started_ns += kSec;  // twice late by 1 s
       r.recent.push_back(c);
     }

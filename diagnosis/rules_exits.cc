@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -177,6 +178,20 @@ void Exits(Ctx& c) {
   // SIGPIPE means the rank wrote to a connection its peer had closed: a consequence too.
   for (const RankState* r : all)
     ((HasCommEvent(c.job, r->rank) && r->signal == 0) || r->signal == 13 ? consequences : culprits).push_back(r);
+  // Every failure is a lost peer, and a rank had left cleanly before the first of them: it left while
+  // the others still expected it (its loop ended early), whatever they were in (DDP's untraced C++
+  // all-reduce on torch 1.13 leaves no record to compare).
+  bool left_first = false;
+  if (culprits.empty() && !consequences.empty()) {
+    int64_t first_failure = INT64_MAX;
+    for (const RankState* r : consequences)
+      if (r->exit_ns > 0) first_failure = std::min(first_failure, r->exit_ns);
+    for (const RankState& r : c.job.ranks)
+      if (r.status == RankStatus::kExited && r.exit_code == 0 && r.signal == 0 && r.exit_ns > 0 &&
+          r.exit_ns < first_failure && std::find(all.begin(), all.end(), &r) == all.end())
+        culprits.push_back(&r);
+    left_first = !culprits.empty();
+  }
   if (culprits.empty() && MissingRankCausedTheFailures(c, consequences)) return;
   if (culprits.empty()) {
     auto first = std::min_element(all.begin(), all.end(), [](auto* a, auto* b) { return a->exit_ns < b->exit_ns; });
@@ -202,7 +217,10 @@ void Exits(Ctx& c) {
     f.summary = "rank " + std::to_string(r->rank) + (r->node.empty() ? "" : " (" + r->node + ")") + " " + how;
     const OpRecord* at = r->in_flight ? &*r->in_flight : r->last ? &*r->last : nullptr;
     if (at) f.summary += (r->in_flight ? " in " : " after ") + at->Describe();
-    if (r->exit_code == 0 && !r->signal)
+    if (r->exit_code == 0 && !r->signal && left_first)
+      f.summary +=
+          " before the other ranks failed for want of it (" + RankWord(consequence_ranks) + ": communication errors)";
+    else if (r->exit_code == 0 && !r->signal)
       f.summary += " while other ranks still wait in collective #" + std::to_string(max_waiting_seq);
     if (at) f.evidence.push_back("last traced call: " + at->Describe() + " [" + at->state + "]");
     if (!r->phase.empty()) f.evidence.push_back("phase " + r->phase + ", step " + std::to_string(r->step));

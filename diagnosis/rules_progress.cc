@@ -70,7 +70,7 @@ void Rendezvous(Ctx& c) {
       }
     if (f.ranks.empty()) return;
     f.summary = RankWord(f.ranks) + " never reached init_distributed that " + RankWord(waiting) +
-                " have waited in for " + Seconds(waited);
+                (waiting.size() == 1 ? " has" : " have") + " waited in for " + Seconds(waited);
     f.remedy =
         "The missing ranks are still starting (imports, data loading) or stuck before init_distributed: their stacks "
         "say where.";

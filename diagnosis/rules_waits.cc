@@ -175,7 +175,7 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
     f.ranks = all;
     f.evidence = evidence;
     f.summary = RankWord(all) + " never joined " + g.call->Describe() + " that " + RankWord(g.ranks) +
-                " have waited in for " + Seconds(waited_max);
+                (g.ranks.size() == 1 ? " has" : " have") + " waited in for " + Seconds(waited_max);
     if (!proven.empty()) {
       f.proof = proof::kTrace;
       f.summary += " (blocked in another call of their own that needs the waiting ranks: a deadlock)";

@@ -917,9 +917,9 @@ def _builtin_as_python(comm_hook_type):
 
 def patch_ddp(mod):
     """DDP all-reduces gradient buckets from C++. A comm hook is the public way to see them: the
-    program's own hook is wrapped; with DSDOCTOR_TRACE_DDP=1 and no hook of the program's,
-    dsdoctor's dispatcher (DDP's built-in arithmetic) is registered at the first forward, and a
-    hook the program registers later goes into it.
+    program's own hook is wrapped; with no hook of the program's, on torch >= 2 (or with
+    DSDOCTOR_TRACE_DDP=1), dsdoctor's dispatcher (DDP's built-in arithmetic) is registered at the
+    first forward, and a hook the program registers later goes into it.
     Not covered: Join's divide_by_initial_world_size=False scaling (the hook divides by the
     group's size, as torch's own allreduce_hook does)."""
     DDP = getattr(mod, "DistributedDataParallel", None)
@@ -979,10 +979,20 @@ def patch_ddp(mod):
 
     # A Python comm hook on a gloo DDP model makes torch 1.13 abort at interpreter exit in about
     # half of the runs ("terminate called without an active exception"), with torch's own
-    # allreduce_hook and without dsdoctor too: registering one uninvited would harm healthy jobs.
-    # So DDP's buckets are traced only when the program registers a hook of its own, or on request
-    # (DSDOCTOR_TRACE_DDP=1); otherwise a rank blocked in backward() is recognised from its stack.
-    register_ours = os.environ.get("DSDOCTOR_TRACE_DDP", "") == "1"
+    # allreduce_hook and without dsdoctor too: registering one uninvited there would harm healthy
+    # jobs. torch 2.x exits clean with one (tests/e2e/torch_e2e_test.cc runs it repeatedly), so there
+    # the buckets are traced by default. DSDOCTOR_TRACE_DDP=1 turns it on for 1.13, =0 off for any;
+    # untraced, a rank blocked in backward() is recognised from its stack.
+    choice = os.environ.get("DSDOCTOR_TRACE_DDP", "")
+    if choice in ("0", "1"):
+        register_ours = choice == "1"
+    else:
+        try:
+            import torch
+
+            register_ours = int(torch.__version__.split(".", 1)[0]) >= 2
+        except Exception:
+            register_ours = False
 
     @functools.wraps(orig_forward)
     def forward(self, *args, **kwargs):

@@ -10,7 +10,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/file.h"
 #include "common/process.h"
@@ -45,6 +47,28 @@ bool Imports(const char* python, const char* module) {
   if (::access(python, X_OK) != 0) return false;
   auto r = RunCommand({python, "-c", std::string("import ") + module}, {});
   return r.ok() && r->exit_code == 0;
+}
+
+// torch 2.15's gloo aborts at interpreter exit now and then when ranks tear their groups down together
+// ("terminate called without an active exception"; untraced too, and rarer with a final barrier and
+// destroy_process_group(): docs/run.md). A run that ended so (exit 134, and every rank that did not
+// exit 0 has that line last in its log) is the job's own flake, not dsdoctor's to report otherwise.
+bool EndedInTorchsExitAbort(const std::string& dir, int exit_code) {
+  if (exit_code != 134) return false;
+  int aborted = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("rank-", 0) != 0 || entry.path().extension() != ".exit") continue;
+    auto code = ReadFile(entry.path().string());
+    if (!code.ok() || code->rfind("0", 0) == 0) continue;
+    auto log = ReadFile((entry.path().parent_path() / entry.path().stem()).string() + ".log");
+    const std::string line = "terminate called without an active exception\n";
+    if (!log.ok() || log->size() < line.size() || log->compare(log->size() - line.size(), line.size(), line) != 0)
+      return false;
+    ++aborted;
+  }
+  return aborted > 0;
 }
 
 // DSDOCTOR_REQUIRE_TORCH / _DEEPSPEED (CI) make a missing one a failure: every PyTorch, every DeepSpeed.
@@ -106,6 +130,14 @@ Run RunPython(const std::string& python, const std::string& program, const std::
   opts.env = env;
   auto t0 = std::chrono::steady_clock::now();
   auto res = RunCommand(argv, opts);
+  // A scenario that ends cleanly, ended by torch's own exit abort: run once more (see above).
+  static const std::set<std::string> kClean = {"healthy", "refused", "own_sitecustomize", "ds-healthy", "ds-straggler"};
+  if (res.ok() && kClean.count(scenario) && EndedInTorchsExitAbort(r.dir, res->exit_code)) {
+    std::cerr << "torch aborted at exit (its own flake); running " << scenario << " again\n";
+    fs::remove_all(r.dir);
+    t0 = std::chrono::steady_clock::now();
+    res = RunCommand(argv, opts);
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(res.ok());
   if (!res.ok()) return r;
@@ -198,30 +230,48 @@ TEST_P(TorchPlacementTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFini
     EXPECT_EQ(rank["exit_code"], 0);
     EXPECT_TRUE(rank["has_trace"].get<bool>());
   }
-  // What the tracer recorded: the metrics all-reduce in main(), the final barrier. DDP's buckets
-  // are not hooked by default (a Python comm hook makes torch 1.13 abort at exit).
+  // What the tracer recorded: the metrics all-reduce in main(), the final barrier; DDP's buckets at
+  // the program's backward line on torch 2.x, where they are traced by default (not on 1.13: a Python
+  // comm hook makes it abort at exit).
   std::string calls;
   for (const auto& rec : r.report["ranks"][1]["recent"])
     calls += rec["op"].get<std::string>() + "@" + rec["callsite"].get<std::string>() + "\n";
   EXPECT_NE(calls.find("all_reduce@" + Site("dist.all_reduce(metrics)") + " (main)"), std::string::npos) << calls;
   EXPECT_NE(calls.find("barrier@" + Site("    dist.barrier()$") + " (main)"), std::string::npos) << calls;
-  EXPECT_EQ(calls.find("ddp.bucket"), std::string::npos) << calls;
+  if (torch() == Torch::k113)
+    EXPECT_EQ(calls.find("ddp.bucket"), std::string::npos) << calls;
+  else
+    EXPECT_NE(calls.find("all_reduce@" + Site("loss.backward()") + " (ddp.bucket)"), std::string::npos) << calls;
   // The wait was seen, and said to be a suspicion only.
-  EXPECT_NE(r.out.find("warning RANK_MISSING: rank 0 blocked outside any collective"), std::string::npos) << r.out;
+  // On torch 2.x rank 1's wait is in its traced bucket all-reduce, which the warning names.
+  EXPECT_NE(r.out.find(torch() == Torch::k113 ? "warning RANK_MISSING: rank 0 blocked outside any collective"
+                                              : "warning RANK_MISSING: rank 0 never joined all_reduce#7 float32 x676"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_P(TorchPlacementTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite) {
   REQUIRE_PLACEMENT(placement());
   REQUIRE_TORCH_ON(torch());
   auto r = RunTorch(torch(), "ckpt_rank0", {}, {}, placement());
-  // Rank 1 waits in DDP's gradient all-reduce, which runs in C++: its stack says so.
-  ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "stacks"));
+  if (torch() == Torch::k113) {
+    // Rank 1 waits in DDP's gradient all-reduce, which runs in C++ on 1.13: its stack says so.
+    ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "stacks"));
+    std::string summary = r.report["findings"][0]["summary"];
+    EXPECT_NE(summary.find("rank 0 in barrier() at " + Site("dist.barrier()  # every rank")), std::string::npos)
+        << summary;
+    EXPECT_NE(summary.find("rank 1 in all_reduce (DDP gradients) at " + Site("loss.backward()")), std::string::npos)
+        << summary;
+  } else {
+    // torch 2.x: the bucket all-reduce is in rank 1's trace, so the traces prove it.
+    ASSERT_TRUE(FailedWithFirstFinding(r, "COLLECTIVE_MISMATCH", {0}, "trace"));
+    std::string summary = r.report["findings"][0]["summary"];
+    EXPECT_NE(summary.find("rank 0 called barrier#7 @" + Site("dist.barrier()  # every rank") + " (save_checkpoint)"),
+              std::string::npos)
+        << summary;
+    EXPECT_NE(summary.find("@" + Site("loss.backward()") + " (ddp.bucket)"), std::string::npos) << summary;
+  }
   const auto& f = r.report["findings"][0];
-  std::string summary = f["summary"];
-  EXPECT_NE(summary.find("rank 0 in barrier() at " + Site("dist.barrier()  # every rank")), std::string::npos)
-      << summary;
-  EXPECT_NE(summary.find("rank 1 in all_reduce (DDP gradients) at " + Site("loss.backward()")), std::string::npos)
-      << summary;
   EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call it"), std::string::npos) << f["remedy"];
   // Rank 0's own record says where it is, with the program's function.
   EXPECT_NE(r.report["ranks"][0]["in_flight"]["callsite"].get<std::string>().find(Site("dist.barrier()  # every rank") +
@@ -266,7 +316,10 @@ TEST_P(TorchPlacementTest, UnevenInputsAreNamedWithJoinAsTheRemedy) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto* f = FindingOf(r.report, "COLLECTIVE_MISMATCH");
   ASSERT_NE(f, nullptr) << r.out;
-  EXPECT_NE((*f)["summary"].get<std::string>().find("all_reduce (DDP gradients)"), std::string::npos)
+  // From the stack on 1.13, from the traced bucket on 2.x.
+  EXPECT_NE((*f)["summary"].get<std::string>().find(torch() == Torch::k113 ? "all_reduce (DDP gradients)"
+                                                                           : Site("loss.backward()") + " (ddp.bucket)"),
+            std::string::npos)
       << (*f)["summary"];
   EXPECT_NE((*f)["remedy"].get<std::string>().find("join()"), std::string::npos) << (*f)["remedy"];
   EXPECT_NE((*f)["remedy"].get<std::string>().find("uneven inputs"), std::string::npos);
@@ -284,6 +337,27 @@ TEST_P(TorchPlacementTest, WithDdpTracingOnTheBucketAllReduceIsInTheTraceAndTheM
   EXPECT_NE((*f)["summary"].get<std::string>().find("@" + Site("loss.backward()") + " (ddp.bucket)"), std::string::npos)
       << (*f)["summary"];
   EXPECT_NE((*f)["remedy"].get<std::string>().find("join()"), std::string::npos) << (*f)["remedy"];
+}
+
+// The last rank returns from main() early; the others then fail in DDP's all-reduce with "Connection
+// closed by peer". The rank that left is named, not the first of the others to fail (on 1.13 their
+// all-reduce is untraced C++, so no record shows what they waited in).
+TEST_P(TorchPlacementTest, ARankThatLeftItsLoopEarlyIsNamedNotThePeersThatLostIt) {
+  REQUIRE_PLACEMENT(placement());
+  REQUIRE_TORCH_ON(torch());
+  auto r = RunTorch(torch(), "early_exit", {}, {}, placement());
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "RANK_EXITED") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{1}) << r.report.dump(2);
+  // It exits 0 (torch 2.15 may abort it at exit: it never destroyed its group).
+  std::string summary = f["summary"];
+  EXPECT_TRUE(summary.find("exited with code 0") != std::string::npos || summary.find("SIGABRT") != std::string::npos)
+      << summary;
+  for (const auto& g : r.report["findings"])
+    if (g["code"] == "COMM_ERROR") EXPECT_EQ(g["severity"], "warning") << g.dump();
 }
 
 TEST_P(TorchPlacementTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
@@ -380,6 +454,40 @@ TEST_P(TorchVersionTest, TheProgramsOwnSitecustomizeIsTheOneItImports) {
   fs::remove_all(mine);
 }
 
+// DDP's buckets are traced by default on torch 2.x because a Python comm hook exits clean there
+// (on 1.13 it aborts at exit in about half of the runs): every one of repeated runs must exit 0 with
+// the buckets in the trace, but for torch's own exit abort, which is as frequent untraced.
+TEST(TorchE2eTest, DdpBucketTracingIsOnByDefaultOnTorch2AndEveryRunExitsClean) {
+  REQUIRE_TORCH_ON(Torch::k215);
+  int torch_aborts = 0;
+  for (int run = 0; run < 6; ++run) {
+    std::string dir = fs::temp_directory_path() / ("dsd-torch-ddp-exit-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    auto res = RunCommand({DSDOCTOR_BIN, "run", "--local", "1", "--slots", "3", "--quiet", "--log-dir", dir, "--json",
+                           dir + "/report.json", "--", TorchPython(Torch::k215), DDP_PARAMS},
+                          e2e::WithTimeout(120));
+    ASSERT_TRUE(res.ok());
+    if (EndedInTorchsExitAbort(dir, res->exit_code)) {  // torch's own, as often untraced (docs/run.md)
+      ++torch_aborts;
+      continue;
+    }
+    ASSERT_EQ(res->exit_code, 0) << "run " << run << ":\n" << res->out << res->err;
+    auto text = ReadFile(dir + "/report.json");
+    ASSERT_TRUE(text.ok());
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    ASSERT_TRUE(j.is_object());
+    for (const auto& rank : j["ranks"]) {
+      EXPECT_EQ(rank["exit_code"], 0) << rank.dump();
+      bool bucket = false;
+      for (const auto& rec : rank["recent"])
+        bucket |= rec["callsite"].get<std::string>().find("(ddp.bucket)") != std::string::npos;
+      EXPECT_TRUE(bucket) << rank.dump();
+    }
+    fs::remove_all(dir);
+  }
+  EXPECT_LE(torch_aborts, 2) << "torch's exit abort is rarer than that untraced";
+}
+
 TEST_P(TorchVersionTest, TracedDdpTrainsBitIdenticallyToUntraced) {
   REQUIRE_TORCH_ON(GetParam());
   std::string hashes[2];
@@ -391,6 +499,10 @@ TEST_P(TorchVersionTest, TracedDdpTrainsBitIdenticallyToUntraced) {
     if (!traced) argv.push_back("--no-trace");
     argv.insert(argv.end(), {"--", TorchPython(GetParam()), DDP_PARAMS});
     auto res = RunCommand(argv, e2e::WithTimeout(120));
+    if (res.ok() && EndedInTorchsExitAbort(dir, res->exit_code)) {  // torch's own exit flake: once more
+      fs::remove_all(dir);
+      res = RunCommand(argv, e2e::WithTimeout(120));
+    }
     ASSERT_TRUE(res.ok());
     EXPECT_EQ(res->exit_code, 0) << res->out << res->err;
     auto log = ReadFile(dir + "/rank-0.log");

@@ -300,22 +300,26 @@ class TracerTest(unittest.TestCase):
         self.assertTrue(all(r["asynchronous"] and r["state"] == "completed" for r in buckets))
         self.assertEqual(buckets[0]["count"], 20)
 
-    def test_by_default_only_the_programs_own_ddp_hook_is_traced(self):
-        p, trace, _ = self.run_program("""
+    def test_by_default_ddp_buckets_are_traced_on_torch_2_and_only_a_programs_own_hook_on_1_13(self):
+        body = """
             import torch, torch.distributed as dist
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             dist.init_process_group("gloo")
             plain = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
-            plain(torch.ones(2, 4)).sum().backward()          # no hook: DDP's C++ path, untraced
+            plain(torch.ones(2, 4)).sum().backward()          # no hook: 1.13 keeps DDP's C++ path, untraced
             hooked = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
             hooked.register_comm_hook(None, default_hooks.allreduce_hook)
             hooked(torch.ones(2, 4)).sum().backward()
             del plain, hooked  # DDP's reducers before their process group: torch 1.13 may abort at exit otherwise
             dist.destroy_process_group()
-        """)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        buckets = [r for r in read_trace(trace)["records"] if r["callsite"].endswith("(ddp.bucket)")]
-        self.assertEqual([r["count"] for r in buckets], [10])
+        """
+        torch2 = int(__import__("torch").__version__.split(".")[0]) >= 2
+        for choice, counts in (("", [20, 10] if torch2 else [10]), ("0", [10])):  # DSDOCTOR_TRACE_DDP=0: off anywhere
+            p, trace, _ = self.run_program(body, extra_env={"DSDOCTOR_TRACE_DDP": choice})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            buckets = [r for r in read_trace(trace)["records"] if r["callsite"].endswith("(ddp.bucket)")]
+            self.assertEqual([r["count"] for r in buckets], counts, choice)
+            self.assertTrue(all(r["callsite"].startswith("prog.py:") for r in buckets), buckets)
 
     def test_bad_arguments_are_torchs_to_refuse_and_tracing_goes_on(self):
         p, trace, _ = self.run_program("""

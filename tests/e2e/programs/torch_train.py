@@ -7,6 +7,8 @@
 #   ckpt_rank0     save_checkpoint() (a barrier inside) is called under `if rank == 0`
 #   size_mismatch  the metrics all-reduce has one more element on the last rank
 #   uneven         the last rank's data shard is shorter: it leaves the loop early and exits 0
+#   early_exit     the last rank returns from main() after step 2 (exit 0); the others then fail in
+#                  DDP's gradient all-reduce ("Connection closed by peer")
 #   p2p_deadlock   a pipeline step in which every rank receives before it sends
 #   loader_stuck   rank 0's data loader blocks forever; the others wait in DDP's gradient all-reduce
 #   world_size     the last rank passes world_size=WORLD_SIZE+1 to init_process_group
@@ -137,10 +139,16 @@ def main():
             pipeline_step(rank, world)
         if SCENARIO == "refused" and step == 2:
             refused_then_retried(rank, world, metrics)
+        if SCENARIO == "early_exit" and step == 2 and rank == world - 1:
+            return
     dist.barrier()
     if SCENARIO == "bench" and t0 is not None:
         log(rank, "steps_per_s %.1f" % ((step - 5) / (time.perf_counter() - t0)))
     log(rank, "done")
+    # As torch asks (torch 2.15 aborts at exit in about 1 of 10 runs without it, untraced): DDP's
+    # reducer first, then the group (torch 1.13 may abort at exit otherwise).
+    del model, opt
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
