@@ -252,6 +252,17 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
         from_manifest[rs->rank] = *rs;
       }
     }
+    // What `run` showed live and saw clear (a stall the job recovered from): warnings still.
+    if (j.contains("past_findings")) {
+      if (!j["past_findings"].is_array())
+        return InvalidArgument(run_dir.Manifest() + ": field 'past_findings' must be an array");
+      for (const auto& f : j["past_findings"]) {
+        auto finding = diagnosis::FindingFromJson(f);
+        if (!finding.ok())
+          return InvalidArgument(run_dir.Manifest() + ": past_findings: " + finding.status().message());
+        if (job.past.size() < 256) job.past.push_back(*finding);
+      }
+    }
   }
   if (files.empty() && from_manifest.empty())
     return NotFound("analyze: '" + dir + "' holds no rank-<r>.log/.trace files and no " + RunDir::kManifest);

@@ -297,9 +297,41 @@ bool JobCoordinator::Tick() {
     // Stacks describe a rank only while it stays where it was.
     if (!stack_job_.ranks.empty())
       for (int r : MovedSince(stack_job_, job_, /*cpu=*/true)) job_.ranks[r].stack.clear();
+    RememberLive(current_, NowNs());
   }
   observer_->OnTick(job_, current_, start_ns_);
   return true;
+}
+
+void JobCoordinator::RememberLive(const diagnosis::Diagnosis& d, int64_t now) {
+  std::set<std::string> keys;
+  bool error = false;
+  for (const auto& f : d.findings) {
+    std::string key = FindingKey(f);
+    if (past_keys_.count(key)) continue;  // a past one, or the same again: it stays as it was kept
+    keys.insert(key);
+    error |= f.severity == diagnosis::Severity::kError;
+    auto [it, fresh] = live_.try_emplace(key);
+    if (fresh) it->second.first_ns = now;
+    it->second.finding = f;
+    it->second.last_ns = now;
+  }
+  if (error) return;  // a suspicion that gave way to a proof did not clear: the proof says more
+  for (auto it = live_.begin(); it != live_.end();) {
+    if (keys.count(it->first)) {
+      ++it;
+      continue;
+    }
+    diagnosis::Finding f = it->second.finding;
+    f.severity = diagnosis::Severity::kWarning;
+    f.summary += " (seen live for " + Seconds((it->second.last_ns - it->second.first_ns) / 1e9) +
+                 ", then it cleared and the job went on)";
+    f.evidence.push_back("seen live from " + Seconds((it->second.first_ns - start_ns_) / 1e9) + " to " +
+                         Seconds((it->second.last_ns - start_ns_) / 1e9) + " after the start");
+    job_.past.push_back(std::move(f));
+    past_keys_.insert(it->first);
+    it = live_.erase(it);
+  }
 }
 
 JobResult JobCoordinator::Finish() {

@@ -95,6 +95,9 @@ class JobCoordinator {
   void TakeStacks(const diagnosis::Diagnosis& d, int64_t now);
   void UpdateAgents();
   void WriteManifest(const diagnosis::JobState& job, const diagnosis::Diagnosis& d, const StopRecord& stop) const;
+  // Keeps the live findings of `d`; those that cleared (gone while no error stands: not superseded
+  // by a proof) become JobState::past warnings with how long they lasted.
+  void RememberLive(const diagnosis::Diagnosis& d, int64_t now);
 
   JobOptions options_;
   RankSource* source_;
@@ -117,6 +120,12 @@ class JobCoordinator {
   std::map<std::string, double> agent_gaps_;     // node → longest silence so far of a lost agent
   std::vector<diagnosis::AgentLoss> recovered_;  // agents that were lost and came back
   std::set<int> gone_;                           // ranks whose agent's connection closed
+  struct Seen {
+    diagnosis::Finding finding;  // as last seen
+    int64_t first_ns = 0, last_ns = 0;
+  };
+  std::map<std::string, Seen> live_;  // FindingKey → a live finding not (yet) cleared
+  std::set<std::string> past_keys_;   // findings that cleared (in job_.past)
 };
 
 // Ranks that moved between two looks (a new or finished trace record, a new step or exit; with

@@ -53,6 +53,16 @@ class FakeRankSource final : public RankSource {
     ranks_[r].recent.push_back(rec);
   }
   void Say(int r, const std::string& text) { logs_[r] += text; }
+  // Rank r's call in flight completes now.
+  void Complete(int r) {
+    if (!ranks_[r].in_flight) return;
+    diagnosis::OpRecord rec = *ranks_[r].in_flight;
+    rec.state = "completed";
+    rec.ended_ns = Now();
+    ranks_[r].in_flight.reset();
+    ranks_[r].last = rec;
+    ranks_[r].recent.back() = rec;
+  }
 
   void Tick(int64_t now, std::vector<RankState>& ranks, std::vector<std::string>& logs) override {
     for (auto& s : ranks_) {
@@ -225,6 +235,39 @@ TEST_F(JobCoordinatorTest, ProvenHangTakesStacksStopsAndReports) {
   EXPECT_EQ(r.job.ranks[0].status, RankStatus::kRunning) << "described as before our SIGTERM";
   EXPECT_EQ(r.job.ranks[1].stack, "gloo::wait < dsd::runtime::AllReduce");
   EXPECT_EQ(RunJson()["hang"], true);
+}
+
+// A rank that kept the others waiting for 12 s, then joined: the live warning is kept as a warning
+// in the final report and run.json (with how long it lasted), not lost because the job recovered.
+TEST_F(JobCoordinatorTest, AWarningThatClearedStaysInTheReportWithItsDuration) {
+  auto job = Make(2);
+  source_->Enter(0, "all_reduce", 4, "train.py:10 (main)");
+  source_->Complete(0);
+  source_->Enter(1, "all_reduce", 5, "train.py:10 (main)");
+  EXPECT_FALSE(RunFor(*job, 12));
+  EXPECT_NE(std::find(recorder_.findings.begin(), recorder_.findings.end(), "RANK_MISSING"), recorder_.findings.end());
+  source_->Enter(0, "all_reduce", 5, "train.py:10 (main)");
+  source_->Complete(0);
+  source_->Complete(1);
+  EXPECT_FALSE(RunFor(*job, 2));
+  source_->Exit(0, 0);
+  source_->Exit(1, 0);
+  EXPECT_TRUE(RunFor(*job, 2));
+  JobResult r = job->Finish();
+  EXPECT_EQ(r.exit_code, 0) << "a warning is no failure";
+  EXPECT_TRUE(source_->signals.empty());
+  const diagnosis::Finding* past = nullptr;
+  for (const auto& f : r.diagnosis.findings)
+    if (f.code == "RANK_MISSING") past = &f;
+  ASSERT_NE(past, nullptr) << diagnosis::RenderRunText(r.job, r.diagnosis);
+  EXPECT_EQ(past->severity, diagnosis::Severity::kWarning);
+  EXPECT_EQ(past->ranks, std::vector<int>{0});
+  EXPECT_NE(past->summary.find("then it cleared and the job went on"), std::string::npos) << past->summary;
+  EXPECT_NE(past->summary.find("seen live for "), std::string::npos) << past->summary;
+  auto j = RunJson();
+  ASSERT_TRUE(j.contains("past_findings")) << j.dump(2);
+  EXPECT_EQ(j["past_findings"][0]["code"], "RANK_MISSING");
+  EXPECT_EQ(j["past_findings"][0]["ranks"], nlohmann::json::array({0}));
 }
 
 TEST_F(JobCoordinatorTest, OnHangWaitReportsButNeverStops) {

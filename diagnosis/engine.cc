@@ -79,6 +79,7 @@ Diagnosis Diagnose(const JobState& job) {
   Events(c);
   LostAgents(c);
   LogDirFull(c);
+  PastFindings(c);
   std::stable_sort(c.out.findings.begin(), c.out.findings.end(), [](const Finding& a, const Finding& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return Priority(a.code) < Priority(b.code);

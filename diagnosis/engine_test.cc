@@ -492,6 +492,32 @@ TEST_P(EngineTest, ARankThatLeftCleanlyBeforeThePeersFailedForWantOfItIsTheCulpr
   EXPECT_EQ(d.findings[0].ranks, std::vector<int>{0}) << RenderRunText(job, d);
 }
 
+TEST_P(EngineTest, APastFindingStaysAWarningUnlessTheRulesFindItAgain) {
+  int n = GetParam();
+  JobState job = Job(n);
+  Finding past;
+  past.code = "RANK_MISSING";
+  past.severity = Severity::kWarning;
+  past.ranks = {n - 1};
+  past.summary = "rank waited (seen live for 40 s, then it cleared and the job went on)";
+  past.proof = "heuristic";
+  job.past.push_back(past);
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "RANK_MISSING");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->severity, Severity::kWarning);
+  EXPECT_EQ(f->summary, past.summary);
+  EXPECT_FALSE(d.hang);
+  EXPECT_FALSE(d.suspect) << "a past warning proves and suspects nothing now";
+  // Found again now (the same code and ranks): the current finding, once.
+  for (int r = 0; r < n - 1; ++r) Block(job.ranks[r], Call("all_reduce", 9, "train.py:41", 30.0, true));
+  job.ranks[n - 1].in_flight.reset();
+  d = Diagnose(job);
+  int count = 0;
+  for (const auto& g : d.findings) count += g.code == "RANK_MISSING" && g.ranks == past.ranks;
+  EXPECT_EQ(count, 1) << RenderRunText(job, d);
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, EngineTest, ::testing::Values(2, 4, 8, 64));
 
 TEST(EngineDeadlockTest, SendSendCycleIsADeadlock) {

@@ -65,6 +65,10 @@ nlohmann::json RunJson(const JobState& job, const Diagnosis& d) {
           {{"node", a.node}, {"ranks", a.ranks}, {"why", a.why}, {"silent_s", a.silent_s}, {"recovered", a.recovered}});
   }
   if (!job.evidence_missing.empty()) j["evidence_missing"] = job.evidence_missing;
+  if (!job.past.empty()) {
+    j["past_findings"] = nlohmann::json::array();
+    for (const auto& f : job.past) j["past_findings"].push_back(ToJson(f));
+  }
   if (!job.log_dirs.empty()) {
     j["log_dirs"] = nlohmann::json::array();
     for (const auto& d : job.log_dirs) j["log_dirs"].push_back(ToJson(d));

@@ -109,5 +109,6 @@ void FirstFailure(Ctx& c);
 void Events(Ctx& c);
 void LostAgents(Ctx& c);
 void LogDirFull(Ctx& c);
+void PastFindings(Ctx& c);
 
 }  // namespace dsd::diagnosis::rules

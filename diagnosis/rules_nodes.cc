@@ -59,6 +59,16 @@ void LostAgents(Ctx& c) {
   }
 }
 
+// Findings seen live that cleared (JobState::past): each one the rules did not find again, as the
+// warning it was.
+void PastFindings(Ctx& c) {
+  for (const Finding& p : c.job.past) {
+    bool again = std::any_of(c.out.findings.begin(), c.out.findings.end(),
+                             [&](const Finding& f) { return f.code == p.code && f.ranks == p.ranks; });
+    if (!again) c.Add(p, false);
+  }
+}
+
 // The file system under a node's log dir (docs/run.md "A full disk"). Full, a write of ours
 // failed, or rank output was lost: an error, since rank output, traces and stacks are being lost
 // and the job's own writes there fail. Nearly full (under 256 MiB and under 5 % left): a warning

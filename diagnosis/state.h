@@ -179,6 +179,11 @@ struct JobState {
   std::vector<Finding> network;        // findings of a `check` run, to correlate with stalls
   std::vector<AgentLoss> agents_lost;  // run: agents lost now, and those that came back
   std::vector<LogDirStatus> log_dirs;  // run: one per node that reported its log dir
+  // Findings `run` showed live that later cleared while the job went on (a stall it recovered from, a
+  // straggler that caught up, a missing rank that came back): kept as warnings, with how long they
+  // lasted, in every later diagnosis, the final report and run.json ("past_findings"), so nothing
+  // the user lived through vanishes from the record (Diagnose adds each one not found again).
+  std::vector<Finding> past;
   // Evidence the report should have had and does not ("rank-3.trace: not found …"): the report says
   // so, so that no finding's absence reads as a clean bill of health.
   std::vector<std::string> evidence_missing;

@@ -248,6 +248,24 @@ TEST_P(TorchPlacementTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFini
                                               : "warning RANK_MISSING: rank 0 never joined all_reduce#7 float32 x676"),
             std::string::npos)
       << r.out;
+  // The wait the user sat through stays in the record once it cleared: in the final report and in
+  // analyze of the run dir, as a warning naming rank 0 and how long it lasted.
+  for (int pass = 0; pass < 2; ++pass) {
+    nlohmann::json report = r.report;
+    if (pass == 1) {
+      auto a = RunCommand({DSDOCTOR_BIN, "analyze", r.dir, "--json"}, {});
+      ASSERT_TRUE(a.ok());
+      EXPECT_EQ(a->exit_code, 0) << a->out << a->err;
+      report = nlohmann::json::parse(a->out, nullptr, false);
+      ASSERT_TRUE(report.is_object()) << a->out << a->err;
+    }
+    const auto* past = FindingOf(report, "RANK_MISSING");
+    ASSERT_NE(past, nullptr) << (pass ? "analyze" : "run") << ": " << report.dump(2);
+    EXPECT_EQ((*past)["severity"], "warning");
+    EXPECT_EQ(Ranks(*past), std::vector<int>{0});
+    EXPECT_NE((*past)["summary"].get<std::string>().find("then it cleared and the job went on"), std::string::npos)
+        << (*past)["summary"];
+  }
 }
 
 TEST_P(TorchPlacementTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndItsCallsite) {
