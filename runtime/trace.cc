@@ -64,7 +64,23 @@ constexpr size_t kPayloadBytes = sizeof(TraceRecordRaw) - sizeof(uint64_t);
 char* Payload(TraceRecordRaw* r) { return reinterpret_cast<char*>(r) + sizeof(uint64_t); }
 const char* Payload(const TraceRecordRaw* r) { return reinterpret_cast<const char*>(r) + sizeof(uint64_t); }
 
-size_t MappedBytes(uint32_t capacity) { return kTraceHeaderBytes + static_cast<size_t>(capacity) * kTraceRecordBytes; }
+// The header and the ring (all a file of a writer older than the callsite table has), and the whole
+// file with the table.
+size_t RingEnd(uint32_t capacity) { return kTraceHeaderBytes + static_cast<size_t>(capacity) * kTraceRecordBytes; }
+size_t MappedBytes(uint32_t capacity) { return RingEnd(capacity) + kTraceStringBytes; }
+
+// The longest prefix of `s` of at most `max` bytes that does not cut a UTF-8 sequence.
+std::string_view Utf8Prefix(std::string_view s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+// The reference a long callsite's field carries after its head: offset (4 bytes) and length (2) in
+// the table, then a two-byte mark that no text field has (a short callsite's field is zero there).
+constexpr size_t kRefOffsetAt = 40, kRefLengthAt = 44, kRefMarkAt = 46;
+constexpr unsigned char kRefMark[2] = {0xD5, 0x5D};
 
 // Copies the error text under the header's sequence lock; false when it was being written.
 bool ReadErrorConsistent(const TraceHeaderRaw& h, std::string* out) {
@@ -135,6 +151,8 @@ void WriteHeader(void* base, const TraceIdentity& id, uint32_t capacity) {
   h->created_ns = TraceNowNs();
   h->heartbeat_ns = h->created_ns;
   h->phase_ns = h->created_ns;
+  h->strings_bytes = kTraceStringBytes;
+  h->strings_used = 0;
   CopyText(h->hostname, id.hostname);
   CopyText(h->backend, id.backend);
 }
@@ -206,7 +224,36 @@ TraceWriter::TraceWriter(std::string path, void* base, size_t bytes, uint32_t ca
       base_(base),
       bytes_(bytes),
       capacity_(capacity),
-      header_(static_cast<TraceHeaderRaw*>(base)) {}
+      header_(static_cast<TraceHeaderRaw*>(base)),
+      strings_(static_cast<char*>(base) + RingEnd(capacity)) {}
+
+void TraceWriter::PutCallsite(TraceRecordRaw* rec, std::string_view site) {
+  site = Utf8Prefix(site, kMaxCallsiteBytes);
+  if (site.size() < kCallsiteBytes) {
+    CopyText(rec->callsite, site);
+    return;
+  }
+  std::string_view head = Utf8Prefix(site, kCallsiteHeadBytes);
+  std::memcpy(rec->callsite, head.data(), head.size());  // the rest of the field is zero
+  uint32_t offset;
+  if (auto it = interned_.find(site); it != interned_.end()) {
+    offset = it->second;
+  } else {
+    if (strings_used_ + site.size() + 1 > kTraceStringBytes) return;  // the table is full: the head only
+    offset = strings_used_;
+    std::memcpy(strings_ + offset, site.data(), site.size());
+    strings_[offset + site.size()] = '\0';
+    strings_used_ += static_cast<uint32_t>(site.size() + 1);
+    interned_.emplace(std::string_view(strings_ + offset, site.size()), offset);
+    // The text is in place before any record names it: a reader that sees the record (its version's
+    // acquire comes after this release) sees strings_used past it.
+    A(header_->strings_used).store(strings_used_, std::memory_order_release);
+  }
+  uint16_t length = static_cast<uint16_t>(site.size());
+  std::memcpy(rec->callsite + kRefOffsetAt, &offset, sizeof offset);
+  std::memcpy(rec->callsite + kRefLengthAt, &length, sizeof length);
+  std::memcpy(rec->callsite + kRefMarkAt, kRefMark, sizeof kRefMark);
+}
 
 TraceWriter::~TraceWriter() {
   // The pages stay in the file; msync is not needed for other readers, only for durability.
@@ -237,7 +284,7 @@ uint64_t TraceWriter::Begin(const OpInfo& info) {
   rec.reduce = static_cast<uint8_t>(info.reduce);
   rec.state = static_cast<uint8_t>(RecordState::kStarted);
   rec.flags = info.async ? kRecordFlagAsync : 0;
-  CopyText(rec.callsite, info.callsite);
+  PutCallsite(&rec, info.callsite);
   uint64_t v = A(r->version).load(std::memory_order_relaxed);
   A(r->version).store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -328,14 +375,16 @@ std::optional<TraceWriter::InFlight> TraceWriter::Current() const {
     uint64_t plus1 = in_flight_plus1_.load(std::memory_order_acquire);
     if (plus1 == 0) return std::nullopt;
     InFlight f;
-    if (!ReadRecordConsistent(*Slot(plus1 - 1), &f.record)) continue;
+    if (!ReadRecordConsistent(*Slot(plus1 - 1), &f.record, strings_, kTraceStringBytes, &header_->strings_used))
+      continue;
     if (f.record.index != plus1 - 1 || f.record.ended_ns != 0) continue;  // moved on meanwhile
     return f;
   }
   return std::nullopt;
 }
 
-bool ReadRecordConsistent(const TraceRecordRaw& raw, TraceRecord* out) {
+bool ReadRecordConsistent(const TraceRecordRaw& raw, TraceRecord* out, const char* strings, uint32_t strings_bytes,
+                          const uint32_t* strings_used) {
   auto& r = const_cast<TraceRecordRaw&>(raw);
   uint64_t v1 = A(r.version).load(std::memory_order_acquire);
   if (v1 & 1) return false;
@@ -357,6 +406,22 @@ bool ReadRecordConsistent(const TraceRecordRaw& raw, TraceRecord* out) {
   out->reduce = static_cast<ReduceOp>(copy.reduce);
   out->state = static_cast<RecordState>(copy.state);
   out->async = copy.flags & kRecordFlagAsync;
+  if (std::memcmp(copy.callsite + kRefMarkAt, kRefMark, sizeof kRefMark) == 0) {
+    uint32_t offset;
+    uint16_t length;
+    std::memcpy(&offset, copy.callsite + kRefOffsetAt, sizeof offset);
+    std::memcpy(&length, copy.callsite + kRefLengthAt, sizeof length);
+    copy.callsite[kCallsiteHeadBytes] = '\0';
+    // Loaded after the record: the writer published the text before the record that names it.
+    uint32_t used =
+        strings && strings_used
+            ? std::min(A(*const_cast<uint32_t*>(strings_used)).load(std::memory_order_acquire), strings_bytes)
+            : 0;
+    if (static_cast<uint64_t>(offset) + length < used) {
+      out->callsite.assign(strings + offset, strnlen(strings + offset, length));
+      return true;
+    }
+  }
   copy.callsite[kCallsiteBytes - 1] = '\0';
   out->callsite = TextOf(copy.callsite);
   return true;
@@ -399,10 +464,15 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
     return bad("header_bytes " + std::to_string(h.header_bytes) + " / record_bytes " + std::to_string(h.record_bytes) +
                " differ from " + std::to_string(kTraceHeaderBytes) + " / " + std::to_string(kTraceRecordBytes));
   }
-  if (h.capacity == 0 || MappedBytes(h.capacity) > size) {
-    return bad("capacity " + std::to_string(h.capacity) + " records needs " + std::to_string(MappedBytes(h.capacity)) +
+  if (h.capacity == 0 || RingEnd(h.capacity) > size) {
+    return bad("capacity " + std::to_string(h.capacity) + " records needs " + std::to_string(RingEnd(h.capacity)) +
                " bytes, the file has " + std::to_string(size));
   }
+  // The callsite table, when the file has one (writers older than it leave strings_bytes 0).
+  const uint32_t strings_bytes = A(h.strings_bytes).load(std::memory_order_relaxed);
+  const char* strings = nullptr;
+  if (strings_bytes > 0 && RingEnd(h.capacity) + strings_bytes <= size)
+    strings = static_cast<const char*>(base) + RingEnd(h.capacity);
 
   TraceSnapshot s;
   s.path = path;
@@ -435,7 +505,9 @@ Result<TraceSnapshot> SnapshotOf(const void* base, size_t size, const std::strin
   // A live writer leaves a record within nanoseconds; a dead one never does.
   auto copy = [&](uint64_t i, TraceRecord* rec) {
     bool ok = false;
-    for (int attempt = 0; attempt < 64 && !(ok = ReadRecordConsistent(raw_at(i), rec)); ++attempt) {
+    for (int attempt = 0;
+         attempt < 64 && !(ok = ReadRecordConsistent(raw_at(i), rec, strings, strings_bytes, &h.strings_used));
+         ++attempt) {
     }
     return ok && rec->index == i;  // else torn, or already overwritten by a newer lap of the ring
   };

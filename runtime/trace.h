@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,12 @@ inline constexpr uint32_t kTraceVersion = 1;
 inline constexpr size_t kTraceHeaderBytes = 4096;
 inline constexpr size_t kTraceRecordBytes = 128;
 inline constexpr size_t kCallsiteBytes = 48;
+// A callsite longer than the record's field keeps its whole text in the callsite table after the
+// ring (docs/trace.md, "Callsites"): the field holds its first bytes (at most kCallsiteHeadBytes, what
+// a reader of the field alone shows), a NUL, and where the text lies in the table.
+inline constexpr size_t kCallsiteHeadBytes = 39;
+inline constexpr size_t kMaxCallsiteBytes = 1024;         // longer ones are cut (at a UTF-8 boundary)
+inline constexpr uint32_t kTraceStringBytes = 64 * 1024;  // the table: ~1,000 distinct long callsites
 inline constexpr size_t kTraceErrorBytes = 512;
 inline constexpr uint32_t kDefaultTraceCapacity = 4096;
 
@@ -88,6 +95,10 @@ struct TraceHeaderRaw {
   int64_t watchdog_ns;
   uint64_t error_version;  // sequence lock of last_error
   char last_error[kTraceErrorBytes];
+  // The callsite table after the ring: its size (0 in files of writers older than the table) and the
+  // bytes used so far (release-stored once a callsite's text is in place).
+  uint32_t strings_bytes;
+  uint32_t strings_used;
 };
 static_assert(sizeof(TraceHeaderRaw) <= kTraceHeaderBytes);
 
@@ -178,19 +189,27 @@ class TraceWriter {
   TraceWriter(std::string path, void* base, size_t bytes, uint32_t capacity);
   TraceRecordRaw* Slot(uint64_t index) const;
   void End(uint64_t index, RecordState state);
+  // Puts `site` into the record's field, and its whole text into the callsite table when longer.
+  void PutCallsite(TraceRecordRaw* rec, std::string_view site);
 
   std::string path_;
   void* base_;
   size_t bytes_;
   uint32_t capacity_;
   TraceHeaderRaw* header_;
-  uint64_t next_ = 0;                         // writer thread only
-  std::atomic<uint64_t> in_flight_plus1_{0};  // index + 1 of the call in progress; 0 = none
+  uint64_t next_ = 0;                                        // writer thread only
+  char* strings_ = nullptr;                                  // the callsite table (kTraceStringBytes)
+  uint32_t strings_used_ = 0;                                // writer thread only; published in the header
+  std::unordered_map<std::string_view, uint32_t> interned_;  // text (in the table) → its offset
+  std::atomic<uint64_t> in_flight_plus1_{0};                 // index + 1 of the call in progress; 0 = none
 };
 
 // Reads a record or the error text under its sequence lock; false when the writer was inside
 // (retry) or died inside (stays torn).
-bool ReadRecordConsistent(const TraceRecordRaw& raw, TraceRecord* out);
+// `strings`: the file's callsite table of `strings_bytes`, where a long callsite's text is, and
+// `strings_used` its header word of published bytes (none: the field's head is the callsite).
+bool ReadRecordConsistent(const TraceRecordRaw& raw, TraceRecord* out, const char* strings = nullptr,
+                          uint32_t strings_bytes = 0, const uint32_t* strings_used = nullptr);
 
 struct TraceSnapshot {
   std::string path;

@@ -1,6 +1,7 @@
 #include "runtime/trace_c_api.h"
 
 #include <pthread.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -32,12 +33,13 @@ void HeartbeatLoop(TraceWriter* w) {
 // A child forked while another thread held g_mu would wait on it forever: entry points check
 // g_forked before taking the lock.
 
-// The callsite fits the record; a cut inside a UTF-8 sequence would leave bytes no reader can
-// decode, so cut before the sequence's lead byte.
+// The writer keeps a callsite whole up to kMaxCallsiteBytes (a long one in the trace's callsite
+// table); past that it is cut, and a cut inside a UTF-8 sequence would leave bytes no reader can
+// decode, so before the sequence's lead byte.
 std::string_view Callsite(const char* s) {
   if (!s) return {};
-  std::string_view v(s);
-  size_t max = dsd::runtime::kCallsiteBytes - 1;
+  std::string_view v(s, strnlen(s, dsd::runtime::kMaxCallsiteBytes + 1));
+  size_t max = dsd::runtime::kMaxCallsiteBytes;
   if (v.size() <= max) return v;
   size_t n = max;
   while (n > 0 && (static_cast<unsigned char>(v[n]) & 0xC0) == 0x80) --n;

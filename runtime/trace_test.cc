@@ -214,14 +214,54 @@ TEST_F(TraceTest, AReaderSkipsRecordsThatDidNotChange) {
   EXPECT_EQ(s->records[0].seq, 9u);
 }
 
-TEST_F(TraceTest, CallsiteIsTruncatedNotOverflowed) {
+// A callsite longer than the record's field is kept whole in the callsite table (docs/trace.md,
+// "Callsites"): once per distinct text, shared by every record naming it; the field alone (an older
+// reader's view) holds its head. Past kMaxCallsiteBytes it is cut, never overflowed.
+TEST_F(TraceTest, LongCallsitesAreKeptWholeInTheTable) {
   auto w = TraceWriter::Create(path_, {0, 1, 0, "h", "gloo"}, 16);
   ASSERT_TRUE(w.ok());
-  std::string longname(200, 'x');
-  (*w)->Begin(AllReduceInfo(1, longname.c_str()));
+  const std::string site = "pretrain_gpt_with_a_long_name_from_a_real_repo.py:1234 (train_step)";
+  const std::string other = "another_program_file_with_a_long_descriptive_name.py:77 (evaluate)";
+  const std::string huge(5000, 'x');
+  (*w)->Begin(AllReduceInfo(1, site.c_str()));
+  (*w)->Begin(AllReduceInfo(2, "train.py:9 (main)"));
+  (*w)->Begin(AllReduceInfo(3, other.c_str()));
+  (*w)->Begin(AllReduceInfo(4, site.c_str()));
+  (*w)->Begin(AllReduceInfo(5, huge.c_str()));
+  auto s = ReadTrace(path_);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->records.size(), 5u);
+  EXPECT_EQ(s->records[0].callsite, site);
+  EXPECT_EQ(s->records[1].callsite, "train.py:9 (main)");
+  EXPECT_EQ(s->records[2].callsite, other);
+  EXPECT_EQ(s->records[3].callsite, site);
+  EXPECT_EQ(s->records[4].callsite, std::string(kMaxCallsiteBytes, 'x'));
+  // The writer's own view (the watchdog's) too.
+  auto cur = (*w)->Current();
+  ASSERT_TRUE(cur.has_value());
+  EXPECT_EQ(cur->record.callsite, std::string(kMaxCallsiteBytes, 'x'));
+  // The field alone holds the head, NUL-terminated, as a reader of the field sees it.
+  TraceRecord bare;
+  std::ifstream f(path_, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  ASSERT_TRUE(ReadRecordConsistent(*reinterpret_cast<const TraceRecordRaw*>(bytes.data() + kTraceHeaderBytes), &bare));
+  EXPECT_EQ(bare.callsite, site.substr(0, kCallsiteHeadBytes));
+}
+
+TEST_F(TraceTest, AFullCallsiteTableLeavesTheHeadNeverACorruptText) {
+  auto w = TraceWriter::Create(path_, {0, 1, 0, "h", "gloo"}, 16);
+  ASSERT_TRUE(w.ok());
+  // Distinct 1,000-byte callsites until the 64 KiB table is full, then one more.
+  int n = kTraceStringBytes / 1001 + 2;
+  for (int i = 0; i < n; ++i) {
+    std::string site = std::to_string(i) + std::string(999 - std::to_string(i).size(), 'y');
+    (*w)->Begin(AllReduceInfo(i + 1, site.c_str()));
+  }
   auto s = ReadTrace(path_);
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ(s->records[0].callsite, std::string(kCallsiteBytes - 1, 'x'));
+  const auto& last = s->records.back();
+  EXPECT_EQ(last.callsite, (std::to_string(n - 1) + std::string(999, 'y')).substr(0, kCallsiteHeadBytes));
+  EXPECT_EQ(s->records[s->records.size() - 3].callsite.size(), 999u) << "those that fit are whole";
 }
 
 TEST_F(TraceTest, FailureKeepsTheErrorText) {

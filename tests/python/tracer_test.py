@@ -33,12 +33,19 @@ def read_trace(path):
     rank, world, local_rank, pid = struct.unpack_from("<4i", data, 24)
     next_index, = struct.unpack_from("<Q", data, 128)
     phase, flags = struct.unpack_from("<2I", data, 152)
+    strings_bytes, strings_used = struct.unpack_from("<2I", data, 704)  # the callsite table after the ring
+    table = header_bytes + capacity * record_bytes
     records = []
     for i in range(max(0, next_index - capacity), next_index):
         off = header_bytes + (i % capacity) * record_bytes
         ver, index, seq, count, nbytes, enq, start, end, comm, peer, op, dtype, red, state, rflags = struct.unpack_from(
             "<QQQQQqqqIi4BI", data, off)
-        callsite = data[off + 80:off + 128].split(b"\0", 1)[0].decode()
+        field = data[off + 80:off + 128]
+        callsite = field.split(b"\0", 1)[0].decode()
+        if field[46:48] == b"\xd5\x5d":  # a long callsite: its whole text is in the table
+            at, length = struct.unpack_from("<IH", field, 40)
+            if strings_bytes and at + length < min(strings_used, strings_bytes):
+                callsite = data[table + at:table + at + length].decode()
         if state == 5:
             continue  # withdrawn: torch refused the call before it communicated (docs/trace.md)
         records.append(dict(op=OPS.get(op, op), seq=seq, count=count, bytes=nbytes, comm=comm, peer=peer, dtype=dtype,
@@ -199,6 +206,23 @@ class TracerTest(unittest.TestCase):
         for r in recs:
             self.assertTrue(r["callsite"].startswith("prog.py:"), r)
         self.assertEqual(recs[-1]["peer"], 0, "a root given as group_src is the world rank")
+
+    def test_a_long_callsite_is_kept_whole(self):
+        d = tempfile.mkdtemp(prefix="dsd-long-")
+        name = "pretrain_a_very_large_language_model_with_a_long_file_name.py"
+        with open(os.path.join(d, name), "w") as f:
+            f.write("import torch, torch.distributed as dist\n\ndef the_training_step_of_the_model():\n"
+                    "    dist.all_reduce(torch.ones(2))\n")
+        p, trace, _ = self.run_program("""
+            import os, sys
+            sys.path.insert(0, os.environ["MODULE_DIR"])
+            import torch.distributed as dist
+            dist.init_process_group("gloo")
+            __import__("pretrain_a_very_large_language_model_with_a_long_file_name").the_training_step_of_the_model()
+        """, extra_env={"MODULE_DIR": d})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sites = [r["callsite"] for r in read_trace(trace)["records"]]
+        self.assertEqual(sites[-1], name + ":4 (the_training_step_of_the_model)")
 
     def test_a_program_in_folders_named_like_frameworks_is_the_program(self):
         d = tempfile.mkdtemp(prefix="dsd-fw-")
