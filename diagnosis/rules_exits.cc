@@ -180,15 +180,22 @@ void Exits(Ctx& c) {
     ((HasCommEvent(c.job, r->rank) && r->signal == 0) || r->signal == 13 ? consequences : culprits).push_back(r);
   // Every failure is a lost peer, and a rank had left cleanly before the first of them: it left while
   // the others still expected it (its loop ended early), whatever they were in (DDP's untraced C++
-  // all-reduce on torch 1.13 leaves no record to compare).
+  // all-reduce on torch 1.13 leaves no record to compare). When a rank left is when its program
+  // finished (a traced rank's phase "finished", set as its interpreter begins to exit) or, untraced,
+  // its exit: the process exit of a Python rank comes later (its teardown closes the connections
+  // the others then fail on), and agents sample exits a tick apart.
+  auto left_ns = [](const RankState& r) {
+    int64_t at = r.exit_ns > 0 ? r.exit_ns : INT64_MAX;
+    if (r.phase == "finished" && r.phase_ns > 0) at = std::min(at, r.phase_ns);
+    return at;
+  };
   bool left_first = false;
   if (culprits.empty() && !consequences.empty()) {
     int64_t first_failure = INT64_MAX;
-    for (const RankState* r : consequences)
-      if (r->exit_ns > 0) first_failure = std::min(first_failure, r->exit_ns);
+    for (const RankState* r : consequences) first_failure = std::min(first_failure, left_ns(*r));
     for (const RankState& r : c.job.ranks)
-      if (r.status == RankStatus::kExited && r.exit_code == 0 && r.signal == 0 && r.exit_ns > 0 &&
-          r.exit_ns < first_failure && std::find(all.begin(), all.end(), &r) == all.end())
+      if (r.status == RankStatus::kExited && r.exit_code == 0 && r.signal == 0 && left_ns(r) < first_failure &&
+          std::find(all.begin(), all.end(), &r) == all.end())
         culprits.push_back(&r);
     left_first = !culprits.empty();
   }

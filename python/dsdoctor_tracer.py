@@ -889,11 +889,20 @@ class _DdpDispatch:
 
 def _reducer_allreduce(process_group, bucket):
     """DDP's built-in path as a hook: scale by 1/size (a multiply, like the reducer's copy into the
-    bucket, so results are bit-identical), all-reduce (sum), hand the bucket back."""
+    bucket, so results are bit-identical), all-reduce (sum), hand the bucket back.
+    A failed all-reduce reaches the program as torch's own hooks report one: "Got the following error
+    when running the callback: <the backend's error>", with this callback's frame under "At:". No
+    Python-level way around it keeps the error a C++ one (a future of our own completed with
+    set_exception hands DDP the exception as its value: "Unable to cast … to Tensor"), and then()
+    is what carries CUDA streams over."""
     buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
     group = process_group if process_group is not None else T.c10d._get_default_group()
     buf.mul_(1.0 / group.size())
-    return group.allreduce([buf]).get_future().then(lambda fut: fut.value()[0])
+    return group.allreduce([buf]).get_future().then(_first_tensor)
+
+
+def _first_tensor(fut):
+    return fut.value()[0]
 
 
 def _model_comm(model):
@@ -981,25 +990,36 @@ def patch_ddp(mod):
     # half of the runs ("terminate called without an active exception"), with torch's own
     # allreduce_hook and without dsdoctor too: registering one uninvited there would harm healthy
     # jobs. torch 2.x exits clean with one (tests/e2e/torch_e2e_test.cc runs it repeatedly), so there
-    # the buckets are traced by default. DSDOCTOR_TRACE_DDP=1 turns it on for 1.13, =0 off for any;
-    # untraced, a rank blocked in backward() is recognised from its stack.
+    # the buckets of a CPU model (gloo) are traced by default. A GPU model's buckets are NCCL's, which
+    # the NCCL profiler plugin records without touching DDP's C++ path; a Python hook there is not
+    # proven here (no GPU), so only DSDOCTOR_TRACE_DDP=1 adds it (and turns it on for 1.13); =0 turns
+    # it off for any. Untraced, a rank blocked in backward() is recognised from its stack.
     choice = os.environ.get("DSDOCTOR_TRACE_DDP", "")
-    if choice in ("0", "1"):
-        register_ours = choice == "1"
-    else:
-        try:
-            import torch
+    torch2 = False
+    try:
+        import torch
 
-            register_ours = int(torch.__version__.split(".", 1)[0]) >= 2
+        torch2 = int(torch.__version__.split(".", 1)[0]) >= 2
+    except Exception:
+        pass
+
+    def register_ours(model):
+        if choice in ("0", "1"):
+            return choice == "1"
+        if not torch2:
+            return False
+        try:
+            return all(p.device.type == "cpu" for p in model.parameters())
         except Exception:
-            register_ours = False
+            return False
 
     @functools.wraps(orig_forward)
     def forward(self, *args, **kwargs):
         d = self.__dict__
         if "_dsdoctor_hook" not in d:
-            d["_dsdoctor_hook"] = "dsdoctor" if register_ours else "none"
-            if register_ours and not T.off and T.opened:
+            ours = register_ours(self)
+            d["_dsdoctor_hook"] = "dsdoctor" if ours else "none"
+            if ours and not T.off and T.opened:
                 try:
                     dispatch = _DdpDispatch(_model_comm(self))
                     orig_register(self, self.process_group, dispatch)
