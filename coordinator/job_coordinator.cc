@@ -303,6 +303,11 @@ bool JobCoordinator::Tick() {
   return true;
 }
 
+// How long a live finding must have lasted to stay in the record once it cleared.
+constexpr int64_t kMinPastNs = 3'000'000'000;
+// Ticks are 200 ms apart: a longer gap between two sightings breaks a finding's lasting.
+constexpr int64_t kMaxSightingGapNs = 2'000'000'000;
+
 void JobCoordinator::RememberLive(const diagnosis::Diagnosis& d, int64_t now) {
   std::set<std::string> keys;
   bool error = false;
@@ -312,7 +317,9 @@ void JobCoordinator::RememberLive(const diagnosis::Diagnosis& d, int64_t now) {
     keys.insert(key);
     error |= f.severity == diagnosis::Severity::kError;
     auto [it, fresh] = live_.try_emplace(key);
-    if (fresh) it->second.first_ns = now;
+    // Seen again after a gap (the coordinator was stopped, or stale samples were not diagnosed): a new
+    // sighting, not one that lasted through the gap.
+    if (fresh || now - it->second.last_ns > kMaxSightingGapNs) it->second.first_ns = now;
     it->second.finding = f;
     it->second.last_ns = now;
   }
@@ -320,6 +327,12 @@ void JobCoordinator::RememberLive(const diagnosis::Diagnosis& d, int64_t now) {
   for (auto it = live_.begin(); it != live_.end();) {
     if (keys.count(it->first)) {
       ++it;
+      continue;
+    }
+    // A suspicion that cleared within a few seconds (ranks asleep between short steps at start-up)
+    // is noise; one the user sat through stays.
+    if (it->second.last_ns - it->second.first_ns < kMinPastNs) {
+      it = live_.erase(it);
       continue;
     }
     diagnosis::Finding f = it->second.finding;
