@@ -2,11 +2,13 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "collectors/flight_recorder.h"
 #include "collectors/log_classifier.h"
 #include "collectors/log_scan.h"
 #include "collectors/stack.h"
@@ -172,6 +174,14 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
     if (p != "-" && ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
       if (paths.size() > 1)
         return InvalidArgument("analyze: '" + p + "' is a run dir: give it alone, or give log files only");
+      // A folder of PyTorch Flight Recorder dumps (<prefix><rank>, from the user's own job): no run.json.
+      if (::access(RunDir(p).Manifest().c_str(), F_OK) != 0) {
+        auto fr = LoadFlightRecorderDir(p, warnings);
+        if (fr.ok() || fr.status().code() != StatusCode::kNotFound) {
+          if (fr.ok()) fr->stall_after_s = options.stall_after_s, fr->hang_after_s = options.hang_after_s;
+          return fr;
+        }
+      }
       return LoadRunDir(p, options, warnings);
     }
   }

@@ -17,7 +17,7 @@ std::string OpRecord::Describe() const {
   std::string s = op + "#" + std::to_string(seq);
   if (op == "recv" && peer < 0)
     s += " from any rank";
-  else if (!collective() || rooted())
+  else if (!collective() || (rooted() && peer >= 0))  // a root not recorded (Flight Recorder): not shown
     s += (op == "send" ? " to " : op == "recv" ? " from " : " root ") + std::to_string(peer);
   if (!dtype.empty()) s += " " + dtype + " x" + std::to_string(count);
   if (bytes) s += " (" + FormatBytes(static_cast<double>(bytes)) + ")";

@@ -11,7 +11,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 CXX=clang++ CC=clang cmake -S . -B build-fuzz -G Ninja -DDSDOCTOR_FUZZ_ONLY=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz
-for target in framing log hostfile ds_config trace events run_dir agent_request sample_delta; do
+for target in framing log hostfile ds_config trace events run_dir agent_request sample_delta pickle; do
   mkdir -p "build-fuzz/corpus/$target"
   echo "fuzz: $target for ${seconds}s"
   "build-fuzz/bin/${target}_fuzz" -max_total_time="$seconds" -max_len=8192 -print_final_stats=1 \

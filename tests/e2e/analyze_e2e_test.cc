@@ -68,6 +68,33 @@ std::string LineAt(const std::string& where) {
   return "";
 }
 
+// A folder of PyTorch Flight Recorder dumps from a user's own job (torch 2.15, gloo, 3 ranks: rank 0
+// in broadcast while ranks 1-2 all-reduce; docs/flight-recorder.md): read natively, the odd rank is
+// named with its line. With a rank's dump missing, the report says so and is never a clean exit.
+TEST(AnalyzeE2eTest, FlightRecorderDumpsNameTheRankThatCalledAnotherCollective) {
+  auto a = Analyze({FR_GLOO_MISMATCH});
+  EXPECT_EQ(a.exit_code, 1) << a.out << a.err;
+  ASSERT_TRUE(a.report.is_object()) << a.out << a.err;
+  ASSERT_FALSE(a.report["findings"].empty()) << a.out;
+  const auto& f = a.report["findings"][0];
+  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << a.out;
+  EXPECT_EQ(Ranks(f), std::vector<int>{0});
+  EXPECT_NE(f["summary"].get<std::string>().find("broadcast#4 float32 x4 @make_gloo_dumps.py:31"), std::string::npos)
+      << f["summary"];
+  std::string partial = fs::temp_directory_path() / ("dsd-fr-partial-" + std::to_string(::getpid()));
+  fs::create_directories(partial);
+  fs::copy_file(std::string(FR_GLOO_MISMATCH) + "/rank_1", partial + "/rank_1", fs::copy_options::overwrite_existing);
+  fs::copy_file(std::string(FR_GLOO_MISMATCH) + "/rank_2", partial + "/rank_2", fs::copy_options::overwrite_existing);
+  auto p = Analyze({partial});
+  fs::remove_all(partial);
+  EXPECT_EQ(p.exit_code, 1) << p.out << p.err;
+  ASSERT_TRUE(p.report.is_object()) << p.out << p.err;
+  ASSERT_TRUE(p.report.contains("evidence_missing")) << p.out;
+  EXPECT_NE(p.report["evidence_missing"][0].get<std::string>().find("rank 0: no Flight Recorder dump"),
+            std::string::npos)
+      << p.out;
+}
+
 TEST(AnalyzeE2eTest, RealMpirunTorchJobNamesTheRankThatRanOutOfMemoryFirst) {
   REQUIRE_TORCH();
   std::string log = fs::temp_directory_path() / ("dsd-analyze-mpi-" + std::to_string(::getpid()) + ".log");
