@@ -33,6 +33,17 @@ int SafeInt(std::string_view s) {
   return v;
 }
 
+// A field of the type the format gives it, else the default: a dump comes from the user's job, and
+// nlohmann's value() throws on a type it did not expect.
+std::string Str(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+bool Bool(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 // torch's dtype names (c10::ScalarType) as the trace's.
 std::string DtypeName(const std::string& t) {
   static const std::map<std::string, std::string> kNames = {{"Float", "float32"},
@@ -88,7 +99,7 @@ std::string Callsite(const nlohmann::json& frames) {
   std::string inner;
   for (const auto& fr : frames) {
     if (!fr.is_object()) continue;
-    std::string file = fr.value("filename", ""), name = fr.value("name", "");
+    std::string file = Str(fr, "filename"), name = Str(fr, "name");
     int line = fr.contains("line") && fr["line"].is_number_integer() ? fr["line"].get<int>() : 0;
     std::string base = file.substr(file.rfind('/') == std::string::npos ? 0 : file.rfind('/') + 1);
     if (!LibraryFile(file)) {
@@ -131,7 +142,7 @@ int WorldOf(const nlohmann::json& doc) {
   if (cfg == doc.end() || !cfg->is_object()) return 0;
   for (const auto& [name, pg] : cfg->items()) {
     if (!(name.empty() || name == "0") || !pg.is_object()) continue;
-    std::string ranks = pg.value("ranks", "");
+    std::string ranks = Str(pg, "ranks");
     if (ranks.empty()) continue;
     return static_cast<int>(std::count(ranks.begin(), ranks.end(), ',')) + 1;
   }
@@ -193,8 +204,8 @@ diagnosis::RankState RankStateFromDump(const FlightRecorderDump& dump, size_t ke
     if (!e.is_object()) continue;
     diagnosis::OpRecord rec;
     int peer = -1;
-    rec.op = OpName(e.value("profiling_name", ""), dump.rank, &peer);
-    bool p2p = e.value("is_p2p", false) || rec.op == "send" || rec.op == "recv";
+    rec.op = OpName(Str(e, "profiling_name"), dump.rank, &peer);
+    bool p2p = Bool(e, "is_p2p") || rec.op == "send" || rec.op == "recv";
     rec.seq = static_cast<uint64_t>(std::max<int64_t>(0, Int(e, p2p ? "p2p_seq_id" : "collective_seq_id")));
     rec.peer = p2p ? peer : -1;
     rec.comm = CommOf(e.contains("process_group") ? e["process_group"] : nlohmann::json());
@@ -212,7 +223,7 @@ diagnosis::RankState RankStateFromDump(const FlightRecorderDump& dump, size_t ke
     }
     rec.callsite = Callsite(e.contains("frames") ? e["frames"] : nlohmann::json());
     rec.started_ns = Int(e, "time_created_ns");
-    std::string state = e.value("state", "");
+    std::string state = Str(e, "state");
     bool done = state == "completed" || (e.contains("retired") && e["retired"] == true);
     rec.state = done ? "completed" : state == "started" ? "started" : "enqueued";
     rec.ended_ns = done ? std::max(Int(e, "time_discovered_completed_ns"), rec.started_ns) : 0;

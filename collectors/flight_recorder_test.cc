@@ -34,6 +34,23 @@ TEST(FlightRecorderTest, RealDumpsBecomeTraceRecordsJoinedByGroupAndSequence) {
   EXPECT_EQ(r.in_flight->callsite, "make_gloo_dumps.py:31") << "the program's frame, past torch's";
 }
 
+// Fields of unexpected types (a dump is the user's job's) are left out, never thrown on.
+TEST(FlightRecorderTest, FieldsOfTheWrongTypeAreLeftOutNotThrownOn) {
+  FlightRecorderDump d;
+  d.rank = 1;
+  d.doc = nlohmann::json::parse(R"({"entries": [
+      {"profiling_name": 7, "is_p2p": "yes", "state": [], "collective_seq_id": "x", "input_sizes": [[2, "a"], 3],
+       "input_dtypes": [1], "frames": [{"filename": 5, "name": null, "line": "9"}, 3], "process_group": {"a": 1}},
+      {"profiling_name": "nccl:send 1->0", "is_p2p": true, "p2p_seq_id": 2, "state": "started"}]})");
+  auto r = RankStateFromDump(d);
+  ASSERT_EQ(r.recent.size(), 2u);
+  EXPECT_EQ(r.recent[1].op, "send");
+  EXPECT_EQ(r.recent[1].peer, 0);
+  EXPECT_EQ(r.recent[1].seq, 2u);
+  ASSERT_TRUE(r.in_flight.has_value());
+  EXPECT_EQ(r.in_flight->op, "send");
+}
+
 TEST(FlightRecorderTest, ADirOfDumpsIsDiagnosedAsAJobAndNamesTheOddRank) {
   std::vector<std::string> warnings;
   auto job = LoadFlightRecorderDir(kGlooMismatch, &warnings);

@@ -303,7 +303,10 @@ class Parser {
       nlohmann::json k, v;
       if (Status st = Convert(n.items[i], depth + 1, made, &k); !st.ok()) return st;
       if (Status st = Convert(n.items[i + 1], depth + 1, made, &v); !st.ok()) return st;
-      (*out)[k.is_string() ? k.get<std::string>() : k.dump()] = std::move(v);
+      // A key that is not a string, by its JSON text (a str key with bytes that are not UTF-8 can be
+      // inside it: replaced, never thrown on).
+      (*out)[k.is_string() ? k.get<std::string>() : k.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)] =
+          std::move(v);
     }
     return Status::Ok();
   }

@@ -87,6 +87,12 @@ TEST(PickleTest, TornSelfContainingAndExplodingPicklesAreNamedErrors) {
   auto boom = ParsePickle(real, small);
   ASSERT_FALSE(boom.ok());
   EXPECT_NE(boom.status().message().find("more than 100000 values"), std::string::npos) << boom.status().ToString();
+  // A tuple key holding a str that is not UTF-8 (found by pickle_fuzz): a value, never an exception.
+  auto odd =
+      ParsePickle(PICKLE("\x80\x02\x7d\x28\x58\x07\x00\x00\x00\x76\x6e\x71\x85\x85\x85\x85\x85\x85\x85"
+                         "\x4b\x04\x73\x75\x2e"));
+  ASSERT_TRUE(odd.ok()) << odd.status().ToString();
+  EXPECT_EQ(odd->size(), 1u);
   EXPECT_FALSE(ParsePickle("").ok());
   EXPECT_FALSE(ParsePickle(std::string("\x80\x09", 2)).ok()) << "protocol 9";
 }
