@@ -377,7 +377,9 @@ TEST_P(TorchPlacementTest, ARankThatLeftItsLoopEarlyIsNamedNotThePeersThatLostIt
   EXPECT_TRUE(summary.find("exited with code 0") != std::string::npos || summary.find("SIGABRT") != std::string::npos)
       << summary;
   for (const auto& g : r.report["findings"])
-    if (g["code"] == "COMM_ERROR") EXPECT_EQ(g["severity"], "warning") << g.dump();
+    if (g["code"] == "COMM_ERROR") {
+      EXPECT_EQ(g["severity"], "warning") << g.dump();
+    }
 }
 
 TEST_P(TorchPlacementTest, SendRecvDeadlockIsAP2pDeadlockNotAMismatch) {
