@@ -5,6 +5,20 @@
 # libFuzzer run of each fuzz target (FUZZ_SECONDS, default 20; 0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The tests leave their run dirs under /tmp for a failing test's evidence; the whole suite leaves
+# about 1 GB, and CI's disk is shared. At exit, what this run made under /tmp (absent at its start,
+# ours, with the names our tests and Python's tempfile give) is removed.
+before=$(mktemp /tmp/dsd-suite-before.XXXXXX)
+ls -A /tmp > "$before"
+sweep() {
+  local name
+  while IFS= read -r name; do
+    case "$name" in dsd-* | dsd_* | dsdtrace-* | pymp-* | tmp*) ;; *) continue ;; esac
+    if [[ -O "/tmp/$name" ]]; then rm -rf -- "/tmp/$name"; fi
+  done < <(ls -A /tmp | grep -vxF -f "$before")
+  rm -f "$before"
+}
+trap sweep EXIT
 ./scripts/build.sh
 ctest --test-dir build -j "$(nproc)" --output-on-failure --timeout 300
 if [[ "${ASAN:-1}" != 0 ]]; then
