@@ -19,6 +19,8 @@ namespace {
 constexpr int64_t kMaxRank = (1 << 20) - 1;
 constexpr int64_t kMaxId = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMinId = std::numeric_limits<int64_t>::min();
+// Flight Recorder incidents of one run (the coordinator asks for a few at most).
+constexpr int64_t kMaxIncident = 1 << 20;
 
 // A field the checks above have passed (or its default when absent).
 template <typename T>
@@ -29,9 +31,9 @@ T Get(const json& j, const char* key, T fallback) {
 
 // The files a node sends whole; a rank's log streams (sample entries and "log" messages) instead.
 Result<RankFile> RankFileFromName(std::string_view name) {
-  for (RankFile kind : {RankFile::kTrace, RankFile::kExit, RankFile::kStack})
+  for (RankFile kind : {RankFile::kTrace, RankFile::kExit, RankFile::kStack, RankFile::kFlightRecorder})
     if (name == RankFileExtension(kind)) return kind;
-  return InvalidArgument("file: field 'kind' must be one of trace, exit, stack");
+  return InvalidArgument("file: field 'kind' must be one of trace, exit, stack, flight_recorder");
 }
 
 Result<std::string> Base64Field(const json& j, const char* key, const char* what) {
@@ -132,9 +134,11 @@ json WriteRunControl(const RunControl& message) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, StopMessage>)
           return {{"type", "stop"}, {"signal", m.signal}};
-        else if constexpr (std::is_same_v<T, StacksRequest>)
-          return {{"type", "stacks"}, {"id", m.id}, {"ranks", m.ranks}};
-        else
+        else if constexpr (std::is_same_v<T, StacksRequest>) {
+          json j = {{"type", "stacks"}, {"id", m.id}, {"ranks", m.ranks}};
+          if (m.flight_recorder_incident) j["flight_recorder_incident"] = m.flight_recorder_incident;
+          return j;
+        } else
           return {{"type", "resync"}, {"ranks", m.ranks}};
       },
       message);
@@ -148,8 +152,12 @@ Result<RunControl> ReadRunControl(const json& j) {
     return RunControl{StopMessage{Get(j, "signal", 15)}};
   }
   if (type == "stacks") {
-    DSD_RETURN_IF_ERROR(f.Int("id", kMinId, kMaxId).IntList("ranks", 1 << 20, 0, kMaxRank).status());
-    return RunControl{StacksRequest{Get<int64_t>(j, "id", 0), Get(j, "ranks", std::vector<int>{})}};
+    DSD_RETURN_IF_ERROR(f.Int("id", kMinId, kMaxId)
+                            .IntList("ranks", 1 << 20, 0, kMaxRank)
+                            .Int("flight_recorder_incident", 0, kMaxIncident)
+                            .status());
+    return RunControl{StacksRequest{Get<int64_t>(j, "id", 0), Get(j, "ranks", std::vector<int>{}),
+                                    Get(j, "flight_recorder_incident", 0)}};
   }
   if (type == "resync") {
     DSD_RETURN_IF_ERROR(f.IntList("ranks", 1 << 20, 0, kMaxRank).status());
@@ -177,6 +185,7 @@ json WriteAgentRunMessage(const AgentRunMessage& message) {
                     {"offset", m.offset},
                     {"bytes", Base64Encode(m.bytes)}};
           if (m.end) j["end"] = true, j["size"] = m.size;
+          if (m.kind == RankFile::kFlightRecorder) j["incident"] = m.incident;
           return j;
         } else if constexpr (std::is_same_v<T, StacksReply>) {
           json stacks = json::array();
@@ -221,9 +230,12 @@ Result<AgentRunMessage> ReadAgentRunMessage(const json& j) {
         .Int("offset", 0, static_cast<int64_t>(kMaxFileBytes), true)
         .String("bytes", kMaxValue, true)
         .Bool("end")
-        .Int("size", 0, static_cast<int64_t>(kMaxFileBytes));
+        .Int("size", 0, static_cast<int64_t>(kMaxFileBytes))
+        .Int("incident", 0, kMaxIncident);
     DSD_RETURN_IF_ERROR(f.status());
     DSD_ASSIGN_OR_RETURN(RankFile kind, RankFileFromName(j.at("kind").get<std::string>()));
+    if (kind == RankFile::kFlightRecorder && Get(j, "incident", 0) < 1)
+      return InvalidArgument("file: field 'incident' is missing (a flight_recorder file)");
     DSD_ASSIGN_OR_RETURN(std::string raw, Base64Field(j, "bytes", "file"));
     FileMessage m{j.at("rank").get<int>(),        kind,
                   j.at("offset").get<uint64_t>(), std::move(raw),
@@ -233,6 +245,7 @@ Result<AgentRunMessage> ReadAgentRunMessage(const json& j) {
       return InvalidArgument("file: field 'size' is below the end of its last piece");
     if (m.offset + m.bytes.size() > kMaxFileBytes)
       return InvalidArgument("file: a piece past " + std::to_string(kMaxFileBytes) + " bytes");
+    m.incident = Get(j, "incident", 0);
     return AgentRunMessage{std::move(m)};
   }
   if (type == "stacks") {
@@ -258,14 +271,14 @@ Result<AgentRunMessage> ReadAgentRunMessage(const json& j) {
   return Unimplemented("unknown run stream message '" + type + "'");
 }
 
-std::vector<FileMessage> FileMessages(int rank, RankFile kind, std::string_view content) {
+std::vector<FileMessage> FileMessages(int rank, RankFile kind, std::string_view content, int incident) {
   size_t used = content.size();
   while (used > 0 && content[used - 1] == '\0') --used;
   std::vector<FileMessage> out;
   size_t at = 0;
   do {
     const size_t n = std::min(kFilePieceBytes, used - at);
-    out.push_back({rank, kind, at, std::string(content.substr(at, n)), false, 0});
+    out.push_back({rank, kind, at, std::string(content.substr(at, n)), false, 0, incident});
     at += n;
   } while (at < used);
   out.back().end = true;

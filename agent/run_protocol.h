@@ -79,6 +79,9 @@ struct StopMessage {
 struct StacksRequest {
   int64_t id = 0;  // repeated by the reply: the coordinator drops replies to older requests
   std::vector<int> ranks;
+  // Non-zero: first make every torch rank of the node dump its Flight Recorder for this incident
+  // (docs/flight-recorder.md "Dumps on a hang"); an agent that does not mirror keeps them on disk.
+  int flight_recorder_incident = 0;
 };
 // The coordinator refused a delta of these ranks: their next entries are keyframes.
 struct ResyncMessage {
@@ -121,6 +124,7 @@ struct FileMessage {
   std::string bytes;  // raw: base64 on the wire
   bool end = false;
   uint64_t size = 0;  // with end
+  int incident = 0;   // kFlightRecorder: the incident the dump belongs to (RunDir::FlightRecorderDump)
 };
 
 struct StackEntry {
@@ -162,7 +166,7 @@ inline constexpr size_t kInlineLogBytes = 256u << 10;
 
 // The pieces of one file as FileMessages (at least one, the last with `end`). Trailing zero bytes
 // are not sent: `size` restores them.
-std::vector<FileMessage> FileMessages(int rank, RankFile kind, std::string_view content);
+std::vector<FileMessage> FileMessages(int rank, RankFile kind, std::string_view content, int incident = 0);
 
 // ---- the sample frame ---------------------------------------------------------------------------
 //

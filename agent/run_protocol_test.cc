@@ -124,6 +124,12 @@ TEST(RunProtocolTest, ControlMessagesReadBackAndBadOnesAreRefused) {
   auto stacks = ReadRunControl(WriteRunControl(StacksRequest{7, {0, 3}}));
   EXPECT_EQ(std::get<StacksRequest>(*stacks).id, 7);
   EXPECT_EQ(std::get<StacksRequest>(*stacks).ranks, (std::vector<int>{0, 3}));
+  EXPECT_EQ(std::get<StacksRequest>(*stacks).flight_recorder_incident, 0) << "no dumps unless asked";
+  auto with_dumps = ReadRunControl(WriteRunControl(StacksRequest{8, {}, 2}));
+  ASSERT_TRUE(with_dumps.ok()) << with_dumps.status().ToString();
+  EXPECT_EQ(std::get<StacksRequest>(*with_dumps).flight_recorder_incident, 2);
+  EXPECT_TRUE(std::get<StacksRequest>(*with_dumps).ranks.empty()) << "a node with no stack to take still dumps";
+  EXPECT_FALSE(ReadRunControl({{"type", "stacks"}, {"flight_recorder_incident", -1}}).ok());
   EXPECT_EQ(std::get<StopMessage>(*ReadRunControl({{"type", "stop"}})).signal, 15) << "SIGTERM by default";
   // Parsed JSON holds non-negative integers as unsigned: the lower bounds must hold for them too.
   EXPECT_FALSE(ReadRunControl(json::parse(R"({"type":"stop","signal":0})")).ok());
@@ -144,6 +150,7 @@ TEST(RunProtocolTest, AgentMessagesReadBackAsWritten) {
       HeartbeatMessage{123},
       DoneMessage{},
       ErrorMessage{"spawn_failed", "no such file"},
+      FileMessage{5, RankFile::kFlightRecorder, 0, std::string("\x80\x02}", 3), true, 3, 2},
   };
   for (const auto& m : messages) {
     const json j = WriteAgentRunMessage(m);
@@ -166,6 +173,10 @@ TEST(RunProtocolTest, AgentMessagesReadBackAsWritten) {
   EXPECT_EQ(file.bytes, std::string("\0\1\2", 3));
   EXPECT_TRUE(file.end);
   EXPECT_EQ(file.size, 8192u);
+  auto dump = std::get<FileMessage>(*ReadAgentRunMessage(WriteAgentRunMessage(messages[7])));
+  EXPECT_EQ(dump.kind, RankFile::kFlightRecorder);
+  EXPECT_EQ(dump.incident, 2) << "a Flight Recorder dump belongs to its incident's folder";
+  EXPECT_EQ(dump.rank, 5);
   auto stacks = std::get<StacksReply>(*ReadAgentRunMessage(WriteAgentRunMessage(messages[3])));
   EXPECT_EQ(stacks.id, 5);
   ASSERT_EQ(stacks.stacks.size(), 2u);
@@ -193,6 +204,8 @@ TEST(RunProtocolTest, BadAgentMessagesNameTheField) {
        "field 'size' is missing"},
       {{{"type", "file"}, {"rank", 1}, {"kind", "exit"}, {"offset", 4}, {"bytes", "MA=="}, {"end", true}, {"size", 2}},
        "below the end of its last piece"},
+      {{{"type", "file"}, {"rank", 1}, {"kind", "flight_recorder"}, {"offset", 0}, {"bytes", ""}},
+       "field 'incident' is missing"},
       {{{"type", "stacks"}, {"stacks", {{{"rank", "x"}}}}}, "stacks.stacks[0]: field 'rank'"},
       {{{"type", "heartbeat"}, {"now_ns", "soon"}}, "field 'now_ns'"},
   };

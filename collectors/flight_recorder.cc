@@ -17,22 +17,6 @@ namespace {
 constexpr size_t kMaxDumpBytes = size_t{1} << 30;  // a 2,000-entry dump is a few MiB
 constexpr int kMaxRanks = 1 << 20;
 
-std::string ToLower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// A decimal number of at most 9 digits (0 otherwise): ranks and sequence numbers in names.
-int SafeInt(std::string_view s) {
-  if (s.empty() || s.size() > 9) return 0;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return 0;
-    v = v * 10 + (c - '0');
-  }
-  return v;
-}
-
 // A field of the type the format gives it, else the default: a dump comes from the user's job, and
 // nlohmann's value() throws on a type it did not expect.
 std::string Str(const nlohmann::json& j, const char* key) {
@@ -93,6 +77,14 @@ bool LibraryFile(const std::string& f) {
          StartsWith(f, "<");
 }
 
+// dsdoctor's own Python tracer (python/dsdoctor_tracer.py, its generated wrappers "<dsdoctor
+// tracer: barrier>", sitecustomize.py beside it): in a dump `dsdoctor run` asked for, never the
+// program's frame nor the function it called.
+bool TracerFrame(const std::string& f) {
+  return StartsWith(f, "<dsdoctor tracer") || EndsWith(f, "/dsdoctor_tracer.py") ||
+         EndsWith(f, "/dsdoctor/python/sitecustomize.py");
+}
+
 // "train.py:92 (engine.save_checkpoint)" from the entry's frames (innermost first), as the tracer's.
 std::string Callsite(const nlohmann::json& frames) {
   if (!frames.is_array()) return "";
@@ -102,6 +94,7 @@ std::string Callsite(const nlohmann::json& frames) {
     std::string file = Str(fr, "filename"), name = Str(fr, "name");
     int line = fr.contains("line") && fr["line"].is_number_integer() ? fr["line"].get<int>() : 0;
     std::string base = file.substr(file.rfind('/') == std::string::npos ? 0 : file.rfind('/') + 1);
+    if (TracerFrame(file)) continue;
     if (!LibraryFile(file)) {
       std::string site = base + ":" + std::to_string(line);
       std::string fn = !inner.empty() ? inner : name == "<module>" ? "" : name;

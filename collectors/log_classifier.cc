@@ -35,19 +35,6 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// A decimal that fits an int; 0 otherwise (a "line 99999999999" must not throw).
-int SafeInt(std::string_view digits) {
-  bool negative = !digits.empty() && digits[0] == '-';
-  if (negative) digits.remove_prefix(1);
-  if (digits.empty() || digits.size() > 9) return 0;
-  int v = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return 0;
-    v = v * 10 + (c - '0');
-  }
-  return negative ? -v : v;
-}
-
 RE2::Options Quiet() {
   RE2::Options o;
   o.set_log_errors(false);

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <set>
 
 #include "collectors/python_tracer.h"
@@ -45,6 +46,7 @@ std::map<std::string, std::string> NodeRanks::RankEnv(const RankToStart& rank,
   auto env = options_.env;
   for (const auto& [k, v] : rank.env) env[k] = v;
   if (tracer) AddPythonTracer(*tracer, &env);
+  if (tracer && options_.python) AddFlightRecorder(options_.run_dir, &env);
   if (nccl_profiler) AddNcclProfiler(*nccl_profiler, &env);
   return env;
 }
@@ -203,6 +205,37 @@ std::vector<NodeStack> NodeRanks::Stacks(const std::vector<int>& ranks, const st
     }
   }
   return out;
+}
+
+Status NodeRanks::RequestFlightRecorder(int incident) {
+  // The tracers make the incident's folder when they dump: a torch without a recorder leaves none.
+  std::error_code ec;
+  std::filesystem::create_directories(options_.run_dir.FlightRecorderDir(), ec);
+  if (ec) return Internal(options_.run_dir.FlightRecorderDir() + ": " + ec.message());
+  return WriteFileAtomic(options_.run_dir.FlightRecorderRequest(), std::to_string(incident) + "\n");
+}
+
+std::vector<NodeRanks::FlightRecorderFile> NodeRanks::FlightRecorderDumps(int incident, Duration wait,
+                                                                          const std::function<void()>& between) {
+  const MonoTime until = clock_->Now() + wait;
+  std::vector<FlightRecorderFile> out;
+  for (;;) {
+    out.clear();
+    bool all = true;
+    for (const auto& m : monitors_) {
+      const auto& st = m.state();
+      std::string path = options_.run_dir.FlightRecorderDump(incident, st.rank);
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(path, ec)) {
+        out.push_back({st.rank, std::move(path)});
+      } else if (st.status == diagnosis::RankStatus::kRunning && st.flight_recorder) {
+        all = false;
+      }
+    }
+    if (all || clock_->Now() >= until) return out;
+    if (between) between();
+    clock_->Sleep(std::chrono::milliseconds(200));
+  }
 }
 
 int64_t NodeRanks::NowNs() const { return WallNs(*clock_); }

@@ -98,6 +98,20 @@ class NodeRanks {
   // rank-<r>.stack ("# tool" first). `between` runs between two captures (each can take seconds).
   std::vector<NodeStack> Stacks(const std::vector<int>& ranks, const std::function<void()>& between = {});
 
+  // PyTorch's Flight Recorder (docs/flight-recorder.md "Dumps on a hang"): writes the node's request
+  // file, which the tracer of every torch rank watches, so each dumps its recorder for `incident`
+  // into RunDir::FlightRecorderDump(incident, rank). Errors: the file could not be written.
+  Status RequestFlightRecorder(int incident);
+  // The dumps of `incident` on disk: waits, calling `between` every ~200 ms, until each running rank
+  // whose tracer watches for requests (RankState::flight_recorder: torch 2.x, torch.distributed set
+  // up) wrote its dump or `wait` has passed (a rank stuck with the interpreter's lock held writes none).
+  struct FlightRecorderFile {
+    int rank = 0;
+    std::string path;
+  };
+  std::vector<FlightRecorderFile> FlightRecorderDumps(int incident, Duration wait,
+                                                      const std::function<void()>& between = {});
+
   // Every rank exited (after a stop, a rank never handed over counts as ended).
   bool AllExited() const;
   int64_t NowNs() const;  // the clock's wall time, as Tick stamps samples

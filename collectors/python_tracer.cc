@@ -52,12 +52,25 @@ void AddPmpiTracer(const std::string& lib, std::map<std::string, std::string>* e
   if (preload.find(lib) == std::string::npos) preload = preload.empty() ? lib : lib + ":" + preload;
 }
 
+namespace {
+// A variable as the rank will see it: env's (where "" means unset), else ours.
+std::string RankValue(const std::map<std::string, std::string>& env, const char* name) {
+  if (auto it = env.find(name); it != env.end()) return it->second;
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+}  // namespace
+
+void AddFlightRecorder(const RunDir& dir, std::map<std::string, std::string>* env) {
+  if (!RankValue(*env, "DSDOCTOR_FR_DIR").empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir.FlightRecorderWatchdog(), ec);
+  std::filesystem::create_directories(std::filesystem::path(dir.FlightRecorderPipePrefix()).parent_path(), ec);
+  (*env)["DSDOCTOR_FR_DIR"] = dir.FlightRecorderDir();
+}
+
 void AddNcclProfiler(const std::string& plugin, std::map<std::string, std::string>* env) {
-  auto value = [&](const char* name) -> std::string {
-    if (auto it = env->find(name); it != env->end()) return it->second;
-    const char* v = std::getenv(name);
-    return v ? v : "";
-  };
+  auto value = [&](const char* name) { return RankValue(*env, name); };
   if (value("DSDOCTOR_NCCL_PROFILER") == "off") return;
   std::string user = value("NCCL_PROFILER_PLUGIN");
   if (user == plugin) return;

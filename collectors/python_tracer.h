@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "common/run_files.h"
+
 namespace dsd::collectors {
 
 struct PythonTracer {
@@ -33,6 +35,12 @@ std::optional<std::string> FindNcclProfiler();
 // default libnccl-profiler.so is chained if it exists ("?libnccl-profiler.so"). NCCL_PROFILER_PLUGIN=none
 // (any case) and DSDOCTOR_NCCL_PROFILER=off (`run --no-nccl-profiler`) leave the environment as it is.
 void AddNcclProfiler(const std::string& plugin, std::map<std::string, std::string>* env);
+
+// Turns PyTorch's Flight Recorder to the run dir (docs/flight-recorder.md "Dumps on a hang"):
+// DSDOCTOR_FR_DIR = its flight_recorder/ folder (made here, with watchdog/ and pipe/), unless the
+// user set it. The tracer reads it at init_process_group: it dumps there on the coordinator's
+// request, and points torch's own variables there, under the names the running torch reads.
+void AddFlightRecorder(const RunDir& dir, std::map<std::string, std::string>* env);
 
 // libdsdoctor-pmpi.so beside this binary (lib/dsdoctor/), for MPI programs: MPI's profiling
 // interface, preloaded (tracers/pmpi_tracer.cc).

@@ -12,6 +12,7 @@
 #include "collectors/log_classifier.h"
 #include "collectors/log_scan.h"
 #include "collectors/stack.h"
+#include "collectors/torchelastic_error.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/run_files.h"
@@ -55,6 +56,7 @@ void ApplyTrace(const runtime::TraceSnapshot& t, diagnosis::RankState* rank, siz
   rank->heartbeat_ns = t.heartbeat_ns;
   rank->watchdog_fired = t.flags & runtime::kTraceFlagWatchdogFired;
   rank->finished = t.flags & runtime::kTraceFlagFinished;
+  rank->flight_recorder = t.flags & runtime::kTraceFlagFlightRecorder;
   rank->last_error = t.last_error;
   if (t.records_unchanged) return;  // the calls are as the previous snapshot left them
   rank->in_flight.reset();
@@ -166,6 +168,20 @@ Status AddCombinedLogs(const std::vector<std::string>& paths, diagnosis::JobStat
   return Status::Ok();
 }
 
+// A small file whose text is a torchrun error file (collectors/torchelastic_error.h); nullopt for
+// anything else, standard input included (it is read once, as a log).
+std::optional<TorchElasticError> ReadTorchElasticErrorFile(const std::string& path) {
+  constexpr size_t kMaxErrorFileBytes = 16u << 20;
+  struct stat st;
+  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<size_t>(st.st_size) > kMaxErrorFileBytes)
+    return std::nullopt;
+  auto head = ReadFileRange(path, 0, 64);
+  if (!head.ok() || Trim(*head).empty() || Trim(*head)[0] != '{') return std::nullopt;
+  auto text = ReadFile(path, kMaxErrorFileBytes);
+  return text.ok() ? ParseTorchElasticError(*text) : std::nullopt;
+}
+
 Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, const RunDirOptions& options,
                                      std::vector<std::string>* warnings) {
   if (paths.empty()) return InvalidArgument("analyze: no path given (a run dir, log files, or - for standard input)");
@@ -190,6 +206,11 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   LogScanner scanner(scan_options);
   scanner.ExpectBytes(TotalBytes(paths));
   for (const std::string& p : paths) {
+    // torchrun's error file (TORCHELASTIC_ERROR_FILE): the traceback it holds, as its rank's output.
+    if (auto error = ReadTorchElasticErrorFile(p)) {
+      scanner.AddText(TorchElasticErrorAsLog(*error), {p, TorchElasticErrorRank(p), p});
+      continue;
+    }
     // A rank's log by its name (common/run_files.h); any other file is a combined log.
     const auto named = ParseRunFilePath(p);
     int rank = named && named->kind == RankFile::kLog ? named->rank : -1;
@@ -217,6 +238,64 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   job.job_ended = !job.ranks.empty() && std::all_of(job.ranks.begin(), job.ranks.end(),
                                                     [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
   return job;
+}
+
+// The Flight Recorder dumps of a run (docs/flight-recorder.md "In a run dir"): the newest incident
+// dsdoctor asked for, else what torch's watchdog dumped on a timeout. Torch numbers collectives its
+// own way (per process group, counting calls the tracer does not see), so the dumps never mix with
+// the tracer's records: they stand in for them when no rank left a trace of ours (the tracer was
+// off, the files were lost), and are pointed at otherwise.
+void AddFlightRecorderDumps(const RunDir& run_dir, diagnosis::JobState* job, int64_t* latest_ns,
+                            std::vector<std::string>* warnings) {
+  std::string dir;
+  int newest = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir.FlightRecorderDir(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (!StartsWith(name, RunDir::kFlightRecorderIncidentPrefix)) continue;
+    int n = SafeInt(name.substr(std::string_view(RunDir::kFlightRecorderIncidentPrefix).size()));
+    if (n > newest) newest = n, dir = e.path().string();
+  }
+  std::vector<std::string> fr_warnings;
+  Result<diagnosis::JobState> fr = NotFound("");
+  if (!dir.empty()) fr = LoadFlightRecorderDir(dir, &fr_warnings);
+  if (!fr.ok()) {
+    dir = run_dir.FlightRecorderWatchdog();
+    fr = LoadFlightRecorderDir(dir, &fr_warnings);
+  }
+  if (!fr.ok()) return;
+  const bool traced = std::any_of(job->ranks.begin(), job->ranks.end(),
+                                  [](const diagnosis::RankState& r) { return r.has_trace && r.last; });
+  int dumped = 0;
+  for (const auto& r : fr->ranks) dumped += r.has_trace;
+  if (traced) {
+    if (warnings)
+      warnings->push_back(dir + ": PyTorch Flight Recorder dumps of " + std::to_string(dumped) +
+                          " ranks, beside the traces (torch's own view: dsdoctor analyze " + dir + ")");
+    return;
+  }
+  if (warnings) {
+    warnings->push_back(
+        dir + ": no rank left a dsdoctor trace; their collectives come from PyTorch's Flight Recorder dumps (" +
+        std::to_string(dumped) + " of " + std::to_string(fr->world_size) + " ranks)");
+    for (auto& w : fr_warnings) warnings->push_back(std::move(w));
+  }
+  if (fr->world_size > job->world_size) {
+    job->world_size = fr->world_size;
+    job->ranks.resize(job->world_size);
+    for (int r = 0; r < job->world_size; ++r) job->ranks[r].rank = r;
+  }
+  for (const auto& from : fr->ranks) {
+    if (!from.has_trace || from.rank < 0 || from.rank >= job->world_size) continue;
+    diagnosis::RankState& into = job->ranks[from.rank];
+    into.has_trace = true;
+    into.recent = from.recent;
+    into.last = from.last;
+    into.in_flight = from.in_flight;
+    if (into.status == diagnosis::RankStatus::kNotStarted) into.status = diagnosis::RankStatus::kRunning;
+  }
+  for (auto& m : fr->evidence_missing) job->evidence_missing.push_back(std::move(m));
+  *latest_ns = std::max(*latest_ns, fr->now_ns);
 }
 
 Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options,
@@ -344,6 +423,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       job.evidence_missing.push_back(RankFileName(r, RankFile::kLog) + ": missing");
     }
   }
+  AddFlightRecorderDumps(run_dir, &job, &latest_ns, warnings);
   // What srun/pdsh/mpirun said while the agents ran (a step killed for memory, a lost node).
   if (struct stat st; ::stat(run_dir.LauncherLog().c_str(), &st) == 0 && st.st_size > 0) {
     if (Status s = scanner.Add({run_dir.LauncherLog(), -1, run_dir.LauncherLog()}); !s.ok() && warnings)

@@ -17,6 +17,8 @@ std::string_view RankFileExtension(RankFile kind) {
       return "exit";
     case RankFile::kStack:
       return "stack";
+    case RankFile::kFlightRecorder:
+      return "flight_recorder";
   }
   return "log";
 }

@@ -16,6 +16,10 @@
 //   agents.json      where each node's agent serves the run, and its ranks: what `dsdoctor attach`
 //                    needs to take the run over (docs/run.md "Taking a run over")
 //   agents.token     the agents' token (0600) while the run is watched; removed when run ends
+//   flight_recorder/ PyTorch's Flight Recorder (docs/flight-recorder.md): `request` (the newest
+//                    incident number, written by the node to make every torch rank dump),
+//                    incident-<n>/rank_<r> (rank r's dump for incident n), watchdog/rank_<r> (dumps
+//                    torch's own watchdog wrote on a timeout), pipe/rank_<r>.pipe (NCCL's dump pipes)
 // Values only; thread-safe.
 #pragma once
 
@@ -25,7 +29,9 @@
 
 namespace dsd {
 
-enum class RankFile { kLog, kTrace, kExit, kStack };
+// kFlightRecorder is a rank's Flight Recorder dump of one incident (FlightRecorderDump): sent over a
+// run stream like the others, never named by RankFileName.
+enum class RankFile { kLog, kTrace, kExit, kStack, kFlightRecorder };
 
 // "log", "trace", "exit", "stack": the extension of a rank's file.
 std::string_view RankFileExtension(RankFile kind);
@@ -65,6 +71,23 @@ class RunDir {
   std::string Agents() const { return Join(kAgents); }
   std::string AgentsToken() const { return Join(kAgentsToken); }
   std::string LauncherLog() const { return Join(kLauncherLog); }
+  std::string FlightRecorderDir() const { return Join(kFlightRecorderDir); }
+  std::string FlightRecorderRequest() const { return Join(std::string(kFlightRecorderDir) + "/request"); }
+  std::string FlightRecorderIncident(int incident) const {
+    return Join(std::string(kFlightRecorderDir) + "/" + kFlightRecorderIncidentPrefix + std::to_string(incident));
+  }
+  std::string FlightRecorderDump(int incident, int rank) const {
+    return FlightRecorderIncident(incident) + "/" + kFlightRecorderDumpPrefix + std::to_string(rank);
+  }
+  // Torch's own dump file and pipe prefixes (TORCH_FR_DUMP_TEMP_FILE, TORCH_NCCL_DEBUG_INFO_PIPE_FILE):
+  // torch appends the rank.
+  std::string FlightRecorderWatchdog() const { return Join(std::string(kFlightRecorderDir) + "/watchdog"); }
+  std::string FlightRecorderWatchdogPrefix() const {
+    return FlightRecorderWatchdog() + "/" + kFlightRecorderDumpPrefix;
+  }
+  std::string FlightRecorderPipePrefix() const {
+    return Join(std::string(kFlightRecorderDir) + "/pipe/" + kFlightRecorderDumpPrefix);
+  }
 
   static constexpr const char* kManifest = "run.json";
   static constexpr const char* kRunId = "run.id";
@@ -77,6 +100,9 @@ class RunDir {
   // What the tool that started every agent (srun, pdsh, mpirun) printed on stderr for the whole
   // run: srun's "task 1: Killed", slurmstepd's memory kill, pdsh's ssh failures.
   static constexpr const char* kLauncherLog = "launcher.log";
+  static constexpr const char* kFlightRecorderDir = "flight_recorder";
+  static constexpr const char* kFlightRecorderIncidentPrefix = "incident-";
+  static constexpr const char* kFlightRecorderDumpPrefix = "rank_";
 
  private:
   std::string Join(std::string_view name) const;

@@ -12,6 +12,12 @@ std::vector<std::string> Split(std::string_view s, char sep);
 // Splits on runs of spaces/tabs, dropping empty tokens.
 std::vector<std::string> SplitWhitespace(std::string_view s);
 bool StartsWith(std::string_view s, std::string_view prefix);
+bool EndsWith(std::string_view s, std::string_view suffix);
+// ASCII lower case (names and keywords; bytes above 127 are left alone).
+std::string ToLower(std::string s);
+// A decimal number of at most 9 digits, '-' allowed first; 0 for anything else (ranks, sequence
+// numbers and codes read from logs and file names: never throws, never overflows).
+int SafeInt(std::string_view digits);
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 std::string HexEncode(std::string_view bytes);
 // Errors on odd length or non-hex characters.

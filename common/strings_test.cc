@@ -13,6 +13,14 @@ TEST(StringsTest, TrimSplitJoin) {
   EXPECT_EQ(Join({"a", "b", "c"}, "@"), "a@b@c");
   EXPECT_TRUE(StartsWith("NCCL_DEBUG", "NCCL_"));
   EXPECT_FALSE(StartsWith("NC", "NCCL_"));
+  EXPECT_TRUE(EndsWith("/x/dsdoctor_tracer.py", "/dsdoctor_tracer.py"));
+  EXPECT_FALSE(EndsWith("py", "/dsdoctor_tracer.py"));
+  EXPECT_EQ(ToLower("AllReduce_Base"), "allreduce_base");
+  EXPECT_EQ(SafeInt("42"), 42);
+  EXPECT_EQ(SafeInt("-3"), -3);
+  EXPECT_EQ(SafeInt("1234567890"), 0);  // 10 digits: could overflow
+  EXPECT_EQ(SafeInt("4x"), 0);
+  EXPECT_EQ(SafeInt(""), 0);
 }
 
 TEST(StringsTest, HexRoundTrip) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "collectors/rank_monitor.h"
 #include "collectors/run_dir.h"
@@ -20,6 +21,8 @@ namespace dsd::coordinator {
 namespace {
 
 constexpr int kExitProblems = 1;  // docs/run.md "Exit code"
+// Flight Recorder incidents one run asks for at most (each dump is a few MB per rank).
+constexpr int kMaxFlightRecorderIncidents = 3;
 
 std::string FindingKey(const diagnosis::Finding& f) { return f.code + ":" + diagnosis::FormatRanks(f.ranks); }
 
@@ -180,7 +183,24 @@ void JobCoordinator::TakeStacks(const diagnosis::Diagnosis& d, int64_t now) {
     }
   }
   const diagnosis::JobState before_job = job_;
-  auto stacks = source_->Stacks(reps);
+  // PyTorch's own record of every rank's collectives, taken at the same moment on every rank (torch
+  // 2.x ranks; others have no recorder and write nothing). A few incidents per run: the first
+  // suspicion, and the proof if it comes later.
+  int incident = 0;
+  if (options_.flight_recorder && (d.hang || d.suspect) && flight_recorder_incidents_ < kMaxFlightRecorderIncidents)
+    incident = ++flight_recorder_incidents_;
+  auto stacks = source_->Stacks(reps, incident);
+  if (incident > 0) {
+    std::error_code ec;
+    const std::string dir = options_.run_dir.FlightRecorderIncident(incident);
+    size_t dumps = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      dumps += e.path().filename().string().rfind(RunDir::kFlightRecorderDumpPrefix, 0) == 0;
+    if (dumps > 0)
+      observer_->OnNotice("PyTorch Flight Recorder: " + std::to_string(dumps) + " of " +
+                          std::to_string(job_.ranks.size()) + " ranks dumped their collectives into " + dir +
+                          " (dsdoctor analyze " + dir + ")");
+  }
   for (const auto& [rep, members] : class_of)
     if (auto it = stacks.find(rep); it != stacks.end())
       for (int r : members) job_.ranks[r].stack = it->second;

@@ -25,7 +25,10 @@ namespace dsd::coordinator {
 
 struct JobOptions {
   std::vector<std::string> command;
-  bool python = false;            // the command runs Python (stacks need py-spy)
+  bool python = false;  // the command runs Python (stacks need py-spy)
+  // Its ranks have the tracer: on a hang or a suspicion, each torch rank is asked for its Flight
+  // Recorder dump too (one folder per incident, a few incidents at most).
+  bool flight_recorder = false;
   RunDir run_dir;                 // rank-<r>.trace are read at the end; run.json is written there
   double timeout_s = 60;          // the stall threshold (run --timeout)
   double hang_after_s = 5;        // the missing-rank threshold (run --hang-after)
@@ -114,6 +117,7 @@ class JobCoordinator {
   int interrupt_signal_ = 0;
   std::string stop_reason_;
   diagnosis::JobState stack_job_;        // the ranks when stacks were last taken
+  int flight_recorder_incidents_ = 0;    // Flight Recorder dumps asked for so far
   diagnosis::Diagnosis hang_diagnosis_;  // what proved the hang we acted on
   std::vector<diagnosis::RankState> at_hang_;
   bool said_no_py_spy_ = false;

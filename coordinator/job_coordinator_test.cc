@@ -78,8 +78,18 @@ class FakeRankSource final : public RankSource {
     for (auto& s : ranks_)
       if (s.status == RankStatus::kRunning && !unreachable.count(s.rank)) Exit(s.rank, 0, sig);
   }
-  std::map<int, std::string> Stacks(const std::vector<int>& want) override {
+  std::map<int, std::string> Stacks(const std::vector<int>& want, int flight_recorder_incident = 0) override {
     stack_requests.push_back(want);
+    if (flight_recorder_incident) {
+      flight_recorder_incidents.push_back(flight_recorder_incident);
+      // What the nodes' tracers would write: one dump per running rank.
+      if (!dumps_into.empty())
+        for (const auto& s : ranks_)
+          if (s.status == RankStatus::kRunning) {
+            std::filesystem::create_directories(dumps_into.FlightRecorderIncident(flight_recorder_incident));
+            (void)WriteFileAtomic(dumps_into.FlightRecorderDump(flight_recorder_incident, s.rank), "dump");
+          }
+    }
     std::map<int, std::string> out;
     for (int r : want) out[r] = "gloo::wait < dsd::runtime::AllReduce";
     return out;
@@ -89,6 +99,8 @@ class FakeRankSource final : public RankSource {
 
   std::vector<int> signals;
   std::vector<std::vector<int>> stack_requests;
+  std::vector<int> flight_recorder_incidents;
+  RunDir dumps_into;  // set: Flight Recorder requests write a dump per running rank here
   std::vector<AgentHealth> health;
   std::set<int> unreachable;  // ranks behind a lost agent: signals never reach them
   bool ignore_sigterm = false;
@@ -235,6 +247,31 @@ TEST_F(JobCoordinatorTest, ProvenHangTakesStacksStopsAndReports) {
   EXPECT_EQ(r.job.ranks[0].status, RankStatus::kRunning) << "described as before our SIGTERM";
   EXPECT_EQ(r.job.ranks[1].stack, "gloo::wait < dsd::runtime::AllReduce");
   EXPECT_EQ(RunJson()["hang"], true);
+}
+
+// A traced torch job that hangs: every rank is asked for its Flight Recorder dump with the stacks,
+// under an incident number, and the notice says where the dumps are. Untraced runs ask nothing.
+TEST_F(JobCoordinatorTest, AHangAsksEveryTorchRankForItsFlightRecorderDump) {
+  JobOptions o;
+  o.python = true;
+  o.flight_recorder = true;
+  auto job = Make(4, o);
+  source_->dumps_into = RunDir(dir_.string());
+  source_->Enter(0, "barrier", 5, "save_checkpoint");
+  for (int r = 1; r < 4; ++r) source_->Enter(r, "all_reduce", 5, "engine.step");
+  EXPECT_TRUE(RunFor(*job, 5));
+  EXPECT_EQ(source_->flight_recorder_incidents, std::vector<int>{1});
+  const std::string dir = RunDir(dir_.string()).FlightRecorderIncident(1);
+  EXPECT_TRUE(std::any_of(recorder_.notices.begin(), recorder_.notices.end(), [&](const std::string& n) {
+    return n.find("4 of 4 ranks dumped their collectives into " + dir) != std::string::npos;
+  })) << ::testing::PrintToString(recorder_.notices);
+
+  auto plain = Make(4);
+  source_->Enter(0, "barrier", 5, "save_checkpoint");
+  for (int r = 1; r < 4; ++r) source_->Enter(r, "all_reduce", 5, "engine.step");
+  EXPECT_TRUE(RunFor(*plain, 5));
+  EXPECT_FALSE(source_->stack_requests.empty());
+  EXPECT_TRUE(source_->flight_recorder_incidents.empty()) << "no tracer, no Flight Recorder request";
 }
 
 // A rank that kept the others waiting for 12 s, then joined: the live warning is kept as a warning

@@ -50,7 +50,9 @@ class MpiRankSource final : public RankSource {
   // The agents signal the ranks they hold; a SIGKILL (a stop's escalation) sends mpirun SIGTERM as
   // well, so that a rank it has not handed over yet does not run on unwatched.
   void Signal(int sig) override;
-  std::map<int, std::string> Stacks(const std::vector<int>& ranks) override { return agents_->Stacks(ranks); }
+  std::map<int, std::string> Stacks(const std::vector<int>& ranks, int flight_recorder_incident = 0) override {
+    return agents_->Stacks(ranks, flight_recorder_incident);
+  }
   std::vector<AgentHealth> Health() const override { return agents_->Health(); }
   bool CaughtUp() const override { return agents_->CaughtUp(); }
   std::vector<diagnosis::LogDirStatus> LogDirs() const override { return agents_->LogDirs(); }

@@ -81,11 +81,17 @@ void DirectSource::Signal(int sig) {
   if (ranks_) ranks_->Signal(sig);
 }
 
-std::map<int, std::string> DirectSource::Stacks(const std::vector<int>& want) {
+std::map<int, std::string> DirectSource::Stacks(const std::vector<int>& want, int flight_recorder_incident) {
   std::map<int, std::string> out;
   if (!ranks_) return out;
+  if (flight_recorder_incident > 0)
+    if (Status st = ranks_->RequestFlightRecorder(flight_recorder_incident); !st.ok())
+      log::Get("run")->warn("Flight Recorder dumps not requested: {}", st.message());
   for (const auto& s : ranks_->Stacks(want))
     if (s.error.empty()) out[s.rank] = s.signature;
+  // The dumps are on disk (this process's run dir): only their wait is ours.
+  if (flight_recorder_incident > 0)
+    (void)ranks_->FlightRecorderDumps(flight_recorder_incident, std::chrono::seconds(5));
   return out;
 }
 
@@ -353,7 +359,7 @@ void AgentSource::Signal(int sig) {
   for (const auto& client : clients) (void)net::SendFrame(client->link(), stop);
 }
 
-std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
+std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want, int flight_recorder_incident) {
   std::vector<Agent*> asked;
   std::vector<std::pair<std::shared_ptr<agent::AgentClient>, nlohmann::json>> requests;  // sent unlocked: may block
   int64_t id = 0;
@@ -368,10 +374,12 @@ std::map<int, std::string> AgentSource::Stacks(const std::vector<int>& want) {
       std::vector<int> mine;
       for (int r : want)
         if (std::find(a->ranks.begin(), a->ranks.end(), r) != a->ranks.end()) mine.push_back(r);
-      if (mine.empty()) continue;
+      // Flight Recorder dumps are asked of every node: the culprit may be a rank whose stack is not.
+      if (mine.empty() && flight_recorder_incident == 0) continue;
       asked.push_back(a.get());
       a->stacks_pending = true;
-      requests.emplace_back(a->client, agent::WriteRunControl(agent::StacksRequest{id, mine}));
+      requests.emplace_back(a->client,
+                            agent::WriteRunControl(agent::StacksRequest{id, mine, flight_recorder_incident}));
     }
   }
   for (const auto& [client, request] : requests) (void)net::SendFrame(client->link(), request);

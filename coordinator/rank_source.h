@@ -48,7 +48,9 @@ class RankSource {
   virtual void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) = 0;
   virtual void Signal(int sig) = 0;
   // rank → stack signature, for the given ranks (one per class); ranks of lost agents are skipped.
-  virtual std::map<int, std::string> Stacks(const std::vector<int>& ranks) = 0;
+  // A non-zero `flight_recorder_incident` first makes every torch rank of every node dump its
+  // Flight Recorder for that incident (into the run dir; mirrored nodes send theirs).
+  virtual std::map<int, std::string> Stacks(const std::vector<int>& ranks, int flight_recorder_incident = 0) = 0;
   // One entry per agent; empty when the ranks are our own children.
   virtual std::vector<AgentHealth> Health() const { return {}; }
   // False while the coordinator is catching up after it was stopped or slow: some agent's newest
@@ -74,7 +76,7 @@ class DirectSource final : public RankSource {
   Status Start(const RunSpec& spec);
   void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
   void Signal(int sig) override;
-  std::map<int, std::string> Stacks(const std::vector<int>& want) override;
+  std::map<int, std::string> Stacks(const std::vector<int>& want, int flight_recorder_incident = 0) override;
   std::vector<diagnosis::LogDirStatus> LogDirs() const override;
 
  private:
@@ -113,7 +115,7 @@ class AgentSource final : public RankSource {
   Status Reattach(std::vector<agent::AgentClient> clients, const RunSpec& spec);
   void Tick(int64_t now_ns, std::vector<diagnosis::RankState>& ranks, std::vector<std::string>& logs) override;
   void Signal(int sig) override;
-  std::map<int, std::string> Stacks(const std::vector<int>& want) override;
+  std::map<int, std::string> Stacks(const std::vector<int>& want, int flight_recorder_incident = 0) override;
   std::vector<AgentHealth> Health() const override;
   bool CaughtUp() const override;
   std::vector<diagnosis::LogDirStatus> LogDirs() const override;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "common/file.h"
 #include "common/log.h"
@@ -112,9 +113,15 @@ void RunDirMirror::Write(const agent::FileMessage& piece) {
     partial_.erase(key);
   }
   content.resize(piece.size, '\0');  // the zeros the node did not send (a ring's unused slots)
-  if (Status st = WriteFileAtomic(dir_.RankPath(piece.rank, piece.kind), content); !st.ok()) {
+  std::string path = dir_.RankPath(piece.rank, piece.kind);
+  if (piece.kind == RankFile::kFlightRecorder) {
+    path = dir_.FlightRecorderDump(piece.incident, piece.rank);
+    std::error_code ec;
+    std::filesystem::create_directories(dir_.FlightRecorderIncident(piece.incident), ec);
+  }
+  if (Status st = WriteFileAtomic(path, content); !st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    Failed(RankFileName(piece.rank, piece.kind) + ": " + st.message());
+    Failed(path + ": " + st.message());
   }
 }
 

@@ -101,6 +101,11 @@ TEST_F(RunDirMirrorTest, FilesAppearWholeWithTheirLastPiece) {
   agent::FileMessage stray{2, RankFile::kExit, 7, "1\n", true, 9};
   m.Write(stray);
   EXPECT_FALSE(fs::exists(RunDir(dir_).RankExit(2)));
+  // A Flight Recorder dump lands in its incident's folder, made for it.
+  const std::string dump("\x80\x02}q\x00.", 6);
+  for (const auto& p : agent::FileMessages(2, RankFile::kFlightRecorder, dump, 3)) m.Write(p);
+  EXPECT_EQ(*ReadFile(RunDir(dir_).FlightRecorderDump(3, 2)), dump);
+  EXPECT_EQ(RunDir(dir_).FlightRecorderDump(3, 2), dir_.string() + "/flight_recorder/incident-3/rank_2");
 }
 
 // A run dir the coordinator cannot write into: the output is counted as lost and the failure is

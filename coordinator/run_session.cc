@@ -134,6 +134,7 @@ JobResult Watch(const RunSpec& spec, RankSource& source, std::unique_ptr<tui::Pu
   JobOptions jo;
   jo.command = spec.command;
   jo.python = spec.python;
+  jo.flight_recorder = spec.python && spec.trace_python && !spec.mpi;
   jo.run_dir = spec.run_dir;
   jo.timeout_s = spec.timeout_s;
   jo.hang_after_s = spec.hang_after_s;

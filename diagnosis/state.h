@@ -120,7 +120,8 @@ struct RankState {
   int64_t phase_ns = 0;
   int64_t heartbeat_ns = 0;
   bool watchdog_fired = false;
-  bool finished = false;  // the runtime shut down cleanly
+  bool flight_recorder = false;  // its tracer dumps torch's Flight Recorder on request (trace flag)
+  bool finished = false;         // the runtime shut down cleanly
   std::string last_error;
   ProcSample proc;
   std::string stack;           // a captured stack, already reduced to its frames (collectors/stack)

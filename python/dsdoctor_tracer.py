@@ -41,6 +41,7 @@ DTYPE_OTHER = 13
 REDUCE = {"SUM": 1, "MAX": 2, "MIN": 3, "PRODUCT": 4, "AVG": 5, "BAND": 6, "BOR": 7, "BXOR": 8, "PREMUL_SUM": 9}
 PHASE_USER, PHASE_SAVE, PHASE_LOAD, PHASE_FINISHED = 7, 5, 6, 8
 FLAG_FINISHED = 1
+FLAG_FLIGHT_RECORDER = 8  # its thread dumps torch's Flight Recorder on request (runtime/trace.h)
 
 # What each torch.distributed function is, and where its arguments are. tensor: the argument whose
 # element count and type the record carries (a list: its first element; None: no tensor, count 0).
@@ -716,6 +717,7 @@ def _wrap_init(orig):
                 handle = _begin(OPS["rendezvous"], 0, 0, 0, world, 0, T.callsite_bytes(2))
         except Exception as e:
             T.disable("init_process_group: %s: %s" % (type(e).__name__, e))
+        _configure_flight_recorder()
         try:
             ret = orig(*args, **kwargs)
         except BaseException as e:
@@ -726,9 +728,133 @@ def _wrap_init(orig):
         if handle:
             _end(handle, True, None)
             T.lib.dsd_trace_set_phase(PHASE_USER)
+        _watch_flight_recorder()
         return ret
 
     return traced
+
+
+# ---- PyTorch's Flight Recorder, dumped on the coordinator's request ---------------------------------
+# On a hang or a suspicion, each node writes the incident's number into DSDOCTOR_FR_DIR/request; a
+# thread of every torch rank notices within half a second and writes torch's own record of the
+# rank's collectives to DSDOCTOR_FR_DIR/incident-<n>/rank_<r> (docs/flight-recorder.md). The thread
+# runs while the main thread waits in a collective (torch releases the GIL there). Any failure
+# costs the dump, never the program.
+
+_FR_POLL_S = 0.5
+_fr_started = [False]
+
+
+def _flight_recorder_dump():
+    """Torch's Flight Recorder dump (pickle bytes), or None where this torch has none."""
+    c = sys.modules.get("torch._C._distributed_c10d")
+    if c is None:
+        return None
+    for name in ("_dump_fr_trace", "_dump_nccl_trace"):
+        fn = getattr(c, name, None)
+        if fn is None:
+            continue
+        try:
+            return fn(True, True, False)  # collectives, their stacks, finished ones too
+        except TypeError:
+            try:
+                return fn()
+            except Exception:
+                continue
+        except Exception:
+            continue
+    return None
+
+
+def _flight_recorder_rank():
+    try:
+        return int(T.c10d.get_rank())
+    except Exception:
+        return _int(os.environ.get("RANK"), 0)
+
+
+def _read_incident(path):
+    try:
+        with open(path, "rb") as f:
+            return int(f.read(32).strip() or b"0")
+    except (OSError, ValueError):
+        return 0
+
+
+def _flight_recorder_loop(fr_dir, done):
+    import time
+
+    request = os.path.join(fr_dir, "request")
+    last = None
+    while True:
+        time.sleep(_FR_POLL_S)
+        try:
+            stamp = os.stat(request).st_mtime_ns
+        except OSError:
+            continue
+        if stamp == last:
+            continue
+        last = stamp
+        n = _read_incident(request)
+        if n <= done:
+            continue
+        done = n
+        try:
+            data = _flight_recorder_dump()
+            if not data:
+                continue
+            folder = os.path.join(fr_dir, "incident-%d" % n)
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, "rank_%d" % _flight_recorder_rank())
+            tmp = "%s.%d.tmp" % (path, os.getpid())  # a name not ending in a rank: never read as a dump
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)  # whole or absent: a reader never sees half a dump
+        except Exception:
+            pass
+
+
+def _configure_flight_recorder():
+    """Before the process groups exist (they read these when made): torch's own recorder settings,
+    under the names this torch reads (the newer TORCH_FR_* where it has them: the older names make
+    it warn), each only where the user set neither name."""
+    fr_dir = os.environ.get("DSDOCTOR_FR_DIR", "")
+    c = sys.modules.get("torch._C._distributed_c10d")
+    if not fr_dir or c is None or not (hasattr(c, "_dump_fr_trace") or hasattr(c, "_dump_nccl_trace")):
+        return  # torch 1.x: no recorder to configure
+    new = hasattr(c, "_dump_fr_trace")
+    env = os.environ
+
+    def unless_set(names, value):
+        if not any(env.get(n) for n in names):
+            env[names[0] if new else names[-1]] = value
+
+    try:
+        unless_set(("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"), "2000")
+        unless_set(("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), os.path.join(fr_dir, "watchdog", "rank_"))
+        unless_set(("TORCH_NCCL_DEBUG_INFO_PIPE_FILE",), os.path.join(fr_dir, "pipe", "rank_"))
+    except Exception:
+        pass
+
+
+def _watch_flight_recorder():
+    fr_dir = os.environ.get("DSDOCTOR_FR_DIR", "")
+    if not fr_dir or _fr_started[0]:
+        return
+    c = sys.modules.get("torch._C._distributed_c10d")
+    if c is None or not (hasattr(c, "_dump_fr_trace") or hasattr(c, "_dump_nccl_trace")):
+        return  # torch 1.x: no Flight Recorder
+    _fr_started[0] = True
+    # An incident from before this process joined is not its to answer (read now, not in the thread:
+    # a request written just after init must not be taken for an old one).
+    done = _read_incident(os.path.join(fr_dir, "request"))
+    try:
+        threading.Thread(target=_flight_recorder_loop, args=(fr_dir, done), name="dsdoctor-flight-recorder",
+                         daemon=True).start()
+        if T.lib is not None and not T.off:
+            T.lib.dsd_trace_set_flags(FLAG_FLIGHT_RECORDER)  # its node waits for its dumps
+    except Exception:
+        pass
 
 
 def _wrap_new_group(orig):

@@ -60,6 +60,9 @@ inline constexpr uint32_t kRecordFlagAsync = 1u << 0;  // the call returned at o
 inline constexpr uint32_t kTraceFlagFinished = 1u << 0;       // the engine shut down cleanly
 inline constexpr uint32_t kTraceFlagWatchdogFired = 1u << 1;  // see watchdog_index / watchdog_ns
 inline constexpr uint32_t kTraceFlagAborted = 1u << 2;        // the watchdog's abort policy ended the rank
+// The rank's Python tracer watches for Flight Recorder requests (docs/flight-recorder.md): its node
+// waits for its dump of an incident.
+inline constexpr uint32_t kTraceFlagFlightRecorder = 1u << 3;
 
 // On-disk layout. Plain data: fields read or written concurrently are accessed through
 // std::atomic_ref. Little-endian, as written by the (x86-64 / aarch64) machine that ran the rank.

@@ -11,6 +11,7 @@
 #include "common/file.h"
 #include "common/net.h"
 #include "common/process.h"
+#include "common/run_files.h"
 #include "tests/e2e/run_report.h"
 
 namespace dsd {
@@ -93,6 +94,50 @@ TEST(AnalyzeE2eTest, FlightRecorderDumpsNameTheRankThatCalledAnotherCollective) 
   EXPECT_NE(p.report["evidence_missing"][0].get<std::string>().find("rank 0: no Flight Recorder dump"),
             std::string::npos)
       << p.out;
+}
+
+// A run dir whose ranks left no trace of ours (the tracer was off) but whose Flight Recorder dumps
+// `run` collected: the dumps stand in for the traces, and the report says where the calls came from.
+// With traces beside them, the dumps are only pointed at: the two number collectives differently.
+TEST(AnalyzeE2eTest, ARunDirsFlightRecorderDumpsStandInForMissingTraces) {
+  const std::string dir = fs::temp_directory_path() / ("dsd-fr-rundir-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const RunDir run(dir);
+  fs::create_directories(run.FlightRecorderIncident(2));
+  fs::create_directories(run.FlightRecorderIncident(1));  // an older incident: the newest is read
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(WriteFileAtomic(run.RankLog(r), "step 0\n").ok());
+    fs::copy_file(std::string(FR_GLOO_MISMATCH) + "/rank_" + std::to_string(r), run.FlightRecorderDump(2, r));
+  }
+  auto a = Analyze({dir});
+  EXPECT_EQ(a.exit_code, 1) << a.out << a.err;
+  ASSERT_TRUE(a.report.is_object()) << a.out << a.err;
+  ASSERT_FALSE(a.report["findings"].empty()) << a.out;
+  EXPECT_EQ(a.report["findings"][0]["code"], "COLLECTIVE_MISMATCH") << a.out;
+  EXPECT_EQ(Ranks(a.report["findings"][0]), std::vector<int>{0}) << a.out;
+  EXPECT_NE(a.out.find("their collectives come from PyTorch's Flight Recorder dumps (3 of 3 ranks)"), std::string::npos)
+      << a.out << a.err;
+  fs::remove_all(dir);
+}
+
+// torchrun's error file, the one artefact a user of `torchrun` with `@record` may have: the exception
+// and the program's line that raised it, from the worker's own file (its rank from a name like
+// rank_1.json) or torchrun's copy of it.
+TEST(AnalyzeE2eTest, TorchrunsErrorFileNamesTheExceptionAndItsLine) {
+  const std::string dir = fs::temp_directory_path() / ("dsd-te-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string named = dir + "/rank_1.json";
+  fs::copy_file(TORCHELASTIC_DIR "/worker_rank_1.json", named, fs::copy_options::overwrite_existing);
+  for (const std::string& path : {named, std::string(TORCHELASTIC_DIR "/torchrun_root_cause.json")}) {
+    auto a = Analyze({path}, /*json=*/false);
+    EXPECT_EQ(a.exit_code, 1) << path << "\n" << a.out << a.err;
+    EXPECT_NE(a.out.find("ValueError: batch 2 has 7 samples, the model wants 8 (at fail_rank1.py:11)"),
+              std::string::npos)
+        << path << "\n"
+        << a.out << a.err;
+    if (path == named) EXPECT_NE(a.out.find("rank 1"), std::string::npos) << a.out;
+  }
+  fs::remove_all(dir);
 }
 
 TEST(AnalyzeE2eTest, RealMpirunTorchJobNamesTheRankThatRanOutOfMemoryFirst) {

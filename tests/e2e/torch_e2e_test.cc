@@ -16,6 +16,7 @@
 
 #include "common/file.h"
 #include "common/process.h"
+#include "common/run_files.h"
 #include "tests/e2e/placement.h"
 #include "tests/e2e/run_report.h"
 
@@ -312,6 +313,33 @@ TEST_P(TorchPlacementTest, RankZeroOnlyCheckpointIsAMismatchNamingRankZeroAndIts
   EXPECT_EQ(j["findings"][0]["code"], "COLLECTIVE_MISMATCH") << j.dump(2);
   EXPECT_EQ(Ranks(j["findings"][0]), std::vector<int>{0});
   EXPECT_EQ(FindingOf(j, "RANK_EXITED"), nullptr) << "dsdoctor's own stop is not a rank failure: " << j.dump(2);
+  if (torch() == Torch::k113) {
+    EXPECT_FALSE(fs::exists(RunDir(r.dir).FlightRecorderIncident(1))) << "torch 1.13 has no Flight Recorder";
+    return;
+  }
+  // torch 2.x: every rank dumped its Flight Recorder when the hang was suspected, into the run dir
+  // (from every node, isolated ones too), and torch's own record names the same rank and line.
+  const std::string incident = RunDir(r.dir).FlightRecorderIncident(1);
+  const size_t world = r.report["ranks"].size();
+  ASSERT_GE(world, 2u);
+  for (size_t rank = 0; rank < world; ++rank)
+    EXPECT_TRUE(fs::exists(RunDir(r.dir).FlightRecorderDump(1, rank))) << "rank " << rank << "\n" << r.out;
+  const std::string n = std::to_string(world);
+  EXPECT_NE(r.out.find(n + " of " + n + " ranks dumped their collectives into " + incident), std::string::npos)
+      << r.out;
+  auto fr = RunCommand({DSDOCTOR_BIN, "analyze", incident, "--json"}, {});
+  ASSERT_TRUE(fr.ok());
+  EXPECT_EQ(fr->exit_code, 1) << fr->out << fr->err;
+  auto frj = nlohmann::json::parse(fr->out, nullptr, false);
+  ASSERT_TRUE(frj.is_object()) << fr->out << fr->err;
+  ASSERT_FALSE(frj["findings"].empty()) << fr->out;
+  EXPECT_EQ(frj["findings"][0]["code"], "COLLECTIVE_MISMATCH") << frj.dump(2);
+  EXPECT_EQ(Ranks(frj["findings"][0]), std::vector<int>{0});
+  std::string fr_summary = frj["findings"][0]["summary"];
+  EXPECT_NE(fr_summary.find("@" + Site("dist.barrier()  # every rank") + " (save_checkpoint)"), std::string::npos)
+      << fr_summary;
+  EXPECT_EQ(fr_summary.find("dsdoctor"), std::string::npos)
+      << "the tracer's frames are never the program's: " << fr_summary;
 }
 
 TEST_P(TorchPlacementTest, AllReduceOfADifferentSizeNamesBothSizes) {

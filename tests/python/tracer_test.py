@@ -207,6 +207,65 @@ class TracerTest(unittest.TestCase):
             self.assertTrue(r["callsite"].startswith("prog.py:"), r)
         self.assertEqual(recs[-1]["peer"], 0, "a root given as group_src is the world rank")
 
+    def test_flight_recorder_dumps_on_request_under_the_names_this_torch_reads(self):
+        """On torch 2.x the tracer points torch's Flight Recorder at the run dir under the variable
+        names that torch reads (no deprecation warning), keeps the user's own, and dumps the rank's
+        record into incident-<n>/rank_<r> when the node writes n into the request file. Torch 1.13 has
+        no recorder: nothing is set or written."""
+        body = """
+            import os, pickle, sys, time, torch, torch.distributed as dist
+            dist.init_process_group("gloo")
+            names = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE",
+                     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+            print("env", {n: os.environ.get(n) for n in names})
+            dist.all_reduce(torch.ones(4))
+            fr = os.environ["DSDOCTOR_FR_DIR"]
+            with open(os.path.join(fr, "request.tmp"), "w") as f:
+                f.write("3\\n")
+            os.replace(os.path.join(fr, "request.tmp"), os.path.join(fr, "request"))
+            dump = os.path.join(fr, "incident-3", "rank_0")
+            for _ in range(50):
+                if os.path.exists(dump):
+                    break
+                time.sleep(0.1)
+            if os.path.exists(dump):
+                with open(dump, "rb") as f:
+                    d = pickle.load(f)
+                print("ops", [e["profiling_name"] for e in d["entries"]])
+            print("files", sorted(os.listdir(os.path.join(fr, "incident-3"))) if os.path.isdir(os.path.join(fr, "incident-3")) else [])
+            dist.destroy_process_group()
+        """
+        import torch
+        c = torch._C._distributed_c10d
+        recorder = hasattr(c, "_dump_fr_trace") or hasattr(c, "_dump_nccl_trace")
+        fr = tempfile.mkdtemp(prefix="dsd-fr-")
+        p, _, _ = self.run_program(body, extra_env={"DSDOCTOR_FR_DIR": fr})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        env = eval(p.stdout.split("env ", 1)[1].split("\n", 1)[0])
+        self.assertNotIn("is deprecated", p.stderr)
+        if not recorder:
+            self.assertEqual(set(env.values()), {None}, env)
+            self.assertIn("files []", p.stdout)
+            return
+        new = hasattr(c, "_dump_fr_trace")
+        self.assertEqual(env["TORCH_FR_BUFFER_SIZE" if new else "TORCH_NCCL_TRACE_BUFFER_SIZE"], "2000", env)
+        self.assertIsNone(env["TORCH_NCCL_TRACE_BUFFER_SIZE" if new else "TORCH_FR_BUFFER_SIZE"], env)
+        self.assertEqual(env["TORCH_FR_DUMP_TEMP_FILE" if new else "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"],
+                         os.path.join(fr, "watchdog", "rank_"))
+        self.assertEqual(env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"], os.path.join(fr, "pipe", "rank_"))
+        self.assertIn("files ['rank_0']", p.stdout, p.stdout + p.stderr)  # whole: no temporary left
+        ops = eval(p.stdout.split("ops ", 1)[1].split("\n", 1)[0])
+        self.assertIn("gloo:all_reduce", ops)
+        # The user's own setting stays, under the name they used.
+        p, _, _ = self.run_program(body, extra_env={"DSDOCTOR_FR_DIR": tempfile.mkdtemp(prefix="dsd-fr-"),
+                                                    "TORCH_NCCL_TRACE_BUFFER_SIZE": "100", "TORCH_FR_DUMP_TEMP_FILE": "/tmp/x_"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        env = eval(p.stdout.split("env ", 1)[1].split("\n", 1)[0])
+        self.assertEqual(env["TORCH_NCCL_TRACE_BUFFER_SIZE"], "100")
+        self.assertIsNone(env["TORCH_FR_BUFFER_SIZE"])
+        self.assertEqual(env["TORCH_FR_DUMP_TEMP_FILE"], "/tmp/x_")
+        self.assertIsNone(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"])
+
     def test_a_long_callsite_is_kept_whole(self):
         d = tempfile.mkdtemp(prefix="dsd-long-")
         name = "pretrain_a_very_large_language_model_with_a_long_file_name.py"
