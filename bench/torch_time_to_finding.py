@@ -4,6 +4,7 @@ job (tests/e2e/programs/torch_train.py, 2 simulated nodes x 1 rank, gloo, torch'
 clock); the finding's moment is the first tick of the run's events.jsonl that carries it.
 
     /usr/bin/python3 bench/torch_time_to_finding.py [ROUNDS=3]
+    TORCH_PYTHON=.deps/torch2-venv/bin/python /usr/bin/python3 bench/torch_time_to_finding.py 3   # torch 2.15
 """
 import json
 import os
@@ -13,6 +14,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = os.path.abspath(os.environ.get("TORCH_PYTHON", "/usr/bin/python3"))  # the ranks' interpreter (its torch)
 SCENARIOS = [("ckpt_rank0", "COLLECTIVE_MISMATCH"), ("size_mismatch", "COLLECTIVE_MISMATCH"), ("uneven", "COLLECTIVE_MISMATCH"),
              ("p2p_deadlock", "P2P_DEADLOCK"), ("world_size", "RANK_MISSING")]
 # A rank stuck outside any collective (loader_stuck) is a suspicion by design: it is named as a
@@ -24,7 +26,7 @@ def one(scenario, code):
     env = dict(os.environ, SCENARIO=scenario, STEP_TIMEOUT="120",
                DSDOCTOR_PY_SPY=os.path.join(ROOT, ".deps/py-spy-0.4.3/py-spy"))
     subprocess.run([os.path.join(ROOT, "build/bin/dsdoctor"), "run", "--local", "2", "--slots", "1", "--quiet", "--log-dir", d,
-                    "--json", d + "/report.json", "--", "/usr/bin/python3", os.path.join(ROOT, "tests/e2e/programs/torch_train.py")],
+                    "--json", d + "/report.json", "--", PYTHON, os.path.join(ROOT, "tests/e2e/programs/torch_train.py")],
                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
     start_ms, found = None, None
     with open(d + "/events.jsonl") as f:
@@ -37,10 +39,14 @@ def one(scenario, code):
     with open(d + "/run.json") as f:
         ranks = json.load(f)["ranks"]
     blocked = max((r["in_flight"]["started_ns"] for r in ranks if "in_flight" in r), default=0) / 1e9
-    return found - blocked if found and blocked else float("nan")
+    frd = os.path.join(d, "flight_recorder")
+    dumps = sum(len(fs) for p, _, fs in os.walk(frd) if os.path.basename(p).startswith("incident-"))
+    return (found - blocked if found and blocked else float("nan")), dumps
 
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 for scenario, code in SCENARIOS:
-    times = [one(scenario, code) for _ in range(rounds)]
-    print("%-14s %-20s median %.2f s (%s)" % (scenario, code, statistics.median(times), ", ".join("%.2f" % t for t in times)))
+    runs = [one(scenario, code) for _ in range(rounds)]
+    times = [t for t, _ in runs]
+    print("%-14s %-20s median %.2f s (%s); Flight Recorder dumps per run: %s" % (
+        scenario, code, statistics.median(times), ", ".join("%.2f" % t for t in times), ", ".join(str(n) for _, n in runs)))

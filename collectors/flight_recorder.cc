@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <map>
+#include <thread>
 
 #include "collectors/pickle.h"
 #include "common/file.h"
@@ -16,6 +18,8 @@ namespace {
 
 constexpr size_t kMaxDumpBytes = size_t{1} << 30;  // a 2,000-entry dump is a few MiB
 constexpr int kMaxRanks = 1 << 20;
+// The entries of each dump the diagnosis reads (RankStateFromDump's default).
+constexpr size_t kKeepEntries = 64;
 
 // A field of the type the format gives it, else the default: a dump comes from the user's job, and
 // nlohmann's value() throws on a type it did not expect.
@@ -154,7 +158,7 @@ bool LooksLikeFlightRecorderDump(std::string_view head) {
           (t.find("\"entries\"") != std::string_view::npos && t.find("\"version\"") != std::string_view::npos));
 }
 
-Result<FlightRecorderDump> ReadFlightRecorderDump(const std::string& path) {
+Result<FlightRecorderDump> ReadFlightRecorderDump(const std::string& path, size_t keep_entries) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return NotFound(path + ": no such file");
   if (static_cast<size_t>(st.st_size) > kMaxDumpBytes)
@@ -164,7 +168,10 @@ Result<FlightRecorderDump> ReadFlightRecorderDump(const std::string& path) {
   FlightRecorderDump d;
   d.path = path;
   if (!bytes->empty() && static_cast<uint8_t>((*bytes)[0]) == 0x80) {
-    auto doc = ParsePickle(*bytes);
+    PickleLimits limits;
+    limits.tail_key = "entries";  // only the newest are read: the rest is parsed, never converted
+    limits.tail_items = keep_entries;
+    auto doc = ParsePickle(*bytes, limits);
     if (!doc.ok()) return InvalidArgument(path + ": " + doc.status().message());
     d.doc = std::move(*doc);
   } else {
@@ -243,28 +250,62 @@ Result<diagnosis::JobState> LoadFlightRecorderDir(const std::string& dir, std::v
   }
   ::closedir(d);
   std::sort(files.begin(), files.end());
+  // Each file on its own (read, parse, its rank's state), on a few threads: thousands of dumps of
+  // a full ring each take ~2 ms apiece. Merged below in file order, so the result never depends on
+  // which thread was first.
+  struct Parsed {
+    bool dump = false;  // a Flight Recorder dump by its head
+    Result<FlightRecorderDump> read = NotFound("");
+    diagnosis::RankState state;
+    int world = 0;
+    int64_t mtime_ns = 0;
+  };
+  std::vector<Parsed> parsed(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      const std::string& f = files[i];
+      Parsed& p = parsed[i];
+      auto head = ReadFileRange(f, 0, 4096);
+      if (!head.ok() || !LooksLikeFlightRecorderDump(*head)) continue;
+      p.dump = true;
+      p.read = ReadFlightRecorderDump(f, kKeepEntries);
+      if (!p.read.ok()) continue;
+      p.world = WorldOf(p.read->doc);
+      p.state = RankStateFromDump(*p.read);
+      p.read->doc = nlohmann::json();  // what was needed is in the state: memory stays bounded
+      struct stat st;
+      if (::stat(f.c_str(), &st) == 0)  // when it was dumped: the moment the waits are measured to
+        p.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    }
+  };
+  const size_t threads =
+      std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, files.size() / 32 + 1});
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+
   diagnosis::JobState job;
   std::map<int, diagnosis::RankState> ranks;
   int world = 0;
   int64_t now = 0;
-  for (const auto& f : files) {
-    auto head = ReadFileRange(f, 0, 4096);
-    if (!head.ok() || !LooksLikeFlightRecorderDump(*head)) continue;
-    auto dump = ReadFlightRecorderDump(f);
-    if (!dump.ok()) {
-      if (warnings) warnings->push_back(dump.status().message());
-      job.evidence_missing.push_back(dump.status().message());
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string& f = files[i];
+    Parsed& p = parsed[i];
+    if (!p.dump) continue;
+    if (!p.read.ok()) {
+      if (warnings) warnings->push_back(p.read.status().message());
+      job.evidence_missing.push_back(p.read.status().message());
       continue;
     }
-    if (dump->rank >= kMaxRanks || ranks.count(dump->rank)) {
-      if (warnings) warnings->push_back(f + ": a second dump of rank " + std::to_string(dump->rank) + ", left out");
+    if (p.read->rank >= kMaxRanks || ranks.count(p.read->rank)) {
+      if (warnings) warnings->push_back(f + ": a second dump of rank " + std::to_string(p.read->rank) + ", left out");
       continue;
     }
-    world = std::max(world, WorldOf(dump->doc));
-    ranks[dump->rank] = RankStateFromDump(*dump);
-    struct stat st;
-    if (::stat(f.c_str(), &st) == 0)  // when it was dumped: the moment the waits are measured to
-      now = std::max(now, static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec);
+    world = std::max(world, p.world);
+    ranks[p.read->rank] = std::move(p.state);
+    now = std::max(now, p.mtime_ns);
   }
   if (ranks.empty()) return NotFound(dir + ": no Flight Recorder dump (files named <prefix><rank>)");
   world = std::max(world, ranks.rbegin()->first + 1);

@@ -5,6 +5,7 @@
 // entry that did not complete is where it waits. Pure functions over the files' bytes; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -26,7 +27,9 @@ struct FlightRecorderDump {
   std::string version;
   nlohmann::json doc;
 };
-Result<FlightRecorderDump> ReadFlightRecorderDump(const std::string& path);
+// Of a pickle's entries only the newest `keep_entries` are converted (a full ring is 2,000 entries;
+// the diagnosis reads the newest 64); the JSON form is read whole.
+Result<FlightRecorderDump> ReadFlightRecorderDump(const std::string& path, size_t keep_entries = SIZE_MAX);
 
 // The rank state a dump describes: its entries (newest `keep` of them) as trace records, the newest
 // unfinished collective as in flight. `comm` ids are a hash of the process group's name (0 for the

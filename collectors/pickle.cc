@@ -1,5 +1,6 @@
 #include "collectors/pickle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -13,10 +14,47 @@ namespace {
 
 // Values live in an arena and the memo holds their indices, so a memo reference sees the container
 // as it is at the end (pickle's references are to objects, filled after they were memoized).
+// Scalars are kept as read (a string as a view of the input) and become JSON only in Convert, for the
+// parts converted: most of a big dump's values are never looked at (PickleLimits::tail_key).
 struct Node {
-  enum Kind : uint8_t { kScalar, kList, kDict } kind = kScalar;
-  nlohmann::json scalar;
+  enum Kind : uint8_t { kNull, kBool, kInt, kFloat, kText, kList, kDict } kind = kNull;
+  union {
+    bool boolean;
+    int64_t integer = 0;
+    double real;
+  };
+  std::string_view text;
   std::vector<uint32_t> items;  // list items, or dict key, value, key, value…
+
+  static Node Of(bool v) {
+    Node n;
+    n.kind = kBool;
+    n.boolean = v;
+    return n;
+  }
+  static Node Of(int64_t v) {
+    Node n;
+    n.kind = kInt;
+    n.integer = v;
+    return n;
+  }
+  static Node Of(double v) {
+    Node n;
+    n.kind = kFloat;
+    n.real = v;
+    return n;
+  }
+  static Node Of(std::string_view v) {
+    Node n;
+    n.kind = kText;
+    n.text = v;
+    return n;
+  }
+  static Node Container(Kind k) {
+    Node n;
+    n.kind = k;
+    return n;
+  }
 };
 
 class Parser {
@@ -27,6 +65,8 @@ class Parser {
     if (data_.size() > limits_.max_bytes)
       return InvalidArgument("pickle: " + std::to_string(data_.size()) + " bytes, more than the " +
                              std::to_string(limits_.max_bytes) + " read");
+    // About one value per 3 bytes in a dump: growing the arena by doubling cost a quarter of the time.
+    nodes_.reserve(std::min<size_t>(data_.size() / 3 + 16, size_t{1} << 22));
     while (pos_ < data_.size()) {
       const size_t at = pos_;
       const uint8_t op = static_cast<uint8_t>(data_[pos_++]);
@@ -72,10 +112,9 @@ class Parser {
     stack_.push_back(static_cast<uint32_t>(nodes_.size() - 1));
     return Status::Ok();
   }
-  Status PushScalar(nlohmann::json v, size_t at, uint8_t op) {
-    Node n;
-    n.scalar = std::move(v);
-    return Push(std::move(n), at, op);
+  template <typename T>
+  Status PushScalar(T v, size_t at, uint8_t op) {
+    return Push(Node::Of(v), at, op);
   }
   // The values above the newest mark, taken off the stack with the mark.
   bool PopMark(std::vector<uint32_t>* out) {
@@ -92,7 +131,7 @@ class Parser {
     auto truncated = [&] { return Error(at, op, "its argument runs past the end (a torn file?)"); };
     auto text = [&](size_t len_bytes) -> Status {
       if (!TakeUint(len_bytes, &n) || !Take(n, &b)) return truncated();
-      return PushScalar(std::string(b), at, op);
+      return PushScalar(b, at, op);
     };
     switch (op) {
       case 0x80:  // PROTO
@@ -101,18 +140,12 @@ class Parser {
         return Status::Ok();
       case 0x95:  // FRAME: a length hint
         return TakeUint(8, &n) ? Status::Ok() : truncated();
-      case '}': {
-        Node d;
-        d.kind = Node::kDict;
-        return Push(std::move(d), at, op);
-      }
+      case '}':
+        return Push(Node::Container(Node::kDict), at, op);
       case ']':
       case ')':
-      case 0x8f: {  // EMPTY_LIST, EMPTY_TUPLE, EMPTY_SET
-        Node l;
-        l.kind = Node::kList;
-        return Push(std::move(l), at, op);
-      }
+      case 0x8f:  // EMPTY_LIST, EMPTY_TUPLE, EMPTY_SET
+        return Push(Node::Container(Node::kList), at, op);
       case '(':  // MARK
         if (marks_.size() >= 4096) return Error(at, op, "more than 4096 open marks");
         marks_.push_back(stack_.size());
@@ -167,24 +200,24 @@ class Parser {
       case 0x89:
         return PushScalar(false, at, op);
       case 'N':
-        return PushScalar(nullptr, at, op);
+        return Push(Node(), at, op);
       case 'q':  // BINPUT
       case 'r':  // LONG_BINPUT
         if (!TakeUint(op == 'q' ? 1 : 4, &n)) return truncated();
         if (stack_.empty()) return Error(at, op, "nothing to memoize");
-        memo_[n] = stack_.back();
+        Memoize(n, stack_.back());
         return Status::Ok();
-      case 0x94:  // MEMOIZE
+      case 0x94:  // MEMOIZE: the next index
         if (stack_.empty()) return Error(at, op, "nothing to memoize");
-        memo_[memo_.size()] = stack_.back();
+        Memoize(memo_count_, stack_.back());
         return Status::Ok();
       case 'h':    // BINGET
       case 'j': {  // LONG_BINGET
         if (!TakeUint(op == 'h' ? 1 : 4, &n)) return truncated();
-        auto it = memo_.find(n);
-        if (it == memo_.end()) return Error(at, op, "memo entry " + std::to_string(n) + " was never stored");
+        const uint32_t id = Memo(n);
+        if (id == kNone) return Error(at, op, "memo entry " + std::to_string(n) + " was never stored");
         if (stack_.size() >= limits_.max_values) return Error(at, op, "stack too deep");
-        stack_.push_back(it->second);
+        stack_.push_back(id);
         return Status::Ok();
       }
       case 's': {  // SETITEM
@@ -200,12 +233,14 @@ class Parser {
         return Status::Ok();
       }
       case 'u': {  // SETITEMS
-        std::vector<uint32_t> kv;
-        if (!PopMark(&kv) || kv.size() % 2 != 0 || stack_.empty())
+        const size_t mark = marks_.empty() ? 0 : marks_.back();
+        if (marks_.empty() || mark > stack_.size() || mark == 0 || (stack_.size() - mark) % 2 != 0)
           return Error(at, op, "needs a dict and key/value pairs after a mark");
-        Node& d = nodes_[stack_.back()];
+        Node& d = nodes_[stack_[mark - 1]];
         if (d.kind != Node::kDict) return Error(at, op, "sets items of something that is not a dict");
-        d.items.insert(d.items.end(), kv.begin(), kv.end());
+        d.items.insert(d.items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+        stack_.resize(mark);
+        marks_.pop_back();
         return Status::Ok();
       }
       case 'a': {  // APPEND
@@ -219,17 +254,19 @@ class Parser {
       }
       case 'e':     // APPENDS
       case 0x90: {  // ADDITEMS
-        std::vector<uint32_t> vs;
-        if (!PopMark(&vs) || stack_.empty()) return Error(at, op, "needs a list and values after a mark");
-        Node& l = nodes_[stack_.back()];
+        const size_t mark = marks_.empty() ? 0 : marks_.back();
+        if (marks_.empty() || mark > stack_.size() || mark == 0)
+          return Error(at, op, "needs a list and values after a mark");
+        Node& l = nodes_[stack_[mark - 1]];
         if (l.kind != Node::kList) return Error(at, op, "appends to something that is not a list");
-        l.items.insert(l.items.end(), vs.begin(), vs.end());
+        l.items.insert(l.items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+        stack_.resize(mark);
+        marks_.pop_back();
         return Status::Ok();
       }
       case 't':     // TUPLE
       case 0x91: {  // FROZENSET
-        Node l;
-        l.kind = Node::kList;
+        Node l = Node::Container(Node::kList);
         if (!PopMark(&l.items)) return Error(at, op, "no mark to build from");
         return Push(std::move(l), at, op);
       }
@@ -238,8 +275,7 @@ class Parser {
       case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
         size_t k = op - 0x84;
         if (stack_.size() < k) return Error(at, op, "needs " + std::to_string(k) + " values");
-        Node l;
-        l.kind = Node::kList;
+        Node l = Node::Container(Node::kList);
         l.items.assign(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
         stack_.resize(stack_.size() - k);
         return Push(std::move(l), at, op);
@@ -277,6 +313,25 @@ class Parser {
     }
   }
 
+  // The memo: pickle numbers its entries 0, 1, 2… (MEMOIZE; BINPUT as the pickler counts), so a
+  // vector holds them; a sparse index from a strange writer goes to a map instead.
+  static constexpr uint32_t kNone = UINT32_MAX;
+  static constexpr uint64_t kDenseMemo = uint64_t{1} << 24;
+  void Memoize(uint64_t index, uint32_t id) {
+    if (index < kDenseMemo) {
+      if (index >= memo_.size()) memo_.resize(std::max<size_t>(index + 1, memo_.size() * 2), kNone);
+      memo_count_ += memo_[index] == kNone;  // Python's len(memo): distinct indices
+      memo_[index] = id;
+    } else {
+      memo_count_ += sparse_memo_.insert_or_assign(index, id).second;
+    }
+  }
+  uint32_t Memo(uint64_t index) const {
+    if (index < memo_.size()) return memo_[index];
+    auto it = sparse_memo_.find(index);
+    return it == sparse_memo_.end() ? kNone : it->second;
+  }
+
   Status Convert(uint32_t id, size_t depth, size_t* made, nlohmann::json* out) const {
     if (depth > limits_.max_depth)
       return InvalidArgument("pickle: nested deeper than " + std::to_string(limits_.max_depth) +
@@ -285,28 +340,57 @@ class Parser {
       return InvalidArgument("pickle: more than " + std::to_string(limits_.max_values) +
                              " values once its shared parts are expanded");
     const Node& n = nodes_[id];
-    if (n.kind == Node::kScalar) {
-      *out = n.scalar;
-      return Status::Ok();
-    }
-    if (n.kind == Node::kList) {
-      *out = nlohmann::json::array();
-      for (uint32_t item : n.items) {
-        nlohmann::json v;
-        if (Status st = Convert(item, depth + 1, made, &v); !st.ok()) return st;
-        out->push_back(std::move(v));
-      }
-      return Status::Ok();
+    switch (n.kind) {
+      case Node::kNull:
+        *out = nullptr;
+        return Status::Ok();
+      case Node::kBool:
+        *out = n.boolean;
+        return Status::Ok();
+      case Node::kInt:
+        *out = n.integer;
+        return Status::Ok();
+      case Node::kFloat:
+        *out = n.real;
+        return Status::Ok();
+      case Node::kText:
+        *out = std::string(n.text);
+        return Status::Ok();
+      case Node::kList:
+        return ConvertList(n.items, 0, depth, made, out);
+      case Node::kDict:
+        break;
     }
     *out = nlohmann::json::object();
     for (size_t i = 0; i + 1 < n.items.size(); i += 2) {
       nlohmann::json k, v;
       if (Status st = Convert(n.items[i], depth + 1, made, &k); !st.ok()) return st;
-      if (Status st = Convert(n.items[i + 1], depth + 1, made, &v); !st.ok()) return st;
+      const Node& value = nodes_[n.items[i + 1]];
+      // The tail of a long list only (a Flight Recorder dump's newest entries).
+      if (value.kind == Node::kList && !limits_.tail_key.empty() && k.is_string() &&
+          k.get_ref<const std::string&>() == limits_.tail_key) {
+        const size_t skip = value.items.size() > limits_.tail_items ? value.items.size() - limits_.tail_items : 0;
+        if (++*made > limits_.max_values) return InvalidArgument("pickle: too many values");
+        if (Status st = ConvertList(value.items, skip, depth + 1, made, &v); !st.ok()) return st;
+      } else if (Status st = Convert(n.items[i + 1], depth + 1, made, &v); !st.ok()) {
+        return st;
+      }
       // A key that is not a string, by its JSON text (a str key with bytes that are not UTF-8 can be
       // inside it: replaced, never thrown on).
       (*out)[k.is_string() ? k.get<std::string>() : k.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)] =
           std::move(v);
+    }
+    return Status::Ok();
+  }
+
+  Status ConvertList(const std::vector<uint32_t>& items, size_t skip, size_t depth, size_t* made,
+                     nlohmann::json* out) const {
+    *out = nlohmann::json::array();
+    out->get_ref<nlohmann::json::array_t&>().reserve(items.size() - skip);
+    for (size_t i = skip; i < items.size(); ++i) {
+      nlohmann::json v;
+      if (Status st = Convert(items[i], depth + 1, made, &v); !st.ok()) return st;
+      out->push_back(std::move(v));
     }
     return Status::Ok();
   }
@@ -317,7 +401,9 @@ class Parser {
   std::vector<Node> nodes_;
   std::vector<uint32_t> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, uint32_t> memo_;
+  std::vector<uint32_t> memo_;  // index → node (kNone: never stored)
+  std::unordered_map<uint64_t, uint32_t> sparse_memo_;
+  uint64_t memo_count_ = 0;
 };
 
 }  // namespace

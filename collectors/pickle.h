@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -18,6 +19,10 @@ struct PickleLimits {
   size_t max_depth = 64;               // nesting of containers
   size_t max_values = 50'000'000;      // values made (a memo reference counts again)
   size_t max_bytes = size_t{1} << 31;  // input
+  // A list under a dict key of this name becomes only its last tail_items items (a Flight
+  // Recorder dump's newest entries): the rest is parsed, never converted. Empty: every list whole.
+  std::string tail_key;
+  size_t tail_items = 0;
 };
 
 // The object a pickle holds, as JSON: dicts become objects (a non-string key by its JSON text),

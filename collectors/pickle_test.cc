@@ -49,6 +49,19 @@ TEST(PickleTest, AMemoReferenceSeesTheContainerAsFilledLater) {
   EXPECT_EQ(*j, nlohmann::json::parse(R"({"p": [1], "q": [1]})"));
 }
 
+// A Flight Recorder dump's ring: only the newest entries are wanted, and only they become JSON.
+TEST(PickleTest, AListUnderTheTailKeyKeepsItsLastItemsOnly) {
+  PickleLimits tail;
+  tail.tail_key = "a";
+  tail.tail_items = 2;
+  auto j = ParsePickle(kProtocol2, tail);
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ((*j)["a"], nlohmann::json::parse(R"([null, "\u00e9"])"));
+  EXPECT_EQ((*j)["b"], nlohmann::json::parse("[1, 2]")) << "other lists stay whole";
+  tail.tail_items = 100;
+  EXPECT_EQ((*ParsePickle(kProtocol2, tail))["a"].size(), 6u) << "a shorter list is whole";
+}
+
 TEST(PickleTest, ObjectsThatWouldRunCodeAreRefusedNeverExecuted) {
   // datetime.date(2020, 1, 1): GLOBAL datetime.date, then REDUCE.
   auto j =
