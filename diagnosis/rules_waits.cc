@@ -143,7 +143,7 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
     std::vector<int> proven, suspected;
     std::vector<std::string> evidence;
     double waited_max = 0;
-    bool blocked_elsewhere = false;
+    bool blocked_elsewhere = false, unseen = false;
     for (const RankState& r : c.job.ranks) {
       if (std::binary_search(g.ranks.begin(), g.ranks.end(), r.rank) || r.status == RankStatus::kExited) continue;
       if (c.explained.count(r.rank) || reported.count(r.rank) || !MemberOf(r, g.comm)) continue;
@@ -162,6 +162,9 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
                    WaitsOnGroup(c.job, *r.in_flight, g);
       (cycle ? proven : suspected).push_back(r.rank);
       if (!cycle && Blocked(r, c.job.hang_after_s)) blocked_elsewhere = true;
+      // Neither its process nor its stack was seen (a Flight Recorder dump, a trace from a run dir):
+      // whether it computes or is stuck is unknown.
+      if (!cycle && !r.proc.valid && r.stack.empty()) unseen = true;
       std::string node = r.node.empty() ? "" : " (" + r.node + ")";
       evidence.push_back("rank " + std::to_string(r.rank) + node + ": " + WhereIs(c.job, r));
     }
@@ -187,8 +190,9 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
       for (int r : proven) c.explained.insert(r);
     } else {
       f.proof = proof::kHeuristic;
-      f.summary +=
-          blocked_elsewhere ? " (blocked outside any collective: its stack says where)" : " (it is still computing)";
+      f.summary += blocked_elsewhere ? " (blocked outside any collective: its stack says where)"
+                   : unseen          ? " (outside any collective; whether it still computes was not seen)"
+                                     : " (it is still computing)";
       f.remedy =
           "If that rank does extra work on purpose (evaluation, logging or checkpoint I/O on rank 0), the others "
           "simply wait and this resolves itself; if it never ends, the missing rank's stack (above, or py-spy dump "

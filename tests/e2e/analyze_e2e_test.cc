@@ -4,6 +4,8 @@
 // multi-node pdsh).
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -138,6 +140,95 @@ TEST(AnalyzeE2eTest, TorchrunsErrorFileNamesTheExceptionAndItsLine) {
     if (path == named) EXPECT_NE(a.out.find("rank 1"), std::string::npos) << a.out;
   }
   fs::remove_all(dir);
+}
+
+// torch's own analyser and dsdoctor on the same dumps: real torch 2.15 gloo dumps (a mismatch, a rank
+// that never joins, a healthy job) in the NCCL shape torchfrtrace reads
+// (tests/fixtures/flight_recorder/to_nccl_shape.py). The same culprit at the same sequence number, or
+// no problem from both; where torchfrtrace refuses (a rank's dump missing) dsdoctor still names one
+// and says which dump is missing.
+struct FrVerdict {
+  std::set<int> culprits;  // empty: no problem
+  int seq = -1;
+};
+
+// "Culprit rank 0; Error type: …" / "missing ranks: {2}", and "sequence number: 4".
+FrVerdict TorchfrtraceVerdict(const std::string& out) {
+  FrVerdict v;
+  auto number_after = [&](const std::string& key) {
+    size_t at = out.find(key);
+    return at == std::string::npos ? -1 : std::atoi(out.c_str() + at + key.size());
+  };
+  if (int c = number_after("Culprit rank "); c >= 0) v.culprits.insert(c);
+  if (size_t at = out.find("missing ranks: {"); at != std::string::npos) {
+    const std::string list = out.substr(at + 16, out.find('}', at) - at - 16);  // "1, 2"
+    int n = -1;
+    for (char ch : list + ",") {
+      if (std::isdigit(static_cast<unsigned char>(ch))) {
+        n = (n < 0 ? 0 : n * 10) + (ch - '0');
+      } else if (n >= 0) {
+        v.culprits.insert(n);
+        n = -1;
+      }
+    }
+  }
+  v.seq = number_after("sequence number: ");
+  return v;
+}
+
+TEST(AnalyzeE2eTest, FlightRecorderVerdictsAgreeWithTorchfrtrace) {
+  const std::string venv = TORCH2_VENV;
+  if (!fs::exists(venv + "/bin/torchfrtrace")) {
+    if (std::getenv("DSDOCTOR_REQUIRE_TORCH"))
+      FAIL() << venv << ": no torchfrtrace (scripts/setup.sh installs torch 2.15)";
+    GTEST_SKIP() << "the torch 2.15 venv is not installed";
+  }
+  const std::string base = fs::temp_directory_path() / ("dsd-frtrace-" + std::to_string(::getpid()));
+  for (const std::string scenario : {"mismatch", "missing", "healthy"}) {
+    SCOPED_TRACE(scenario);
+    const std::string dir = base + "/" + scenario;
+    auto shaped = RunCommand(
+        {venv + "/bin/python", FR_FIXTURES "/to_nccl_shape.py", FR_FIXTURES "/torch2.15_gloo_" + scenario, dir},
+        e2e::WithTimeout(60));
+    ASSERT_TRUE(shaped.ok() && shaped->exit_code == 0) << (shaped.ok() ? shaped->err : shaped.status().message());
+    auto theirs = RunCommand({venv + "/bin/torchfrtrace", dir, "-p", "rank_"}, e2e::WithTimeout(120));
+    ASSERT_TRUE(theirs.ok());
+    ASSERT_EQ(theirs->exit_code, 0) << theirs->out << theirs->err;
+    const FrVerdict want = TorchfrtraceVerdict(theirs->out + theirs->err);
+    auto ours = Analyze({dir});
+    ASSERT_TRUE(ours.report.is_object()) << ours.out << ours.err;
+    std::set<int> named;
+    int seq = -1;
+    for (const auto& f : ours.report["findings"]) {
+      if (f["code"] != "COLLECTIVE_MISMATCH" && f["code"] != "RANK_MISSING") continue;
+      for (int r : Ranks(f)) named.insert(r);
+      const std::string summary = f["summary"];
+      if (size_t at = summary.find('#'); at != std::string::npos) seq = std::atoi(summary.c_str() + at + 1);
+      break;
+    }
+    EXPECT_EQ(named, want.culprits) << "torchfrtrace:\n" << theirs->out << theirs->err << "\ndsdoctor:\n" << ours.out;
+    if (!want.culprits.empty()) EXPECT_EQ(seq, want.seq) << ours.out;
+    if (want.culprits.empty()) EXPECT_EQ(ours.exit_code, 0) << ours.out;
+  }
+  // A rank's dump missing: torchfrtrace refuses the set; dsdoctor names the rank that differs from the
+  // dumps it has and says whose dump is missing.
+  const std::string partial = base + "/partial";
+  fs::create_directories(partial);
+  for (const char* r : {"rank_0", "rank_2"}) fs::copy_file(base + "/mismatch/" + r, partial + "/" + r);
+  auto refused = RunCommand({venv + "/bin/torchfrtrace", partial, "-p", "rank_"}, e2e::WithTimeout(120));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_NE(refused->out + refused->err, std::string()) << "torchfrtrace says why it stops";
+  EXPECT_EQ(TorchfrtraceVerdict(refused->out + refused->err).culprits, std::set<int>{}) << refused->out << refused->err;
+  auto ours = Analyze({partial});
+  EXPECT_EQ(ours.exit_code, 1) << ours.out;
+  ASSERT_TRUE(ours.report.is_object()) << ours.out << ours.err;
+  ASSERT_FALSE(ours.report["findings"].empty()) << ours.out;
+  EXPECT_EQ(ours.report["findings"][0]["code"], "COLLECTIVE_MISMATCH") << ours.out;
+  ASSERT_TRUE(ours.report.contains("evidence_missing")) << ours.out;
+  EXPECT_NE(ours.report["evidence_missing"][0].get<std::string>().find("rank 1: no Flight Recorder dump"),
+            std::string::npos)
+      << ours.out;
+  fs::remove_all(base);
 }
 
 TEST(AnalyzeE2eTest, RealMpirunTorchJobNamesTheRankThatRanOutOfMemoryFirst) {
