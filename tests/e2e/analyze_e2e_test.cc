@@ -184,7 +184,7 @@ TEST(AnalyzeE2eTest, FlightRecorderVerdictsAgreeWithTorchfrtrace) {
     GTEST_SKIP() << "the torch 2.15 venv is not installed";
   }
   const std::string base = fs::temp_directory_path() / ("dsd-frtrace-" + std::to_string(::getpid()));
-  for (const std::string scenario : {"mismatch", "missing", "healthy"}) {
+  for (const std::string scenario : {"mismatch", "missing", "healthy", "wrapped"}) {
     SCOPED_TRACE(scenario);
     const std::string dir = base + "/" + scenario;
     auto shaped = RunCommand(
