@@ -1,7 +1,8 @@
 // libFuzzer target for everything a rank's output goes through in `analyze` and `run`: launcher
 // prefixes, the pre-scanners, the pattern catalogue, the multi-line classifier (tracebacks,
-// launcher tables) and the cross-rank rules of the engine. Arbitrary bytes must give events and
-// findings, never a crash, a hang or unbounded memory.
+// launcher tables) and the cross-rank rules of the engine; also torchrun's error file
+// (collectors/torchelastic_error.h). Arbitrary bytes must give events and findings, never a crash,
+// a hang or unbounded memory.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 
 #include "collectors/log_classifier.h"
 #include "collectors/log_scan.h"
+#include "collectors/torchelastic_error.h"
 #include "diagnosis/engine.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -20,6 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_line_bytes = 64 + data[0] % 256;
   setenv("DSDOCTOR_LOG_SCANNER", data[0] & 1 ? "re2" : "hyperscan", 1);
   std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+  // A file analyze is given may be torchrun's error file (JSON): read as such when it is one.
+  if (auto error = dsd::collectors::ParseTorchElasticError(text))
+    (void)dsd::collectors::TorchElasticErrorAsLog(*error);
   dsd::collectors::LogScanner scanner(options);
   scanner.AddText(text, {"fuzz.log", data[0] & 2 ? 1 : -1, ""});
   dsd::collectors::LogScanResult r = scanner.Finish();
