@@ -61,16 +61,19 @@ class RealInventorySource final : public InventorySource {
   DynamicLibrary nccl_;
 };
 
-// Returns canned values and records the env each bootstrap probe ran with.
+// Returns canned values and records the env each bootstrap probe ran with. Agents of one test may
+// share it from their own threads: the record is guarded (two unguarded push_backs raced, and
+// LeakSanitizer found the buffer one of them lost).
 class FakeInventorySource final : public InventorySource {
  public:
   NodeInventory canned;
   EnvMap process_env;
-  std::vector<EnvMap> bootstrap_calls;
+  std::vector<EnvMap> bootstrap_calls;  // read once the agents are done
 
   SystemInfo System() override { return canned.system; }
   NcclInfo Nccl() override { return canned.nccl; }
   NcclBootstrapInfo NcclBootstrap(const NcclInfo&, const EnvMap& env) override {
+    std::lock_guard<std::mutex> lock(mu_);
     bootstrap_calls.push_back(env);
     return canned.nccl_bootstrap;
   }
@@ -78,6 +81,9 @@ class FakeInventorySource final : public InventorySource {
   NvmlInfo Nvml() override { return canned.nvml; }
   EnvMap Environment() override { return process_env; }
   std::vector<DsEnvFile> DeepSpeedEnvFiles() override { return canned.deepspeed_env; }
+
+ private:
+  std::mutex mu_;
 };
 
 // NCCL_*, CUDA_VISIBLE_DEVICES, MASTER_ADDR/PORT, rank variables, GLOO/TORCH distributed
