@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common/file.h"
+#include "common/json_get.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "probe/bandwidth.h"
@@ -25,10 +26,6 @@ namespace codes = diagnosis::codes;
 
 namespace {
 
-std::string Str(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-
 // Agents' documents are untrusted input: a missing or mistyped field reads as empty, never throws.
 const json& Field(const json& j, const char* key) {
   static const json kNull;
@@ -38,10 +35,6 @@ const json& Arr(const json& j, const char* key) {
   static const json kEmpty = json::array();
   const json& v = Field(j, key);
   return v.is_array() ? v : kEmpty;
-}
-bool Bool(const json& j, const char* key) {
-  const json& v = Field(j, key);
-  return v.is_boolean() && v.get<bool>();
 }
 double Num(const json& j, const char* key) {
   const json& v = Field(j, key);
@@ -225,7 +218,7 @@ CheckRow HostnamesRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   }
   std::map<std::string, std::vector<std::string>> by_host;
   for (const auto& n : in.nodes) {
-    if (Reachable(n)) by_host[Str(Field(Inv(n), "system"), "hostname")].push_back(n.name);
+    if (Reachable(n)) by_host[JsonString(Field(Inv(n), "system"), "hostname")].push_back(n.name);
   }
   r.summary = std::to_string(by_host.size()) + " distinct hostnames";
   for (const auto& [host, names] : by_host) {
@@ -250,12 +243,12 @@ CheckRow NcclRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   for (const auto& n : in.nodes) {
     if (!Reachable(n)) continue;
     const json& nccl = Field(Inv(n), "nccl");
-    if (!Bool(nccl, "found")) {
+    if (!JsonBool(nccl, "found")) {
       missing.push_back(n.name);
       continue;
     }
-    by_version[Str(nccl, "version")].push_back(n.name);
-    r.details.push_back(n.name + ": " + Str(nccl, "version") + " at " + Str(nccl, "path"));
+    by_version[JsonString(nccl, "version")].push_back(n.name);
+    r.details.push_back(n.name + ": " + JsonString(nccl, "version") + " at " + JsonString(nccl, "path"));
   }
   if (!missing.empty()) {
     bool none = by_version.empty();
@@ -294,9 +287,9 @@ CheckRow CudaRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
   for (const auto& n : in.nodes) {
     if (!Reachable(n)) continue;
     const json& cuda = Field(Inv(n), "cuda");
-    std::string v = Bool(cuda, "runtime_found") ? Str(cuda, "runtime_version") : "none";
+    std::string v = JsonBool(cuda, "runtime_found") ? JsonString(cuda, "runtime_version") : "none";
     by_runtime[v].push_back(n.name);
-    r.details.push_back(n.name + ": runtime " + v + ", driver " + Str(cuda, "driver_version"));
+    r.details.push_back(n.name + ": runtime " + v + ", driver " + JsonString(cuda, "driver_version"));
   }
   r.summary = by_runtime.size() <= 1
                   ? "CUDA runtime " + (by_runtime.empty() ? "?" : by_runtime.begin()->first) + " everywhere"
@@ -351,11 +344,11 @@ CheckRow BootstrapRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     if (!Reachable(n)) continue;
     const json& inv = Inv(n);
     const json& b = Field(inv, "nccl_bootstrap");
-    if (!Bool(b, "ran")) continue;
+    if (!JsonBool(b, "ran")) continue;
     ++ran;
-    std::string ifname = Str(Field(inv, "env"), "NCCL_SOCKET_IFNAME");
-    std::string iface = Str(b, "interface");
-    if (!Bool(b, "ok")) {
+    std::string ifname = JsonString(Field(inv, "env"), "NCCL_SOCKET_IFNAME");
+    std::string iface = JsonString(b, "interface");
+    if (!JsonBool(b, "ok")) {
       r.status = CheckStatus::kFail;
       std::vector<std::string> ev;
       for (const auto& w : Arr(b, "warnings")) {
@@ -364,7 +357,7 @@ CheckRow BootstrapRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
       r.details.push_back(n.name + ": failed under NCCL_SOCKET_IFNAME=" + (ifname.empty() ? "(unset)" : ifname));
       std::vector<std::string> names;
       for (const auto& nic : Interfaces(n)) {
-        if (Bool(nic, "up") && !Bool(nic, "loopback")) names.push_back(Str(nic, "name"));
+        if (JsonBool(nic, "up") && !JsonBool(nic, "loopback")) names.push_back(JsonString(nic, "name"));
       }
       out.push_back({codes::kSocketIfnameInvalid,
                      Severity::kError,
@@ -377,7 +370,7 @@ CheckRow BootstrapRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
                          (names.empty() ? "none up" : Join(names, ", ")) + "), or a prefix / '^lo,docker' exclusion"});
       continue;
     }
-    r.details.push_back(n.name + ": " + iface + " " + Str(b, "address"));
+    r.details.push_back(n.name + ": " + iface + " " + JsonString(b, "address"));
     if (iface == "lo" && !in.simulated) {
       r.status = std::max(r.status, CheckStatus::kWarn);
       out.push_back({codes::kSocketIfnameInvalid,
@@ -421,10 +414,10 @@ CheckRow EnvRow(const ClusterCheckInput& in, std::vector<Finding>& out) {
     }
     for (const auto& f : Arr(Inv(n), "deepspeed_env")) {
       for (const auto& p : Arr(f, "problems")) {
-        if (!Bool(p, "fatal")) continue;
+        if (!JsonBool(p, "fatal")) continue;
         r.status = CheckStatus::kFail;
-        r.details.push_back(n.name + ": " + Str(f, "path") + ":" + std::to_string(static_cast<int>(Num(p, "line"))) +
-                            ": " + Str(p, "reason"));
+        r.details.push_back(n.name + ": " + JsonString(f, "path") + ":" +
+                            std::to_string(static_cast<int>(Num(p, "line"))) + ": " + JsonString(p, "reason"));
       }
     }
   }
@@ -1304,7 +1297,7 @@ int ClusterExitCode(const ClusterCheckResult& res) { return probe::ReportExitCod
 
 int ReportedGpus(const NodeProbe& node) { return static_cast<int>(Num(Field(Inv(node), "cuda"), "device_count")); }
 int ReportedCpus(const NodeProbe& node) { return static_cast<int>(Num(Field(Inv(node), "system"), "cpus")); }
-std::string ReportedHostname(const NodeProbe& node) { return Str(Field(Inv(node), "system"), "hostname"); }
+std::string ReportedHostname(const NodeProbe& node) { return JsonString(Field(Inv(node), "system"), "hostname"); }
 
 std::string SharedGpu(const std::vector<NodeProbe>& nodes, const std::vector<size_t>& idx,
                       const std::vector<int>& gpus) {
@@ -1319,7 +1312,7 @@ std::string SharedGpu(const std::vector<NodeProbe>& nodes, const std::vector<siz
     for (int d = 0; d < gpus[k]; ++d) {
       const size_t i = static_cast<size_t>(d);
       const std::string bus = i < bus_ids.size() && bus_ids[i].is_string() ? bus_ids[i].get<std::string>() : "";
-      const std::string uuid = i < list.size() ? Str(list[i], "uuid") : "";
+      const std::string uuid = i < list.size() ? JsonString(list[i], "uuid") : "";
       const std::string gpu = !bus.empty() && !host.empty() ? host + " PCI " + bus
                               : !uuid.empty()               ? uuid
                               : host.empty()                ? ""

@@ -11,6 +11,7 @@
 
 #include "collectors/pickle.h"
 #include "common/file.h"
+#include "common/json_get.h"
 #include "common/strings.h"
 
 namespace dsd::collectors {
@@ -20,17 +21,6 @@ constexpr size_t kMaxDumpBytes = size_t{1} << 30;  // a 2,000-entry dump is a fe
 constexpr int kMaxRanks = 1 << 20;
 // The entries of each dump the diagnosis reads (RankStateFromDump's default).
 constexpr size_t kKeepEntries = 64;
-
-// A field of the type the format gives it, else the default: a dump comes from the user's job, and
-// nlohmann's value() throws on a type it did not expect.
-std::string Str(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-bool Bool(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() && it->get<bool>();
-}
 
 // torch's dtype names (c10::ScalarType) as the trace's.
 std::string DtypeName(const std::string& t) {
@@ -95,7 +85,7 @@ std::string Callsite(const nlohmann::json& frames) {
   std::string inner;
   for (const auto& fr : frames) {
     if (!fr.is_object()) continue;
-    std::string file = Str(fr, "filename"), name = Str(fr, "name");
+    std::string file = JsonString(fr, "filename"), name = JsonString(fr, "name");
     int line = fr.contains("line") && fr["line"].is_number_integer() ? fr["line"].get<int>() : 0;
     std::string base = file.substr(file.rfind('/') == std::string::npos ? 0 : file.rfind('/') + 1);
     if (TracerFrame(file)) continue;
@@ -139,7 +129,7 @@ int WorldOf(const nlohmann::json& doc) {
   if (cfg == doc.end() || !cfg->is_object()) return 0;
   for (const auto& [name, pg] : cfg->items()) {
     if (!(name.empty() || name == "0") || !pg.is_object()) continue;
-    std::string ranks = Str(pg, "ranks");
+    std::string ranks = JsonString(pg, "ranks");
     if (ranks.empty()) continue;
     return static_cast<int>(std::count(ranks.begin(), ranks.end(), ',')) + 1;
   }
@@ -204,8 +194,8 @@ diagnosis::RankState RankStateFromDump(const FlightRecorderDump& dump, size_t ke
     if (!e.is_object()) continue;
     diagnosis::OpRecord rec;
     int peer = -1;
-    rec.op = OpName(Str(e, "profiling_name"), dump.rank, &peer);
-    bool p2p = Bool(e, "is_p2p") || rec.op == "send" || rec.op == "recv";
+    rec.op = OpName(JsonString(e, "profiling_name"), dump.rank, &peer);
+    bool p2p = JsonBool(e, "is_p2p") || rec.op == "send" || rec.op == "recv";
     rec.seq = static_cast<uint64_t>(std::max<int64_t>(0, Int(e, p2p ? "p2p_seq_id" : "collective_seq_id")));
     rec.peer = p2p ? peer : -1;
     rec.comm = CommOf(e.contains("process_group") ? e["process_group"] : nlohmann::json());
@@ -223,7 +213,7 @@ diagnosis::RankState RankStateFromDump(const FlightRecorderDump& dump, size_t ke
     }
     rec.callsite = Callsite(e.contains("frames") ? e["frames"] : nlohmann::json());
     rec.started_ns = Int(e, "time_created_ns");
-    std::string state = Str(e, "state");
+    std::string state = JsonString(e, "state");
     bool done = state == "completed" || (e.contains("retired") && e["retired"] == true);
     rec.state = done ? "completed" : state == "started" ? "started" : "enqueued";
     rec.ended_ns = done ? std::max(Int(e, "time_discovered_completed_ns"), rec.started_ns) : 0;

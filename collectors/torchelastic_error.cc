@@ -2,16 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_get.h"
 #include "common/strings.h"
 
 namespace dsd::collectors {
 
 namespace {
-
-std::string Str(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 // "1700000000" (torch writes a string) or a number.
 int64_t Seconds(const nlohmann::json& j, const char* key) {
@@ -40,10 +36,10 @@ std::optional<TorchElasticError> ParseTorchElasticError(std::string_view text) {
     e.message = m->get<std::string>();
     e.timestamp_s = Seconds(j, "timestamp");
   } else if (m->is_object()) {
-    e.message = Str(*m, "message");
+    e.message = JsonString(*m, "message");
     auto extra = m->find("extraInfo");
     if (extra != m->end() && extra->is_object()) {
-      e.py_callstack = Str(*extra, "py_callstack");
+      e.py_callstack = JsonString(*extra, "py_callstack");
       e.timestamp_s = Seconds(*extra, "timestamp");
     }
     auto code = m->find("errorCode");
