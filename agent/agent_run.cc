@@ -47,9 +47,6 @@ bool SharesRunDir(const RunDir& dir, const std::string& run_id) {
   return text.ok() && Trim(*text) == run_id;
 }
 
-// How long the ranks of a node get to write their Flight Recorder dumps of an incident.
-constexpr Duration kFlightRecorderWait = std::chrono::seconds(5);
-
 // What the agent sends on one run stream, and whether anyone still listens.
 class RunStreamOut {
  public:
@@ -132,23 +129,18 @@ class RunStreamOut {
     } else if (const auto* request = std::get_if<StacksRequest>(&control)) {
       // A capture can take seconds: a heartbeat between ranks tells the coordinator we live.
       const auto heartbeat = [&] { Send(HeartbeatMessage{ranks_.NowNs()}); };
-      // The Flight Recorder dumps first: every torch rank dumps while the stacks are taken.
       const int incident = request->flight_recorder_incident;
-      if (incident > 0)
-        if (Status st = ranks_.RequestFlightRecorder(incident); !st.ok())
-          log::Get("agent")->warn("run: Flight Recorder dumps not requested: {}", st.message());
-      auto stacks = ranks_.Stacks(request->ranks, heartbeat);
+      std::vector<collectors::NodeRanks::FlightRecorderFile> dumps;
+      auto stacks = ranks_.StacksAndDumps(request->ranks, incident, heartbeat, &dumps);
       StacksReply reply{request->id, {}};
       for (auto& s : stacks) {
         if (mirror_ && s.error.empty()) SendFile(s.rank, RankFile::kStack, s.text);
         reply.stacks.push_back({s.rank, s.tool, s.signature, s.error});
       }
-      if (incident > 0) {
-        for (const auto& dump : ranks_.FlightRecorderDumps(incident, kFlightRecorderWait, heartbeat)) {
-          if (!mirror_) continue;
-          if (auto bytes = ReadFile(dump.path, kMaxFileBytes); bytes.ok())
-            for (const auto& piece : FileMessages(dump.rank, RankFile::kFlightRecorder, *bytes, incident)) Send(piece);
-        }
+      for (const auto& dump : dumps) {
+        if (!mirror_) break;
+        if (auto bytes = ReadFile(dump.path, kMaxFileBytes); bytes.ok())
+          for (const auto& piece : FileMessages(dump.rank, RankFile::kFlightRecorder, *bytes, incident)) Send(piece);
       }
       Send(reply);
     }

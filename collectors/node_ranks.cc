@@ -238,6 +238,20 @@ std::vector<NodeRanks::FlightRecorderFile> NodeRanks::FlightRecorderDumps(int in
   }
 }
 
+std::vector<NodeStack> NodeRanks::StacksAndDumps(const std::vector<int>& ranks, int incident,
+                                                 const std::function<void()>& between,
+                                                 std::vector<FlightRecorderFile>* dumps) {
+  if (incident > 0)
+    if (Status st = RequestFlightRecorder(incident); !st.ok())
+      log::Get("run")->warn("Flight Recorder dumps not requested: {}", st.message());
+  auto stacks = Stacks(ranks, between);
+  if (incident > 0) {
+    auto written = FlightRecorderDumps(incident, kFlightRecorderWait, between);
+    if (dumps) *dumps = std::move(written);
+  }
+  return stacks;
+}
+
 int64_t NodeRanks::NowNs() const { return WallNs(*clock_); }
 
 bool NodeRanks::AllExited() const {

@@ -41,6 +41,8 @@ StackTaker& RealStackTaker();
 // How long a stop other than SIGKILL waits before SIGKILL, unless the run's plan says otherwise
 // (coordinator/run_spec.h: the same on the coordinator and on every node).
 inline constexpr Duration kStopEscalation = std::chrono::seconds(3);
+// How long a node's torch ranks get to write their Flight Recorder dumps of an incident.
+inline constexpr Duration kFlightRecorderWait = std::chrono::seconds(5);
 
 struct NodeRanksOptions {
   std::string node;  // the node's name in every rank's state
@@ -111,6 +113,12 @@ class NodeRanks {
   };
   std::vector<FlightRecorderFile> FlightRecorderDumps(int incident, Duration wait,
                                                       const std::function<void()>& between = {});
+  // Stacks() with the Flight Recorder dumps of `incident` (0: none) taken at the same moment: the
+  // request goes first, so every torch rank dumps while the stacks are taken, then the dumps get up
+  // to kFlightRecorderWait; they go to *dumps when given (the agent sends them on).
+  std::vector<NodeStack> StacksAndDumps(const std::vector<int>& ranks, int incident,
+                                        const std::function<void()>& between,
+                                        std::vector<FlightRecorderFile>* dumps = nullptr);
 
   // Every rank exited (after a stop, a rank never handed over counts as ended).
   bool AllExited() const;

@@ -84,14 +84,9 @@ void DirectSource::Signal(int sig) {
 std::map<int, std::string> DirectSource::Stacks(const std::vector<int>& want, int flight_recorder_incident) {
   std::map<int, std::string> out;
   if (!ranks_) return out;
-  if (flight_recorder_incident > 0)
-    if (Status st = ranks_->RequestFlightRecorder(flight_recorder_incident); !st.ok())
-      log::Get("run")->warn("Flight Recorder dumps not requested: {}", st.message());
-  for (const auto& s : ranks_->Stacks(want))
+  // The dumps stay on disk: this process's run dir is the run's.
+  for (const auto& s : ranks_->StacksAndDumps(want, flight_recorder_incident, {}))
     if (s.error.empty()) out[s.rank] = s.signature;
-  // The dumps are on disk (this process's run dir): only their wait is ours.
-  if (flight_recorder_incident > 0)
-    (void)ranks_->FlightRecorderDumps(flight_recorder_incident, std::chrono::seconds(5));
   return out;
 }
 
