@@ -67,6 +67,22 @@ std::string MismatchRemedy(const std::vector<const OpRecord*>& sides) {
   }
   return "Every rank must issue the same collectives with the same arguments in the same order.";
 }
+// Whether `call` repeats what its callsite issued before on communicator `comm` (any rank's
+// records before `seq`): 1 when one of them was the same call, 0 when there were some and none
+// was, -1 when there were none (the callsite is new, or it has no name).
+int SameAsEarlierCalls(const JobState& job, const OpRecord& call, uint32_t comm, uint64_t seq) {
+  if (call.callsite.empty()) return -1;
+  int seen = -1;
+  for (const RankState& r : job.ranks) {
+    for (const OpRecord& rec : r.recent) {
+      if (rec.comm != comm || rec.seq == 0 || rec.seq >= seq || !rec.collective() || rec.callsite != call.callsite)
+        continue;
+      if (rec.SameCall(call)) return 1;
+      seen = 0;
+    }
+  }
+  return seen;
+}
 }  // namespace
 
 void TraceMismatch(Ctx& c) {
@@ -137,17 +153,36 @@ void TraceMismatch(Ctx& c) {
           tie = false;
           largest = InCheckpoint(*sides[0]) ? 1 : 0;
         }
+        // Otherwise the earlier calls of the same callsite decide: a side that repeats what that
+        // callsite always issued is not the one that changed. (Ties also arise when the ranks that
+        // would outvote the culprit never reached the call: stopped after the culprit failed.)
+        std::vector<bool> changed(sides.size(), false);
+        if (tie) {
+          size_t n_changed = 0, n_kept = 0;
+          for (size_t s = 0; s < sides.size(); ++s) {
+            int h = SameAsEarlierCalls(c.job, *sides[s], entries[i].comm, entries[i].seq);
+            changed[s] = h == 0;
+            n_changed += h == 0;
+            n_kept += h == 1;
+          }
+          if (n_changed == 0 || n_kept == 0) std::fill(changed.begin(), changed.end(), false);
+          else tie = false;
+        }
+        const bool by_history = std::find(changed.begin(), changed.end(), true) != changed.end();
         Finding f;
         f.code = codes::kCollectiveMismatch;
         f.severity = Severity::kError;
         std::vector<std::string> parts;
         for (size_t s = 0; s < sides.size(); ++s) {
-          if (!tie && s != largest) f.ranks.insert(f.ranks.end(), side_ranks[s].begin(), side_ranks[s].end());
-          if (tie) f.ranks.insert(f.ranks.end(), side_ranks[s].begin(), side_ranks[s].end());
+          bool culprit = tie || (by_history ? changed[s] : s != largest);
+          if (culprit) f.ranks.insert(f.ranks.end(), side_ranks[s].begin(), side_ranks[s].end());
           parts.push_back(RankWord(side_ranks[s]) + " called " + sides[s]->Describe());
           std::string ev = RankWord(side_ranks[s]) + ": " + sides[s]->Describe() + " [" + sides[s]->state + "]";
           if (sides[s]->in_flight()) ev += " for " + Seconds(AgeS(c.job.now_ns, sides[s]->started_ns));
           f.evidence.push_back(ev);
+          if (by_history && changed[s])
+            f.evidence.push_back(RankWord(side_ranks[s]) + " changed: the earlier calls at @" + sides[s]->callsite +
+                                 " were like the other side's");
         }
         std::sort(f.ranks.begin(), f.ranks.end());
         f.summary = "collective #" + std::to_string(entries[i].seq) +
