@@ -11,6 +11,7 @@
 #include "collectors/log_catalogue.h"
 #include "collectors/run_dir.h"
 #include "collectors/slurm_accounting.h"
+#include "collectors/source_formats.h"
 #include "coordinator/slurm.h"
 #include "diagnosis/engine.h"
 #include "diagnosis/report.h"
@@ -20,6 +21,20 @@ namespace dsd::cli {
 int RunAnalyze(const AnalyzeOptions& o) {
   if (o.list_patterns) {
     std::cout << collectors::CatalogueMarkdown();
+    return kExitOk;
+  }
+  if (o.coverage) {
+    std::cout << collectors::CoverageMarkdown();
+    return kExitOk;
+  }
+  if (!o.explain.empty()) {
+    std::string text = collectors::ExplainPatterns(o.explain);
+    if (text.empty()) {
+      std::cerr << "dsdoctor analyze: --explain " << o.explain
+                << ": no pattern has that finding code or kind (dsdoctor analyze --explain all lists them)\n";
+      return kExitUsage;
+    }
+    std::cout << text;
     return kExitOk;
   }
   std::vector<std::string> warnings;

@@ -211,6 +211,13 @@ int Main(int argc, char** argv) {
   analyze_cmd->add_option("path", analyze.paths, "A run dir, or one or more log files; - reads standard input");
   analyze_cmd->add_flag("--list-patterns", analyze.list_patterns,
                         "Print the log pattern catalogue (Markdown) and exit");
+  analyze_cmd->add_flag("--coverage", analyze.coverage,
+                        "Print how many of the error formats NCCL and PyTorch print the catalogue explains "
+                        "(Markdown) and exit");
+  analyze_cmd->add_option("--explain", analyze.explain,
+                          "Print every pattern behind a finding code (NCCL_ERROR) or a kind (nccl_ib_retry_exceeded, "
+                          "nccl_src_ib): its source, expression, an example line, cause and remedy; \"all\" lists "
+                          "every one");
   analyze_cmd->add_flag("--json", analyze.json, "Print the JSON report (docs/run.md)");
   analyze_cmd->add_option("--timeout", analyze.timeout_s, "Stall threshold in seconds")
       ->check(CLI::Range(0.5, 86400.0));

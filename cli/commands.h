@@ -139,6 +139,8 @@ int RunTui(const TuiOptions& options);
 struct AnalyzeOptions {
   std::vector<std::string> paths;  // a run dir, or log files ("-" = standard input)
   bool list_patterns = false;      // print the log pattern catalogue (docs/log-patterns.md) instead
+  bool coverage = false;           // print the catalogue's coverage of the sources (docs/log-coverage.md) instead
+  std::string explain;             // print the patterns of this finding code or kind, with examples, instead
   bool json = false;
   double timeout_s = 60;
   double hang_after_s = 5;

@@ -50,6 +50,9 @@ const std::vector<LogPattern> kCatalogue = {
      codes::kLogError, kInfo, kContext, "NCCL communicator: rank {self_rank} of {nranks}", "", NCCL_ENV},
     {"nccl_version", R"(NCCL INFO NCCL version (?P<version>\d+\.\d+\.\d+))", codes::kLogError, kInfo, kContext,
      "NCCL {version}", "", ""},
+    {"nccl_interface",
+     R"(NCCL INFO (?:Bootstrap|NET/Socket|NET/IB) ?: ?Using .*?(?P<iface>[A-Za-z][\w.-]*):(?P<addr>\d+\.\d+\.\d+\.\d+|[0-9a-fA-F]*:[0-9a-fA-F:]+(?:%[\w.-]+)?)<\d+>)",
+     codes::kLogError, kInfo, kContext, "NCCL uses {iface} ({addr})", "", NCCL_ENV},
     {"nccl_version_banner", R"(^NCCL version (?P<version>\d+\.\d+\.\d+))", codes::kLogError, kInfo, kContext,
      "NCCL {version}", "", ""},
 
@@ -286,6 +289,12 @@ const std::vector<LogPattern> kCatalogue = {
     {"torch_watchdog_takedown", R"(To avoid data inconsistency, we are taking the entire process down)",
      codes::kWatchdogTimeout, kWarn, kConseq, "PyTorch took the process down after a failed or timed-out collective",
      "This is PyTorch reacting to the timeout or NCCL error logged just before on the same rank.", TORCH_DIST},
+    {"torch_wait_timeout", R"((?:^|: )(?:Operation timed out!|NCCL timeout in: (?P<where>\S+)))", codes::kWatchdogTimeout,
+     kErr, kCause, "PyTorch: a collective's wait timed out",
+     "The rank waited for a collective (work.wait() or the NCCL communicator) until the process group's timeout: "
+     "another rank never made the matching call (compare where each rank was: `dsdoctor run` records it) or the "
+     "network between them is blocked; raise init_process_group(timeout=...) only for legitimately slow steps.",
+     TORCH_DIST},
     {"torch_work_timeout",
      R"((?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
      codes::kWatchdogTimeout, kWarn, kContext,
@@ -320,7 +329,7 @@ const std::vector<LogPattern> kCatalogue = {
 
     // ---- PyTorch c10d store and rendezvous ---------------------------------------------------------
     {"torch_eaddrinuse",
-     R"((?:(?:port: (?P<port>\d+)|bind to \S*?:(?P<port2>\d+)).*?)?(?:EADDRINUSE|[Aa]ddress already in use))",
+     R"((?:(?:port: (?P<port>\d+)|bind to \S*?:(?P<port2>\d+)).*?)?(?:EADDRINUSE|[Aa]ddress already in use)|port: (?P<port3>\d+) already in use\s*$)",
      codes::kRendezvousError, kErr, kCause, "the rendezvous port is already in use",
      "Another process holds MASTER_PORT on the master node (a previous run still alive, or another job): pick a free "
      "--master_port / MASTER_PORT, or end the stale process (`ss -ltnp | grep PORT`).",
@@ -379,6 +388,12 @@ const std::vector<LogPattern> kCatalogue = {
     {"elastic_closing_signal",
      R"((?:Sending process (?P<pid>\d+) closing signal|Closing process (?P<pid2>\d+) via signal) (?P<signame>SIG\w+))",
      codes::kRankExited, kInfo, kContext, "torchrun stops worker {pid} ({signame}) after another failed", "",
+     TORCH_ELASTIC},
+    {"elastic_agent_signal", R"(SignalException: Process (?P<pid>\d+) got signal: (?P<signal>\d+))", codes::kLaunchError,
+     kErr, kCause, "torchrun (pid {pid}) was sent signal {signal} and stopped its workers",
+     "Something outside the job stopped torchrun itself: signal 15 (SIGTERM) is a scheduler's time limit or preemption "
+     "(Slurm, Kubernetes) or a person's kill, 1 (SIGHUP) a closed terminal or ssh session (run under nohup, tmux or "
+     "the scheduler), 9 a memory limit; the scheduler's records (sacct, kubectl describe) say which.",
      TORCH_ELASTIC},
     {"elastic_signal_received", R"(Signal (?P<signal>\d+) \((?P<signame>SIG\w+)\) received by PID (?P<pid>\d+))",
      codes::kRankExited, kErr, kExit, "worker {pid} received {signame}",
@@ -628,6 +643,19 @@ const std::vector<LogPattern> kCatalogue = {
      "A write failed for lack of space (checkpoints, /dev/shm, /tmp or the log dir): free space or point the output "
      "elsewhere; a checkpoint written at that moment is incomplete.",
      ""},
+    // Last: a PyTorch error or warning line of its C++ logging ("[E1207 10:11:12.123456789
+    // ProcessGroupNCCL.cpp:1234] …", 1.x "[W socket.cpp:663] …") or of torch.distributed's Python
+    // logging (2.x "E1207 10:11:12.123000 4242 torch/distributed/…/api.py:869] …", 1.x
+    // "ERROR:torch.distributed.elastic…:…"). Context: the message is looked up among the formats
+    // PyTorch prints (source_formats.h), and only a known error format becomes an event.
+    {"torch_log_error",
+     R"(^(?:\[[EW](?:\d{4} [\d:.]+)? +(?:\d+ )?[\w./-]+:\d+\]|[EW]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]|(?:ERROR|WARNING):torch\.distributed[\w.]*:) ?(?P<message>.+))",
+     codes::kLogError, kInfo, kContext, "PyTorch log line: {message}", "", TORCH_DIST},
+    // DeepSpeed's logger ("[2026-12-07 10:11:12,123] [ERROR] [runner.py:512:main] …"): looked up among the
+    // formats DeepSpeed's launcher and comm layer print, like torch_log_error.
+    {"ds_log_line",
+     R"(^(?:\[\d{4}-\d\d-\d\d [\d:,.]+\] )?\[(?:ERROR|WARNING|CRITICAL)\] \[[\w.]+:\d+:\w+\] (?P<message>.+))",
+     codes::kLogError, kInfo, kContext, "DeepSpeed log line: {message}", "", DS_LAUNCH},
 };
 
 // RE2 options for the catalogue: linear time, bounded memory, no failure on long inputs.
@@ -685,7 +713,8 @@ std::string CatalogueMarkdown() {
       "its named groups are the fields. Roles: a *cause* can be the root of a failure, a *consequence* usually\n"
       "follows another rank's failure, an *exit* line reports how a rank ended, *context* gives facts only.\n"
       "Each entry's test line, in the format of the public report cited beside it, is in\n"
-      "collectors/log_catalogue_test.cc.\n\n"
+      "collectors/log_catalogue_examples.cc (`dsdoctor analyze --explain KIND` shows them). Lines these entries\n"
+      "read only generically are looked up among the error formats NCCL and PyTorch print (docs/log-coverage.md).\n\n"
       "| kind | code | role | pattern | cause and remedy | documentation |\n|---|---|---|---|---|---|\n";
   for (const LogPattern& p : kCatalogue) {
     std::string refs;

@@ -2,7 +2,7 @@
 // known message family (NCCL, CUDA, PyTorch c10d/elastic, DeepSpeed's launcher, OpenMPI, Gloo, the
 // kernel): a regular expression over the message (the line without launcher prefixes), the
 // finding code it becomes, a cause and a specific remedy, and where the message is documented.
-// docs/log-patterns.md is the readable form; collectors/log_catalogue_test.cc holds one real-format
+// docs/log-patterns.md is the readable form; collectors/log_catalogue_examples.cc holds one real-format
 // line per entry, with the public report it was modelled on.
 //
 // Matching (LogPatternSet) is linear time (RE2): no input line can make it recurse or backtrack.
@@ -49,6 +49,16 @@ struct LogPattern {
 //   exit_code, signal   how that rank ended;  pid
 //   seq, op, pg         a watchdog's collective (SeqNum, OpType, process group)
 //   nranks, version     context: world size of a communicator, NCCL version
+
+// A line an entry is written for, in the format of the public report it cites.
+struct CatalogueExample {
+  const char* kind;
+  const char* line;    // as it appears in a log (prefixes included)
+  const char* fields;  // "name=value;…" among the fields the entry extracts ("" = none checked)
+  const char* source;  // the public report (or source file) whose format the line follows
+};
+// At least one per entry (log_catalogue_examples.cc).
+const std::vector<CatalogueExample>& CatalogueExamples();
 
 // The whole catalogue in priority order: the first entry that matches a message wins, so specific
 // entries come before the generic ones of their family.

@@ -2,9 +2,11 @@
 
 #include <re2/re2.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "collectors/log_prefix.h"
+#include "collectors/source_formats.h"
 #include "common/strings.h"
 #include "diagnosis/finding.h"
 
@@ -103,12 +105,35 @@ LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text, 
   }
   if (auto h = m.Field("host"); !h.empty() && p.role == LogRole::kExit) e.host = h;
   if (auto pid = m.Field("pid"); !pid.empty() && p.role == LogRole::kExit) e.pid = SafeInt(pid);
+  // An NCCL WARN no entry knows: the format NCCL printed it with names its subsystem.
+  if (std::string_view(p.kind) == "nccl_warn") {
+    LogEvent refined;
+    if (FromFormat(FormatSource::kNccl, m.Field("message"), text, &refined)) return refined;
+  }
   return e;
+}
+
+bool LogClassifier::FromFormat(FormatSource source, std::string_view message, std::string_view text,
+                               LogEvent* out) const {
+  FormatMatch fm;
+  if (message.empty() || !FormatMatcher::Default(source).Match(message.substr(0, kMaxSegment), &fm) ||
+      fm.family->generic || fm.severity == Severity::kInfo)
+    return false;
+  const FormatFamily& f = *fm.family;
+  std::string shown(Trim(message).substr(0, 300));
+  *out = Make(f.code, f.kind, (source == FormatSource::kNccl ? "NCCL WARN " : "") + shown, Trim(text),
+              std::string(f.cause) + ". " + f.remedy, fm.severity);
+  const std::string& version = BuiltinFormats(source).version;  // "NCCL 2.30.7 <commit>"
+  out->fields["source"] = version.substr(0, version.find(' ', version.find(' ') + 1)) + " " + fm.Source();
+  return true;
 }
 
 bool LogClassifier::KnownCause(std::string_view text, LogEvent* cause, bool look_inside) const {
   PatternMatch m;
-  if (!patterns_->Match(text, &m) || m.pattern->role == LogRole::kContext) return false;
+  if (!patterns_->Match(text, &m) || m.pattern->role == LogRole::kContext)
+    // A PyTorch or DeepSpeed message no entry knows: the format it was raised with names its subsystem.
+    return FromFormat(FormatSource::kTorch, text, text, cause) ||
+           FromFormat(FormatSource::kDeepSpeed, text, text, cause);
   *cause = FromMatch(m, text, look_inside);
   return true;
 }
@@ -132,6 +157,17 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
       in_table_ = true, table_rows_ = 0, table_rank_ = -1, table_host_.clear();
     } else if (kind == "nccl_version" || kind == "nccl_version_banner") {
       if (facts_.nccl_version.empty()) facts_.nccl_version = m.Field("version"), facts_.nccl_version_line = line_no_;
+    } else if (kind == "nccl_interface") {
+      std::string addr = m.Field("addr");
+      if (facts_.addresses.size() < 8 &&
+          std::find(facts_.addresses.begin(), facts_.addresses.end(), addr) == facts_.addresses.end())
+        facts_.addresses.push_back(std::move(addr));
+    } else if (kind == "torch_log_error") {
+      // PyTorch's own error lines (glog from C++, its logging from Python): an event when the format
+      // they were printed with is known, never a guess from the bare "E" level.
+      if (LogEvent e; FromFormat(FormatSource::kTorch, m.Field("message"), text, &e)) out.push_back(std::move(e));
+    } else if (kind == "ds_log_line") {
+      if (LogEvent e; FromFormat(FormatSource::kDeepSpeed, m.Field("message"), text, &e)) out.push_back(std::move(e));
     }
     return true;
   }

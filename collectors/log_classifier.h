@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collectors/log_catalogue.h"
+#include "collectors/source_formats.h"
 #include "diagnosis/state.h"
 
 namespace dsd::collectors {
@@ -25,6 +26,9 @@ struct StreamFacts {
   int device = -1;  // its CUDA device in that communicator (the local rank, by the usual convention)
   std::string nccl_version;  // "2.21.5"
   int nccl_version_line = 0;
+  // Addresses NCCL said this process uses ("Bootstrap : Using eth0:10.0.0.5<0>"): a peer address
+  // another rank's line names maps back to this stream's rank and node.
+  std::vector<std::string> addresses;
 };
 
 class LogClassifier {
@@ -66,6 +70,9 @@ class LogClassifier {
   // The event of the catalogue entry (not a context one) that matches `text`: the cause a
   // traceback's exception, a what() or a wrapper's inner message names.
   bool KnownCause(std::string_view text, diagnosis::LogEvent* cause, bool look_inside = true) const;
+  // The event of the source format (source_formats.h) that prints `message`: its family's cause and
+  // remedy; false for none, a warning the source prints as such, or the catch-all family.
+  bool FromFormat(FormatSource source, std::string_view message, std::string_view text, diagnosis::LogEvent* out) const;
 
   int rank_;
   const LogPatternSet* patterns_;

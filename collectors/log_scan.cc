@@ -626,6 +626,60 @@ LogScanResult LogScanner::Finish() {
     by_local.emplace(std::make_tuple(st->key.file, st->key.host, local), rank);
     by_file_local[{st->key.file, local}].insert(rank);
   }
+  // Peers a line names (an address with its port, a host name, a rank number) are the culprit of
+  // what it reports (the printer is evidence): the addresses NCCL said each rank uses, and the
+  // hosts the prefixes named, map them back to ranks and nodes.
+  std::map<std::string, std::set<int>> ranks_at;  // address, host or short host name → ranks
+  std::map<std::string, std::string> host_at;     // address → host
+  auto short_name = [](const std::string& h) {
+    size_t dot = h.find('.');
+    return dot == std::string::npos || (h[0] >= '0' && h[0] <= '9') ? h : h.substr(0, dot);
+  };
+  for (auto& st : s.streams) {
+    int rank = rank_of(*st);
+    if (rank < 0) continue;
+    for (const std::string& a : st->classifier->facts().addresses) {
+      ranks_at[a].insert(rank);
+      if (!st->key.host.empty()) host_at[a] = st->key.host;
+    }
+    if (!st->key.host.empty()) {
+      ranks_at[st->key.host].insert(rank);
+      ranks_at[short_name(st->key.host)].insert(rank);
+    }
+  }
+  auto name_peer = [&](LogEvent& e) {
+    std::string peer = e.Field("peer");
+    if (peer.empty()) peer = e.Field("peer2");
+    if (peer.empty()) peer = e.Field("remote");
+    if (peer.empty() || peer.size() > 300) return;
+    if (peer.find_first_not_of("0123456789") == std::string::npos) {  // "Proxy Call to rank 5"
+      int r = SafeInt(peer);
+      if (r >= 0 && r < (1 << 20)) e.subject_rank = r;
+      return;
+    }
+    // "10.0.0.2<45763>", "node1<57557>", "[fe80::1]:29500", "master-0:29500"
+    std::string addr = peer.substr(0, peer.find('<'));
+    if (!addr.empty() && addr[0] == '[')
+      addr = addr.substr(1, addr.find(']') - 1);
+    else if (std::count(addr.begin(), addr.end(), ':') == 1)
+      addr = addr.substr(0, addr.find(':'));
+    // Loopback is every node's own: it names no one.
+    if (addr.rfind("127.", 0) == 0 || addr == "::1" || addr == "localhost") return;
+    std::string host = addr;
+    const std::set<int>* ranks = nullptr;
+    if (auto it = ranks_at.find(addr); it != ranks_at.end()) {
+      ranks = &it->second;
+      if (auto h = host_at.find(addr); h != host_at.end()) host = h->second;
+    } else if (auto sit = ranks_at.find(short_name(addr)); sit != ranks_at.end()) {
+      ranks = &sit->second;
+    }
+    e.fields["peer_host"] = host;
+    if (!ranks) return;
+    std::string list;
+    for (int r : *ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+    e.fields["peer_ranks"] = list;
+    if (ranks->size() == 1) e.subject_rank = *ranks->begin();
+  };
   for (auto& st : s.streams) {
     int rank = rank_of(*st);
     if (rank < 0 && st->key.pid) {
@@ -654,6 +708,11 @@ LogScanResult LogScanner::Finish() {
         int self = std::atoi(e.Field("self_rank").c_str());
         if (self >= 0 && self < (1 << 20)) e.rank = self;
       }
+      if (e.subject_rank < 0) name_peer(e);
+      // srun names the task: one task per rank, numbered as the ranks (SLURM_PROCID).
+      if (std::string t = e.Field("tasks");
+          e.subject_rank < 0 && !t.empty() && t.size() < 8 && t.find_first_not_of("0123456789") == std::string::npos)
+        e.subject_rank = SafeInt(t);
       // A launcher line about a local rank: the rank that has that local rank on that node.
       if (e.subject_rank < 0 && !e.Field("local_rank").empty())
         e.subject_rank = local_rank_of(st->key.file, e.host, std::atoi(e.Field("local_rank").c_str()));

@@ -114,6 +114,55 @@ TEST(LogScanTest, PdshHostsAndNcclPidsResolveToRanks) {
   EXPECT_TRUE(closed->consequence);
 }
 
+// The peer a line names is its culprit: an address NCCL said a rank uses, a host the prefixes
+// named, a rank number; the printer stays the event's rank (its evidence).
+TEST(LogScanTest, APeerAddressOrHostMapsToItsRankAndNode) {
+  std::string log;
+  for (int node = 0; node < 3; ++node) {
+    const std::string host = "gpu-" + std::to_string(node), pid = std::to_string(2000 + node);
+    log += host + ":" + pid + ":" + pid + " [0] NCCL INFO Bootstrap : Using ens5:10.1.0." + std::to_string(node + 11) +
+           "<0>\n";
+    log += host + ":" + pid + ":" + pid + " [0] NCCL INFO comm 0x55d1 rank " + std::to_string(node) +
+           " nranks 3 cudaDev 0 busId 1000 - Init COMPLETE\n";
+  }
+  log +=
+      "gpu-0:2000:2090 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer "
+      "10.1.0.13<41533>\n";
+  log +=
+      "gpu-1:2001:2091 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer "
+      "gpu-2.cluster.local<41533>\n";
+  log += "gpu-1:2001:2091 [0] proxy.cc:1234 NCCL WARN [Service thread] Proxy Call to rank 2 failed (Connect)\n";
+  log +=
+      "gpu-0:2000:2090 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.9.9.9<45763> failed : "
+      "Connection timed out\n";
+  auto r = Scan(log);
+  std::vector<const LogEvent*> closed;
+  for (const LogEvent& e : r.events)
+    if (e.kind == "nccl_socket_closed") closed.push_back(&e);
+  ASSERT_EQ(closed.size(), 2u);
+  EXPECT_EQ(closed[0]->rank, 0);  // the printer
+  EXPECT_EQ(closed[0]->subject_rank, 2);
+  EXPECT_EQ(closed[0]->Field("peer_host"), "gpu-2");
+  EXPECT_EQ(closed[1]->rank, 1);
+  EXPECT_EQ(closed[1]->subject_rank, 2);  // by its short host name
+  const LogEvent* proxy = Find(r, "nccl_proxy_failed");
+  ASSERT_TRUE(proxy);
+  EXPECT_EQ(proxy->subject_rank, 2);
+  // An address no rank said it uses: the finding names it, no rank is made up.
+  const LogEvent* connect = Find(r, "nccl_connect_failed");
+  ASSERT_TRUE(connect);
+  EXPECT_EQ(connect->subject_rank, -1);
+  EXPECT_EQ(connect->Field("peer_host"), "10.9.9.9");
+  EXPECT_EQ(connect->Field("peer_ranks"), "");
+}
+
+TEST(LogScanTest, SrunNamesTheTaskThatIsTheRank) {
+  auto r = Scan("srun: error: gpu-3: task 5: Exited with exit code 1\nsrun: error: gpu-3: tasks 6-7: Killed\n");
+  std::vector<int> subjects;
+  for (const LogEvent& e : r.events) subjects.push_back(e.subject_rank);
+  EXPECT_EQ(subjects, (std::vector<int>{5, -1}));
+}
+
 TEST(LogScanTest, MpirunTagsInsideALineAreDropped) {
   // mpirun --tag-output tags each write, so a traceback line can carry the tag several times (seen
   // in this project's real mpirun e2e runs).

@@ -262,6 +262,10 @@ void Events(Ctx& c) {
     std::string echo;  // why every event of the bucket is a consequence ("" when one is not)
     bool all_echo = true;
     std::set<int> rank_set;
+    // Lines about a peer: the ranks that printed them (the peer is in ranks/hosts).
+    bool about_peer = false;
+    std::vector<int> reporters;
+    std::set<int> reporter_set;
   };
   std::vector<Bucket> buckets;
   std::map<std::string, size_t> index;
@@ -284,15 +288,48 @@ void Events(Ctx& c) {
         shape += ch;
       else if (shape.empty() || shape.back() != '#')
         shape += '#';
-    std::string key = e.code + "\x1f" + e.kind + "\x1f" + shape + (echo != c.echoes.end() ? "\x1f" + echo->second : "");
+    // A line naming a peer (an address, a host, a rank) is about that peer: one finding per peer,
+    // the peer its culprit, the ranks that printed it its evidence.
+    const std::string peer_host = e.Field("peer_host");
+    std::string key = e.code + "\x1f" + e.kind + "\x1f" + shape +
+                      (echo != c.echoes.end() ? "\x1f" + echo->second : "") + "\x1f" + peer_host + "\x1f" +
+                      (e.subject_rank >= 0 ? std::to_string(e.subject_rank) : "");
     auto [it, inserted] = index.emplace(key, buckets.size());
-    if (inserted) buckets.push_back({&e, {}, {}, {}, echo != c.echoes.end() ? echo->second : "", true, {}});
+    if (inserted)
+      buckets.push_back({&e, {}, {}, {}, echo != c.echoes.end() ? echo->second : "", true, {}, false, {}, {}});
     Bucket& b = buckets[it->second];
     b.all_echo = b.all_echo && echo != c.echoes.end();
-    int subject = e.subject_rank >= 0 ? e.subject_rank : e.rank;
-    if (subject >= 0 && b.rank_set.insert(subject).second) b.ranks.push_back(subject);
-    if (!e.host.empty()) b.hosts.insert(e.host);
+    // (A peer no rank is known to be stays in the line's words; the printer stays the culprit.)
+    std::vector<int> subjects;
+    if (e.subject_rank >= 0) {
+      subjects.push_back(e.subject_rank);
+    } else {
+      for (const std::string& r : Split(e.Field("peer_ranks"), ','))
+        if (!r.empty()) subjects.push_back(SafeInt(r));
+    }
+    const bool about_peer = !subjects.empty();
+    if (subjects.empty() && e.rank >= 0) subjects.push_back(e.rank);
+    for (int subject : subjects)
+      if (subject >= 0 && subject < (1 << 20) && b.rank_set.insert(subject).second) b.ranks.push_back(subject);
+    if (about_peer) {
+      b.about_peer = true;
+      if (!e.Field("peer_ranks").empty()) b.hosts.insert(peer_host);
+      if (e.rank >= 0 && b.reporter_set.insert(e.rank).second) b.reporters.push_back(e.rank);
+    } else if (!e.host.empty()) {
+      b.hosts.insert(e.host);
+    }
     if (b.evidence.size() < 4) b.evidence.push_back(EventEvidence(e));
+  }
+  // Of the peers the ranks name, the one most of them name leads (it is the likeliest culprit;
+  // the others are often its echo): peer findings are reordered among themselves.
+  {
+    std::vector<size_t> slots;
+    std::vector<Bucket> peers;
+    for (size_t i = 0; i < buckets.size(); ++i)
+      if (buckets[i].about_peer) slots.push_back(i), peers.push_back(buckets[i]);
+    std::stable_sort(peers.begin(), peers.end(),
+                     [](const Bucket& a, const Bucket& b) { return a.reporters.size() > b.reporters.size(); });
+    for (size_t k = 0; k < slots.size(); ++k) buckets[slots[k]] = std::move(peers[k]);
   }
   for (Bucket& b : buckets) {
     Finding f;
@@ -311,6 +348,10 @@ void Events(Ctx& c) {
                           ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")
                           : std::string("the log");
     f.summary = who + ": " + b.first->summary;
+    if (b.about_peer && !b.reporters.empty()) {
+      std::sort(b.reporters.begin(), b.reporters.end());
+      f.summary += " (as " + RankWord(b.reporters) + (b.reporters.size() == 1 ? " reports" : " report") + ")";
+    }
     if (b.all_echo && !b.echo.empty()) {
       f.severity = Severity::kWarning;
       f.summary += " (a consequence: " + b.echo + ")";

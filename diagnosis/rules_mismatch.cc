@@ -165,8 +165,10 @@ void TraceMismatch(Ctx& c) {
             n_changed += h == 0;
             n_kept += h == 1;
           }
-          if (n_changed == 0 || n_kept == 0) std::fill(changed.begin(), changed.end(), false);
-          else tie = false;
+          if (n_changed == 0 || n_kept == 0)
+            std::fill(changed.begin(), changed.end(), false);
+          else
+            tie = false;
         }
         const bool by_history = std::find(changed.begin(), changed.end(), true) != changed.end();
         Finding f;

@@ -20,7 +20,7 @@ for a stringified macro parameter, ${fmt} for a format passed in a variable).
 
 Usage:
     python3 scripts/sources/extract_nccl_formats.py --git-dir /path/nccl/.git \
-        --rev v2.30.7-1 > tests/fixtures/sources/nccl_warn_formats.tsv
+        --rev v2.30.7-1 > collectors/sources/nccl_warn_formats.tsv
 """
 import argparse
 import re

@@ -430,6 +430,64 @@ TEST(AnalyzeE2eTest, AHealthyStartsRetryWarningsAreNoError) {
   EXPECT_EQ((*store)["severity"], "warning");
 }
 
+// The peer NCCL's lines name is the culprit (issue: culprit from the message): two ranks report
+// their connection to gpu-2's address closed, and the NCCL INFO bootstrap lines say whose address
+// that is. Format: DeepSpeed's pdsh launcher prefixing each line with its host, NCCL 2.1x lines.
+TEST(AnalyzeE2eTest, ThePeerSeveralRanksNameLeadsAsTheCulprit) {
+  std::string text;
+  for (int node = 0; node < 3; ++node) {
+    const std::string host = "gpu-" + std::to_string(node), pid = std::to_string(31000 + node);
+    const std::string p = host + ": " + host + ":" + pid + ":" + pid + " [0] NCCL INFO ";
+    text += p + "Bootstrap : Using ens5:10.1.0." + std::to_string(node + 11) + "<0>\n";
+    text += p + "comm 0x55d1a0 rank " + std::to_string(node) + " nranks 3 cudaDev 0 busId 1000 - Init COMPLETE\n";
+  }
+  for (int node = 0; node < 2; ++node) {
+    const std::string host = "gpu-" + std::to_string(node), pid = std::to_string(31000 + node);
+    text += host + ": " + host + ":" + pid + ":" + std::to_string(31090 + node) +
+            " [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer 10.1.0.13<" +
+            std::to_string(41533 + node) + ">\n";
+  }
+  auto a = Analyze({WriteLog("peer.log", text)});
+  ASSERT_TRUE(a.report.is_object()) << a.out;
+  const auto* nccl = FindingOf(a.report, "NCCL_ERROR");
+  ASSERT_TRUE(nccl) << a.report.dump(2);
+  EXPECT_EQ(Ranks(*nccl), std::vector<int>{2}) << nccl->dump(2);
+  EXPECT_EQ((*nccl)["nodes"], nlohmann::json::array({"gpu-2"})) << nccl->dump(2);
+  EXPECT_NE((*nccl)["summary"].get<std::string>().find("(as ranks 0,1 report)"), std::string::npos)
+      << (*nccl)["summary"];
+}
+
+// Healthy-but-noisy output of the families the source formats added: PyTorch's own warning lines
+// (its C++ and Python logging), NCCL INFO lines, DeepSpeed's comm info. No error finding.
+TEST(AnalyzeE2eTest, PyTorchsOwnWarningLinesAreNoError) {
+  std::string text;
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = "[rank" + std::to_string(r) + "]:";
+    text += p +
+            "[W1207 10:11:12.123456789 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been "
+            "destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call "
+            "destroy_process_group to ensure that any pending NCCL operations have finished in this process.\n";
+    text += p +
+            "[W socket.cpp:601] [c10d] The IPv6 network addresses of (gpu-0, 29500) cannot be retrieved (gai "
+            "error: -2 - Name or service not known).\n";
+    text += p +
+            "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py:2793: UserWarning: For MPI "
+            "backend, world_size (2) and rank (" +
+            std::to_string(r) +
+            ") are ignored since they are assigned by "
+            "the MPI runtime.\n";
+    text += p +
+            "W1207 10:11:12.123000 4242 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable "
+            "for each process to be 1 in default, to avoid your system being overloaded\n";
+    text += p + "gpu-0:4242:4242 [0] NCCL INFO NET/Socket : Using [0]ens5:10.0.3.24<0>\n";
+    text += p + "[2026-12-07 10:11:12,123] [INFO] [comm.py:637:init_distributed] cdb=None\n";
+    text += p + "step 1 loss 2.3\n";
+  }
+  auto a = Analyze({WriteLog("noisy.log", text)});
+  EXPECT_EQ(a.exit_code, 0) << a.report.dump(2);
+  for (const auto& f : a.report["findings"]) EXPECT_NE(f["severity"], "error") << f.dump(2);
+}
+
 // A run dir whose run was cut short (no run.json, no exit status: dsdoctor and its agents killed
 // with the ranks) never reads as a clean run: the report says what it lacks.
 TEST(AnalyzeE2eTest, AKilledRunsDirSaysItWasCutShort) {
