@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "collectors/flight_recorder.h"
@@ -133,6 +134,33 @@ uint64_t TotalBytes(const std::vector<std::string>& paths) {
   return bytes;
 }
 
+// The Flight Recorder's record of the collective a log line names (PyTorch's watchdog and work
+// errors: SeqNum of process group 0, which is the dump's collective_seq_id of the default group):
+// the printer's own record, else any rank's. The line then says what the call was and where the
+// program made it, which the watchdog's words (OpType, NumelIn) do not.
+void JoinFlightRecorder(diagnosis::JobState* job) {
+  auto find = [&](int rank, uint64_t seq) -> const diagnosis::OpRecord* {
+    if (rank < 0 || rank >= static_cast<int>(job->ranks.size())) return nullptr;
+    for (const diagnosis::OpRecord& rec : job->ranks[rank].recent)
+      if (rec.comm == 0 && rec.seq == seq && rec.collective()) return &rec;
+    return nullptr;
+  };
+  for (diagnosis::LogEvent& e : job->events) {
+    const std::string seq_text = e.Field("seq");
+    if (seq_text.empty() || (!e.Field("pg").empty() && e.Field("pg") != "0")) continue;
+    const uint64_t seq = static_cast<uint64_t>(SafeInt(seq_text));
+    int owner = e.rank;
+    const diagnosis::OpRecord* rec = find(owner, seq);
+    for (int r = 0; !rec && r < static_cast<int>(job->ranks.size()); ++r)
+      if ((rec = find(r, seq))) owner = r;
+    if (!rec) continue;
+    std::string said =
+        "Flight Recorder of rank " + std::to_string(owner) + ": " + rec->Describe() + " [" + rec->state + "]";
+    e.fields["flight_recorder"] = said;
+    e.summary += " (" + said + ")";
+  }
+}
+
 // Launchers' exit lines about a rank make that rank's end known (logs-only analysis).
 void ApplyExitEvents(diagnosis::JobState* job) {
   std::set<std::string> files;
@@ -185,27 +213,42 @@ std::optional<TorchElasticError> ReadTorchElasticErrorFile(const std::string& pa
 Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, const RunDirOptions& options,
                                      std::vector<std::string>* warnings) {
   if (paths.empty()) return InvalidArgument("analyze: no path given (a run dir, log files, or - for standard input)");
+  // A folder of PyTorch Flight Recorder dumps (<prefix><rank>, from the user's own job; no run.json)
+  // may come with the job's log files: both are read and joined (JoinFlightRecorder).
+  std::optional<diagnosis::JobState> fr_job;
+  std::vector<std::string> log_paths;
   for (const std::string& p : paths) {
     struct stat st;
-    if (p != "-" && ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      if (paths.size() > 1)
-        return InvalidArgument("analyze: '" + p + "' is a run dir: give it alone, or give log files only");
-      // A folder of PyTorch Flight Recorder dumps (<prefix><rank>, from the user's own job): no run.json.
-      if (::access(RunDir(p).Manifest().c_str(), F_OK) != 0) {
-        auto fr = LoadFlightRecorderDir(p, warnings);
-        if (fr.ok() || fr.status().code() != StatusCode::kNotFound) {
-          if (fr.ok()) fr->stall_after_s = options.stall_after_s, fr->hang_after_s = options.hang_after_s;
-          return fr;
-        }
-      }
-      return LoadRunDir(p, options, warnings);
+    if (p == "-" || ::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      log_paths.push_back(p);
+      continue;
     }
+    const bool run_dir = ::access(RunDir(p).Manifest().c_str(), F_OK) == 0;
+    if (!run_dir) {
+      auto fr = LoadFlightRecorderDir(p, warnings);
+      if (fr.ok()) {
+        if (fr_job)
+          return InvalidArgument("analyze: '" + p + "' is a second folder of Flight Recorder dumps: give one");
+        fr_job = std::move(*fr);
+        continue;
+      }
+      if (fr.status().code() != StatusCode::kNotFound) return fr.status();
+    }
+    if (paths.size() > 1)
+      return InvalidArgument("analyze: '" + p +
+                             "' is a run dir: give it alone, or give log files (and one folder of Flight Recorder "
+                             "dumps) only");
+    return LoadRunDir(p, options, warnings);
+  }
+  if (fr_job && log_paths.empty()) {
+    fr_job->stall_after_s = options.stall_after_s, fr_job->hang_after_s = options.hang_after_s;
+    return std::move(*fr_job);
   }
   LogScanOptions scan_options;
   scan_options.on_idle = options.on_idle;
   LogScanner scanner(scan_options);
-  scanner.ExpectBytes(TotalBytes(paths));
-  for (const std::string& p : paths) {
+  scanner.ExpectBytes(TotalBytes(log_paths));
+  for (const std::string& p : log_paths) {
     // torchrun's error file (TORCHELASTIC_ERROR_FILE): the traceback it holds, as its rank's output.
     if (auto error = ReadTorchElasticErrorFile(p)) {
       scanner.AddText(TorchElasticErrorAsLog(*error), {p, TorchElasticErrorRank(p), p});
@@ -223,18 +266,24 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   }
   LogScanResult logs = scanner.Finish();
   diagnosis::JobState job;
-  job.logs_only = true;
+  if (fr_job) job = std::move(*fr_job);
+  job.logs_only = !fr_job;
   job.stall_after_s = options.stall_after_s;
   job.hang_after_s = options.hang_after_s;
-  job.world_size = std::min(logs.world_size, kMaxRanks);
+  const int before = static_cast<int>(job.ranks.size());
+  job.world_size = std::max(job.world_size, std::min(logs.world_size, kMaxRanks));
   job.ranks.resize(job.world_size);
   for (int r = 0; r < job.world_size; ++r) {
-    job.ranks[r].rank = r;
-    job.ranks[r].status = diagnosis::RankStatus::kRunning;  // fate unknown unless a line says it (below)
-    if (auto it = logs.ranks.find(r); it != logs.ranks.end()) job.ranks[r].node = it->second.host;
+    if (r >= before) {
+      job.ranks[r].rank = r;
+      job.ranks[r].status = diagnosis::RankStatus::kRunning;  // fate unknown unless a line says it (below)
+    }
+    if (auto it = logs.ranks.find(r); it != logs.ranks.end() && job.ranks[r].node.empty())
+      job.ranks[r].node = it->second.host;
   }
   MergeLogs(std::move(logs), &job, warnings);
   ApplyExitEvents(&job);
+  if (fr_job) JoinFlightRecorder(&job);
   job.job_ended = !job.ranks.empty() && std::all_of(job.ranks.begin(), job.ranks.end(),
                                                     [](auto& r) { return r.status == diagnosis::RankStatus::kExited; });
   return job;
@@ -245,7 +294,7 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
 // own way (per process group, counting calls the tracer does not see), so the dumps never mix with
 // the tracer's records: they stand in for them when no rank left a trace of ours (the tracer was
 // off, the files were lost), and are pointed at otherwise.
-void AddFlightRecorderDumps(const RunDir& run_dir, diagnosis::JobState* job, int64_t* latest_ns,
+bool AddFlightRecorderDumps(const RunDir& run_dir, diagnosis::JobState* job, int64_t* latest_ns,
                             std::vector<std::string>* warnings) {
   std::string dir;
   int newest = 0;
@@ -263,7 +312,7 @@ void AddFlightRecorderDumps(const RunDir& run_dir, diagnosis::JobState* job, int
     dir = run_dir.FlightRecorderWatchdog();
     fr = LoadFlightRecorderDir(dir, &fr_warnings);
   }
-  if (!fr.ok()) return;
+  if (!fr.ok()) return false;
   const bool traced = std::any_of(job->ranks.begin(), job->ranks.end(),
                                   [](const diagnosis::RankState& r) { return r.has_trace && r.last; });
   int dumped = 0;
@@ -272,7 +321,7 @@ void AddFlightRecorderDumps(const RunDir& run_dir, diagnosis::JobState* job, int
     if (warnings)
       warnings->push_back(dir + ": PyTorch Flight Recorder dumps of " + std::to_string(dumped) +
                           " ranks, beside the traces (torch's own view: dsdoctor analyze " + dir + ")");
-    return;
+    return false;
   }
   if (warnings) {
     warnings->push_back(
@@ -296,6 +345,7 @@ void AddFlightRecorderDumps(const RunDir& run_dir, diagnosis::JobState* job, int
   }
   for (auto& m : fr->evidence_missing) job->evidence_missing.push_back(std::move(m));
   *latest_ns = std::max(*latest_ns, fr->now_ns);
+  return true;
 }
 
 Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options,
@@ -423,13 +473,14 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       job.evidence_missing.push_back(RankFileName(r, RankFile::kLog) + ": missing");
     }
   }
-  AddFlightRecorderDumps(run_dir, &job, &latest_ns, warnings);
+  const bool from_flight_recorder = AddFlightRecorderDumps(run_dir, &job, &latest_ns, warnings);
   // What srun/pdsh/mpirun said while the agents ran (a step killed for memory, a lost node).
   if (struct stat st; ::stat(run_dir.LauncherLog().c_str(), &st) == 0 && st.st_size > 0) {
     if (Status s = scanner.Add({run_dir.LauncherLog(), -1, run_dir.LauncherLog()}); !s.ok() && warnings)
       warnings->push_back(s.message());
   }
   MergeLogs(scanner.Finish(), &job, warnings);
+  if (from_flight_recorder) JoinFlightRecorder(&job);
   // A rank the manifest says never started (its launcher failed) has ended too: it never will.
   job.job_ended = std::all_of(job.ranks.begin(), job.ranks.end(), [&](auto& r) {
     return r.status == diagnosis::RankStatus::kExited ||

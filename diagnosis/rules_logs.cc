@@ -45,7 +45,9 @@ std::string EventEvidence(const LogEvent& e) {
   std::string who;
   if (e.rank >= 0) who = "rank " + std::to_string(e.rank);
   if (!e.host.empty()) who += (who.empty() ? "" : ", ") + e.host;
-  return e.Where() + (who.empty() ? "" : " (" + who + ")") + ": " + e.text.substr(0, 300);
+  std::string fr = e.Field("flight_recorder");  // the record of the call it names (run_dir.cc JoinFlightRecorder)
+  return e.Where() + (who.empty() ? "" : " (" + who + ")") + ": " + e.text.substr(0, 300) +
+         (fr.empty() ? "" : " — " + fr);
 }
 
 namespace {
@@ -123,6 +125,27 @@ void WatchdogCulprits(Ctx& c) {
   // Ranks that visibly failed before are named by Exits(); this rule is about silent ones.
   bool all_failed = std::all_of(missing.begin(), missing.end(), [&](int r) { return Failed(c.job.ranks[r]); });
   if (all_failed) return;
+  const std::set<int> waiting(reporters.begin(), reporters.end());
+  const std::string remedy =
+      "The ranks that timed out are the consequence; look at what " + RankWord(missing) +
+      " did instead (its last lines, or its stack on a live run: `dsdoctor run` captures it). Common causes: work only "
+      "rank 0 does (saving, evaluation, logging) while the others continue into a collective, a rank-dependent branch "
+      "that skips a collective, or uneven data. Every rank must make the same collective calls; raise "
+      "init_process_group(timeout=...) only for legitimately slow rank-0 work.";
+  // The records (a Flight Recorder's, or the tracer's) already named the same ranks missing: the
+  // watchdog's lines are that finding's proof that the others then timed out, not a second finding.
+  for (Finding& known : c.out.findings) {
+    if (known.code != codes::kRankMissing || known.ranks != missing) continue;
+    known.severity = Severity::kError;
+    known.remedy = remedy;
+    known.summary +=
+        "; " + RankWord(reporters) + " then timed out in " + op + " SeqNum=" + seq + " (PyTorch's watchdog)";
+    for (size_t i = 0; i < reporters.size() && i < 3; ++i)
+      known.evidence.push_back(EventEvidence(*first[reporters[i]].e));
+    for (const LogEvent& e : c.job.events)
+      if (waiting.count(e.rank) && (IsTimeout(e) || e.consequence)) c.echoes[&e] = "waited for " + RankWord(missing);
+    return;
+  }
   Finding f;
   f.code = codes::kRankMissing;
   f.ranks = missing;
@@ -146,15 +169,9 @@ void WatchdogCulprits(Ctx& c) {
     f.evidence.push_back(where);
   }
   for (size_t i = 0; i < reporters.size() && i < 3; ++i) f.evidence.push_back(EventEvidence(*first[reporters[i]].e));
-  f.remedy =
-      "The ranks that timed out are the consequence; look at what " + RankWord(missing) +
-      " did instead (its last lines, or its stack on a live run: `dsdoctor run` captures it). Common causes: work only "
-      "rank 0 does (saving, evaluation, logging) while the others continue into a collective, a rank-dependent branch "
-      "that skips a collective, or uneven data. Every rank must make the same collective calls; raise "
-      "init_process_group(timeout=...) only for legitimately slow rank-0 work.";
+  f.remedy = remedy;
   f.proof = proof::kLog;
   for (int r : missing) c.explained.insert(r);
-  const std::set<int> waiting(reporters.begin(), reporters.end());
   for (const LogEvent& e : c.job.events)
     if (waiting.count(e.rank) && (IsTimeout(e) || e.consequence)) c.echoes[&e] = "waited for " + RankWord(missing);
   c.Add(std::move(f), false);

@@ -176,6 +176,45 @@ FrVerdict TorchfrtraceVerdict(const std::string& out) {
   return v;
 }
 
+// The one log a user has and the Flight Recorder dumps of the same job, given together, are joined
+// by (group, SeqNum): the watchdog's timeout lines name the recorded call (op, size, the program's
+// line), and the rank the records show missing is one finding that the watchdog's lines prove.
+// Log format: torch 2.x's watchdog line (ProcessGroupNCCL.cpp) as in the catalogue's examples.
+TEST(AnalyzeE2eTest, TheJobsLogAndItsFlightRecorderDumpsAreJoinedBySeq) {
+  std::string text;
+  for (int r = 0; r < 2; ++r)
+    text += "[rank" + std::to_string(r) + "]:[E1207 10:44:12.71529874" + std::to_string(r) +
+            " ProcessGroupNCCL.cpp:632] [Rank " + std::to_string(r) +
+            "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, OpType=ALLREDUCE, NumelIn=4, "
+            "NumelOut=4, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.\n";
+  const std::string log = WriteLog("joined.log", text);
+  const std::string dumps = std::string(FR_FIXTURES) + "/torch2.15_gloo_missing";
+  auto a = Analyze({log, dumps});
+  EXPECT_EQ(a.exit_code, 1) << a.out << a.err;
+  ASSERT_TRUE(a.report.is_object()) << a.out << a.err;
+  int missing = 0;
+  for (const auto& f : a.report["findings"]) missing += f["code"] == "RANK_MISSING";
+  EXPECT_EQ(missing, 1) << a.report.dump(2);
+  const auto& f = a.report["findings"][0];
+  EXPECT_EQ(f["code"], "RANK_MISSING") << a.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{2});
+  EXPECT_EQ(f["severity"], "error");
+  EXPECT_NE(f["summary"].get<std::string>().find("SeqNum=4"), std::string::npos) << f["summary"];
+  const std::string evidence = f["evidence"].dump();
+  EXPECT_NE(evidence.find("joined.log:1"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("Flight Recorder of rank 0: all_reduce#4 float32 x4 @make_gloo_dumps.py:47"),
+            std::string::npos)
+      << evidence;
+  const auto* watchdog = FindingOf(a.report, "WATCHDOG_TIMEOUT");
+  ASSERT_TRUE(watchdog);
+  EXPECT_EQ((*watchdog)["severity"], "warning") << watchdog->dump(2);
+  // Two folders of dumps, or a run dir with anything else, are a usage error naming the path.
+  auto two = Analyze({log, dumps, std::string(FR_FIXTURES) + "/torch2.15_gloo_healthy"}, false);
+  EXPECT_EQ(two.exit_code, 2) << two.out << two.err;
+  EXPECT_NE(two.err.find("torch2.15_gloo_healthy' is a second folder of Flight Recorder dumps"), std::string::npos)
+      << two.err;
+}
+
 TEST(AnalyzeE2eTest, FlightRecorderVerdictsAgreeWithTorchfrtrace) {
   const std::string venv = TORCH2_VENV;
   if (!fs::exists(venv + "/bin/torchfrtrace")) {

@@ -538,6 +538,48 @@ TEST(TorchE2eTest, DdpBucketTracingIsOnByDefaultOnTorch2AndEveryRunExitsClean) {
   EXPECT_LE(torch_aborts, 2) << "torch's exit abort is rarer than that untraced";
 }
 
+// FSDP2 (fully_shard): the parameter all-gathers of the forward pass and the gradient
+// reduce-scatters of the backward pass are traced with the program's forward and backward lines.
+TEST(TorchE2eTest, FsdpShardedCallsAreTracedAtTheProgramsForwardAndBackwardLines) {
+  REQUIRE_TORCH_ON(Torch::k215);
+  auto r = RunPython(TorchPython(Torch::k215), TORCH_FSDP, "healthy", {}, {}, e2e::Placement::kLocal);
+  if (EndedInTorchsExitAbort(r.dir, r.exit_code)) GTEST_SKIP() << "torch's own exit abort (docs/run.md)";
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  EXPECT_TRUE(r.report["findings"].empty()) << r.report.dump(2);
+  const std::string forward = Site("loss = torch.nn.functional.mse_loss(model(x), y)", TORCH_FSDP);
+  const std::string backward = Site("loss.backward()", TORCH_FSDP);
+  for (const auto& rank : r.report["ranks"]) {
+    std::set<std::string> seen;
+    for (const auto& rec : rank["recent"]) {
+      std::string site = rec["callsite"];
+      seen.insert(rec["op"].get<std::string>() + " " + site.substr(0, site.find(' ')));
+    }
+    EXPECT_TRUE(seen.count("all_gather " + forward)) << rank.dump();
+    EXPECT_TRUE(seen.count("reduce_scatter " + backward)) << rank.dump();
+  }
+}
+
+// Rank 0 saves a checkpoint (a barrier) alone while rank 1 goes on into the next forward pass,
+// whose FSDP parameter all-gather waits for it: a mismatch naming rank 0 at its save, with rank 1's
+// side at the program's forward line.
+TEST(TorchE2eTest, FsdpRankZeroOnlySaveIsAMismatchAgainstTheShardedForward) {
+  REQUIRE_TORCH_ON(Torch::k215);
+  auto r =
+      RunPython(TorchPython(Torch::k215), TORCH_FSDP, "save_rank0", {"--timeout", "30"}, {}, e2e::Placement::kLocal);
+  ASSERT_TRUE(r.report.is_object()) << r.out;
+  ASSERT_FALSE(r.report["findings"].empty()) << r.out;
+  const auto& f = r.report["findings"][0];
+  EXPECT_EQ(f["code"], "COLLECTIVE_MISMATCH") << r.report.dump(2);
+  EXPECT_EQ(Ranks(f), std::vector<int>{0}) << f.dump(2);
+  std::string summary = f["summary"];
+  EXPECT_NE(summary.find("barrier"), std::string::npos) << summary;
+  EXPECT_NE(summary.find(Site("dist.barrier()", TORCH_FSDP)), std::string::npos) << summary;
+  EXPECT_NE(summary.find(Site("loss = torch.nn.functional.mse_loss(model(x), y)", TORCH_FSDP)), std::string::npos)
+      << summary;
+  EXPECT_NE(f["remedy"].get<std::string>().find("every rank must call it"), std::string::npos) << f["remedy"];
+}
+
 TEST_P(TorchVersionTest, TracedDdpTrainsBitIdenticallyToUntraced) {
   REQUIRE_TORCH_ON(GetParam());
   std::string hashes[2];
