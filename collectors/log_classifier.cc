@@ -105,10 +105,15 @@ LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text, 
   }
   if (auto h = m.Field("host"); !h.empty() && p.role == LogRole::kExit) e.host = h;
   if (auto pid = m.Field("pid"); !pid.empty() && p.role == LogRole::kExit) e.pid = SafeInt(pid);
-  // An NCCL WARN no entry knows: the format NCCL printed it with names its subsystem.
-  if (std::string_view(p.kind) == "nccl_warn") {
+  // An NCCL WARN no entry knows: the format NCCL printed it with names its subsystem. A CUDA error
+  // only read generically: the runtime's error string names its kind.
+  const std::string_view kind = p.kind;
+  if (kind == "nccl_warn" || kind == "cuda_error" || kind == "nccl_cuda_failure") {
     LogEvent refined;
-    if (FromFormat(FormatSource::kNccl, m.Field("message"), text, &refined)) return refined;
+    if (kind == "nccl_warn"
+            ? FromFormat(FormatSource::kNccl, m.Field("message"), text, &refined)
+            : FromFormat(FormatSource::kCuda, m.Field(kind == "cuda_error" ? "message" : "error"), text, &refined))
+      return refined;
   }
   return e;
 }
@@ -125,6 +130,7 @@ bool LogClassifier::FromFormat(FormatSource source, std::string_view message, st
               std::string(f.cause) + ". " + f.remedy, fm.severity);
   const std::string& version = BuiltinFormats(source).version;  // "NCCL 2.30.7 <commit>"
   out->fields["source"] = version.substr(0, version.find(' ', version.find(' ') + 1)) + " " + fm.Source();
+  out->consequence = f.consequence;
   return true;
 }
 

@@ -19,6 +19,7 @@ namespace dsd::collectors {
 extern const char kNcclFormatsTsv[];
 extern const char kTorchFormatsTsv[];
 extern const char kDeepSpeedFormatsTsv[];
+extern const char kCudaErrorsTsv[];
 
 namespace {
 namespace codes = diagnosis::codes;
@@ -294,6 +295,98 @@ const std::vector<FormatFamily> kDeepSpeedFamilies = {
     {"ds_src_other", "", codes::kLogError, "DeepSpeed raised an error", "", /*generic=*/true},
 };
 
+// The CUDA runtime's errors (what "CUDA error: …" and NCCL's "Cuda failure '…'" carry), by name.
+const std::vector<FormatFamily> kCudaFamilies = {
+    {"cuda_src_memory", "|cudaErrorMemoryAllocation|cudaErrorLaunchOutOfResources|cudaErrorTooManyPeers|",
+     codes::kOutOfMemory, "the GPU ran out of memory (or of the resources a launch or a peer mapping needs)",
+     "The program holds the GPU's memory: lower the micro batch or sequence length, enable activation checkpointing or "
+     "ZeRO/FSDP sharding, leave room for NCCL's buffers, and check `nvidia-smi` for another process on the same GPU "
+     "(two ranks on one GPU)."},
+    {"cuda_src_kernel_fault",
+     "|cudaErrorIllegalAddress|cudaErrorIllegalInstruction|cudaErrorMisalignedAddress|cudaErrorInvalidAddressSpace|"
+     "cudaErrorInvalidPc|cudaErrorLaunchFailure|cudaErrorPriorLaunchFailure|cudaErrorHardwareStackError|"
+     "cudaErrorLaunchTimeout|cudaErrorAssert|",
+     codes::kCudaError, "a GPU kernel faulted (an illegal or misaligned access, a device assert, a kernel killed)",
+     "Usually the program's own bug: an index out of range (labels >= num_classes, token ids >= vocab size), a tensor "
+     "on the wrong device. CUDA reports it late, so rerun with CUDA_LAUNCH_BLOCKING=1 (and compute-sanitizer) to see "
+     "the kernel. On one node only, with an Xid in `dmesg` (13, 31, 43), suspect that GPU or its driver."},
+    {"cuda_src_hardware",
+     "|cudaErrorECCUncorrectable|cudaErrorNvlinkUncorrectable|cudaErrorContained|cudaErrorExternalDevice|",
+     codes::kCudaError, "a GPU hardware error (uncorrectable ECC, NVLink, or a contained fault)",
+     "Drain the node and have the GPU checked (`nvidia-smi -q -d ECC`, Xid 48/63/64/74/79 in `dmesg`); the job "
+     "restarted on other nodes goes on."},
+    {"cuda_src_driver",
+     "|cudaErrorInsufficientDriver|cudaErrorCallRequiresNewerDriver|cudaErrorStubLibrary|"
+     "cudaErrorNoKernelImageForDevice|"
+     "cudaErrorInvalidKernelImage|cudaErrorInvalidSource|cudaErrorInvalidPtx|cudaErrorUnsupportedPtxVersion|"
+     "cudaErrorJitCompilerNotFound|cudaErrorJitCompilationDisabled|cudaErrorSystemDriverMismatch|"
+     "cudaErrorCompatNotSupportedOnDevice|cudaErrorDeviceNotLicensed|cudaErrorInitializationError|"
+     "cudaErrorStartupFailure|cudaErrorNoDevice|cudaErrorInvalidDevice|cudaErrorSoftwareValidityNotEstablished|"
+     "cudaErrorSystemNotReady|cudaErrorInvalidDeviceFunction|cudaErrorSharedObjectInitFailed|"
+     "cudaErrorSharedObjectSymbolNotFound|cudaErrorFileNotFound|cudaErrorOperatingSystem|",
+     codes::kCudaError, "the driver, the GPU and the program's CUDA build do not fit (or no GPU is visible)",
+     "Compare the node's driver (`nvidia-smi`) with the CUDA the program was built for (torch.version.cuda): the "
+     "driver "
+     "must be as new, the build must include this GPU's architecture, and CUDA_VISIBLE_DEVICES or the container's "
+     "--gpus must show the GPUs the ranks ask for (each local rank below the GPUs on its node); the same on every "
+     "node. A driver updated without a reboot fails the same way (nvidia-smi: Driver/library version mismatch)."},
+    {"cuda_src_busy",
+     "|cudaErrorDevicesUnavailable|cudaErrorDeviceAlreadyInUse|cudaErrorSetOnActiveProcess|"
+     "cudaErrorMpsConnectionFailed|"
+     "cudaErrorMpsRpcFailure|cudaErrorMpsServerNotReady|cudaErrorMpsMaxClientsReached|"
+     "cudaErrorMpsMaxConnectionsReached|"
+     "cudaErrorMpsClientTerminated|cudaErrorCdpNotSupported|cudaErrorNotPermitted|",
+     codes::kCudaError, "the GPU is busy or not available to this process (exclusive compute mode, MPS, another job)",
+     "Another process holds the GPU in exclusive compute mode, or MPS refused the client: check `nvidia-smi` (compute "
+     "mode, processes) on that node, give each rank its own GPU (LOCAL_RANK), and restart or drain the MPS daemon."},
+    {"cuda_src_peer",
+     "|cudaErrorPeerAccessUnsupported|cudaErrorPeerAccessAlreadyEnabled|cudaErrorPeerAccessNotEnabled|",
+     codes::kCudaError, "GPU peer-to-peer access between two GPUs of a node failed",
+     "The GPUs cannot map each other's memory: PCIe ACS or the IOMMU blocks peer-to-peer (`nvidia-smi topo -p2p r`; "
+     "disable ACS), or a VM without P2P; NCCL_P2P_DISABLE=1 confirms it and works around it."},
+    {"cuda_src_graph",
+     "|cudaErrorStreamCaptureUnsupported|cudaErrorStreamCaptureInvalidated|cudaErrorStreamCaptureMerge|"
+     "cudaErrorStreamCaptureUnmatched|cudaErrorStreamCaptureUnjoined|cudaErrorStreamCaptureIsolation|"
+     "cudaErrorStreamCaptureImplicit|cudaErrorCapturedEvent|cudaErrorStreamCaptureWrongThread|"
+     "cudaErrorGraphExecUpdateFailure|",
+     codes::kCudaError, "a CUDA graph capture was broken (an operation not allowed while a stream captures)",
+     "Something inside a captured region (torch.compile mode=\"reduce-overhead\", CUDA graphs) synchronizes, allocates "
+     "or communicates outside the graph: move it out of the captured region, or turn graph capture off to confirm."},
+    {"cuda_src_shutdown", "|cudaErrorCudartUnloading|cudaErrorContextIsDestroyed|", codes::kCudaError,
+     "a CUDA call came while the process was tearing down",
+     "Usually a consequence: the process was exiting after another failure (its first error is the cause), or a "
+     "thread (a data loader, a watchdog) used CUDA after the main thread ended; destroy the process group and join "
+     "threads before exit.",
+     false, true},
+    {"cuda_src_usage",
+     "|cudaErrorInvalidValue|cudaErrorInvalidConfiguration|cudaErrorInvalidPitchValue|cudaErrorInvalidSymbol|"
+     "cudaErrorInvalidHostPointer|cudaErrorInvalidDevicePointer|cudaErrorInvalidTexture|cudaErrorInvalidTextureBinding|"
+     "cudaErrorInvalidChannelDescriptor|cudaErrorInvalidMemcpyDirection|cudaErrorAddressOfConstant|"
+     "cudaErrorTextureFetchFailed|cudaErrorTextureNotBound|cudaErrorSynchronizationError|cudaErrorInvalidFilterSetting|"
+     "cudaErrorInvalidNormSetting|cudaErrorMixedDeviceExecution|cudaErrorNotYetImplemented|"
+     "cudaErrorMemoryValueTooLarge|"
+     "cudaErrorInvalidSurface|cudaErrorDuplicateVariableName|cudaErrorDuplicateTextureName|"
+     "cudaErrorDuplicateSurfaceName|"
+     "cudaErrorIncompatibleDriverContext|cudaErrorMissingConfiguration|cudaErrorLaunchMaxDepthExceeded|"
+     "cudaErrorLaunchFileScopedTex|cudaErrorLaunchFileScopedSurf|cudaErrorSyncDepthExceeded|"
+     "cudaErrorLaunchPendingCountExceeded|cudaErrorDeviceUninitialized|cudaErrorMapBufferObjectFailed|"
+     "cudaErrorUnmapBufferObjectFailed|cudaErrorArrayIsMapped|cudaErrorAlreadyMapped|cudaErrorAlreadyAcquired|"
+     "cudaErrorNotMapped|cudaErrorNotMappedAsArray|cudaErrorNotMappedAsPointer|cudaErrorUnsupportedLimit|"
+     "cudaErrorInvalidGraphicsContext|cudaErrorUnsupportedExecAffinity|cudaErrorUnsupportedDevSideSync|"
+     "cudaErrorInvalidResourceHandle|cudaErrorIllegalState|cudaErrorLossyQuery|cudaErrorSymbolNotFound|"
+     "cudaErrorNotReady|cudaErrorLaunchIncompatibleTexturing|cudaErrorHostMemoryAlreadyRegistered|"
+     "cudaErrorHostMemoryNotRegistered|cudaErrorCooperativeLaunchTooLarge|cudaErrorTensorMemoryLeak|"
+     "cudaErrorNotSupported|cudaErrorCdpVersionMismatch|cudaErrorTimeout|cudaErrorInvalidClusterSize|"
+     "cudaErrorFunctionNotLoaded|cudaErrorInvalidResourceType|cudaErrorInvalidResourceConfiguration|"
+     "cudaErrorProfilerDisabled|cudaErrorProfilerNotInitialized|cudaErrorProfilerAlreadyStarted|"
+     "cudaErrorProfilerAlreadyStopped|",
+     codes::kCudaError, "a CUDA call was made with arguments or in a state the runtime rejects",
+     "A bug in the program or a library (a custom kernel's launch configuration, a stream or event used wrongly), or "
+     "libraries built for different CUDA versions in one process (compare torch.version.cuda with the extensions': "
+     "apex, flash-attn, DeepSpeed ops). CUDA_LAUNCH_BLOCKING=1 shows which call."},
+    {"cuda_src_other", "", codes::kCudaError, "a CUDA call failed", "", /*generic=*/true},
+};
+
 const FormatFamily& Lead(const std::vector<FormatFamily>& families, const FormatFamily& f) {
   // Continuation rows share their kind's first row's cause and remedy.
   for (const FormatFamily& g : families)
@@ -464,7 +557,18 @@ const FormatTable& BuiltinFormats(FormatSource source) {
   static const FormatTable torch = *ParseFormatTable(kTorchFormatsTsv, "torch_c10d_formats.tsv", FormatSource::kTorch);
   static const FormatTable deepspeed =
       *ParseFormatTable(kDeepSpeedFormatsTsv, "deepspeed_formats.tsv", FormatSource::kDeepSpeed);
-  return source == FormatSource::kNccl ? nccl : source == FormatSource::kTorch ? torch : deepspeed;
+  static const FormatTable cuda = *ParseFormatTable(kCudaErrorsTsv, "cuda_errors.tsv", FormatSource::kCuda);
+  switch (source) {
+    case FormatSource::kNccl:
+      return nccl;
+    case FormatSource::kTorch:
+      return torch;
+    case FormatSource::kDeepSpeed:
+      return deepspeed;
+    case FormatSource::kCuda:
+      break;
+  }
+  return cuda;
 }
 
 const std::vector<FormatFamily>& Families(FormatSource source) {
@@ -473,7 +577,17 @@ const std::vector<FormatFamily>& Families(FormatSource source) {
     all.insert(all.end(), kNcclFamilies.begin(), kNcclFamilies.end());
     return all;
   }();
-  return source == FormatSource::kNccl ? nccl : source == FormatSource::kTorch ? kTorchFamilies : kDeepSpeedFamilies;
+  switch (source) {
+    case FormatSource::kNccl:
+      return nccl;
+    case FormatSource::kTorch:
+      return kTorchFamilies;
+    case FormatSource::kDeepSpeed:
+      return kDeepSpeedFamilies;
+    case FormatSource::kCuda:
+      break;
+  }
+  return kCudaFamilies;
 }
 
 const FormatFamily& FamilyOf(FormatSource source, const SourceFormat& f) {
@@ -482,7 +596,9 @@ const FormatFamily& FamilyOf(FormatSource source, const SourceFormat& f) {
       if (f.format.find(g.path) != std::string::npos) return Lead(kNcclPhraseFamilies, g);
   const auto& families = Families(source);
   for (const FormatFamily& g : families)
-    if (StartsWith(f.path, g.path)) return Lead(families, g);
+    if (source == FormatSource::kCuda ? std::string_view(g.path).find("|" + f.path + "|") != std::string_view::npos
+                                      : StartsWith(f.path, g.path))
+      return Lead(families, g);
   return families.back();
 }
 
@@ -514,7 +630,9 @@ std::string FormatExample(FormatSource source, std::string_view format) {
 bool Distinctive(FormatSource source, std::string_view format) {
   // NCCL's are matched only after "NCCL WARN " and from the message's start; PyTorch's anywhere in
   // an exception or log line, so they need more text of their own.
-  return LiteralLetters(source, format) >= (source == FormatSource::kNccl ? 8u : 15u);
+  // CUDA's strings are the whole of what follows "CUDA error: ", matched from its start.
+  const size_t least = source == FormatSource::kNccl ? 8 : source == FormatSource::kCuda ? 5 : 15;
+  return LiteralLetters(source, format) >= least;
 }
 
 bool IsWarningFormat(const SourceFormat& f) {
@@ -549,8 +667,9 @@ FormatMatcher::FormatMatcher(const FormatTable& table) : impl_(std::make_unique<
   RE2::Options opts;
   opts.set_max_mem(64 << 20);
   opts.set_log_errors(false);
-  impl_->set =
-      std::make_unique<RE2::Set>(opts, table.source == FormatSource::kNccl ? RE2::ANCHOR_START : RE2::UNANCHORED);
+  impl_->set = std::make_unique<RE2::Set>(
+      opts,
+      table.source == FormatSource::kNccl || table.source == FormatSource::kCuda ? RE2::ANCHOR_START : RE2::UNANCHORED);
   std::set<std::string> seen;
   for (size_t i = 0; i < table.formats.size(); ++i) {
     const SourceFormat& f = table.formats[i];
@@ -588,7 +707,18 @@ const FormatMatcher& FormatMatcher::Default(FormatSource source) {
   static const FormatMatcher nccl(BuiltinFormats(FormatSource::kNccl));
   static const FormatMatcher torch(BuiltinFormats(FormatSource::kTorch));
   static const FormatMatcher deepspeed(BuiltinFormats(FormatSource::kDeepSpeed));
-  return source == FormatSource::kNccl ? nccl : source == FormatSource::kTorch ? torch : deepspeed;
+  static const FormatMatcher cuda(BuiltinFormats(FormatSource::kCuda));
+  switch (source) {
+    case FormatSource::kNccl:
+      return nccl;
+    case FormatSource::kTorch:
+      return torch;
+    case FormatSource::kDeepSpeed:
+      return deepspeed;
+    case FormatSource::kCuda:
+      break;
+  }
+  return cuda;
 }
 
 }  // namespace dsd::collectors
@@ -611,6 +741,10 @@ bool GenericKind(const std::string& kind) {
 std::string AsLog(FormatSource source, const SourceFormat& f) {
   const std::string msg = FormatExample(source, f.format);
   if (source == FormatSource::kNccl) return "node-a:4242:4250 [0] NCCL WARN " + msg + "\n";
+  if (source == FormatSource::kCuda)  // PyTorch's report of a failed CUDA call, at the end of a traceback
+    return "Traceback (most recent call last):\n  File \"/home/user/train.py\", line 42, in <module>\n"
+           "    loss.backward()\nRuntimeError: CUDA error: " +
+           msg + "\n";
   const std::string& h = f.how;
   if (source == FormatSource::kDeepSpeed && h.find("logger") != std::string::npos) {
     // DeepSpeed's logger: "[date time] [LEVEL] [file.py:line:function] message".
@@ -690,7 +824,8 @@ std::string CoverageMarkdown() {
       "| source | version | error formats | specific | generic | none | warnings | warnings known | warnings "
       "read as errors |\n|---|---|---|---|---|---|---|---|---|\n";
   std::string families;
-  for (FormatSource source : {FormatSource::kNccl, FormatSource::kTorch, FormatSource::kDeepSpeed}) {
+  for (FormatSource source :
+       {FormatSource::kNccl, FormatSource::kTorch, FormatSource::kDeepSpeed, FormatSource::kCuda}) {
     const FormatTable& t = BuiltinFormats(source);
     size_t errors = 0, specific = 0, generic = 0, none = 0, warnings = 0, known = 0, false_alarms = 0;
     std::map<std::string, std::pair<size_t, size_t>> by_family;  // kind → (formats, specific)
@@ -700,7 +835,7 @@ std::string CoverageMarkdown() {
       const FormatFamily& fam = FamilyOf(source, f);
       if (std::string_view(fam.kind) == "nccl_src_windows") continue;
       Reading r = Read(source, f);
-      if (source != FormatSource::kNccl && IsWarningFormat(f)) {
+      if ((source == FormatSource::kTorch || source == FormatSource::kDeepSpeed) && IsWarningFormat(f)) {
         ++warnings;
         FormatMatch m;
         known += FormatMatcher::Default(source).Match(FormatExample(source, f.format), &m) || r.kind != Reading::kNone;
@@ -716,7 +851,7 @@ std::string CoverageMarkdown() {
       if (r.kind == Reading::kSpecific) {
         ++specific;
         ++fam_row.second;
-        if (r.by.rfind("nccl_src_", 0) != 0 && r.by.rfind("torch_src_", 0) != 0) ++by_entry[r.by];
+        if (r.by.find("_src_") == std::string::npos) ++by_entry[r.by];  // not a family's kind
       } else {
         (r.kind == Reading::kGeneric ? generic : none)++;
         std::string shown = f.format.size() > 150 ? f.format.substr(0, 150) + "…" : f.format;
@@ -726,13 +861,14 @@ std::string CoverageMarkdown() {
                        (r.kind == Reading::kGeneric ? r.by : "-") + " |\n";
       }
     }
-    const std::string name = source == FormatSource::kNccl    ? "NCCL WARN"
-                             : source == FormatSource::kTorch ? "PyTorch c10d, elastic, torchrun"
-                                                              : "DeepSpeed launcher and comm";
+    const std::string name = source == FormatSource::kNccl        ? "NCCL WARN"
+                             : source == FormatSource::kTorch     ? "PyTorch c10d, elastic, torchrun"
+                             : source == FormatSource::kDeepSpeed ? "DeepSpeed launcher and comm"
+                                                                  : "CUDA runtime errors";
     out += "| " + name + " | " + t.version.substr(0, t.version.find(' ', t.version.find(' ') + 1)) + " | " +
            std::to_string(errors) + " | " + std::to_string(specific) + " (" + Percent(specific, errors) + ") | " +
            std::to_string(generic) + " | " + std::to_string(none) + " | " +
-           (source != FormatSource::kNccl
+           (source == FormatSource::kTorch || source == FormatSource::kDeepSpeed
                 ? std::to_string(warnings) + " | " + std::to_string(known) + " | " + std::to_string(false_alarms)
                 : std::string("- | - | -")) +
            " |\n";
@@ -757,8 +893,9 @@ std::string CoverageMarkdown() {
   }
   out +=
       "\nNot measured yet (no table of their formats is checked in; the hand-written entries cover their common "
-      "messages): Open MPI/PRRTE help texts, Slurm's srun and slurmstepd, CUDA runtime error strings, "
-      "Kubernetes/Kubeflow operators, JAX's distributed runtime. The PyTorch table is of v2.6.0's tree (the "
+      "messages): Open MPI/PRRTE help texts, Slurm's srun and slurmstepd, Kubernetes/Kubeflow operators, JAX's "
+      "distributed runtime. CUDA's table holds the runtime's error strings (scripts/sources/extract_cuda_errors.py, "
+      "CUDA 13.0), read as PyTorch reports them (\"CUDA error: …\"). The PyTorch table is of v2.6.0's tree (the "
       "pytorch/pytorch snapshot was too large to fetch); DeepSpeed's is read from the installed 0.19.8 package.\n";
   return out + families;
 }
@@ -783,7 +920,8 @@ std::string ExplainPatterns(std::string_view query) {
     if (*p.remedy) out += "  remedy:  " + std::string(p.remedy) + "\n";
     out += "\n";
   }
-  for (FormatSource source : {FormatSource::kNccl, FormatSource::kTorch, FormatSource::kDeepSpeed}) {
+  for (FormatSource source :
+       {FormatSource::kNccl, FormatSource::kTorch, FormatSource::kDeepSpeed, FormatSource::kCuda}) {
     const FormatTable& t = BuiltinFormats(source);
     for (const FormatFamily& g : Families(source)) {
       if (!*g.cause || g.generic) continue;  // continuation rows and the catch-alls
@@ -793,14 +931,17 @@ std::string ExplainPatterns(std::string_view query) {
         if (&FamilyOf(source, f) == &g && Distinctive(source, f.format)) formats.push_back(&f);
       out += std::string(g.kind) + "  (" + g.code + ", error, cause; " + std::to_string(formats.size()) +
              " formats of " + t.version.substr(0, t.version.find(' ', t.version.find(' ') + 1)) + ")\n";
+      const bool by_name = source == FormatSource::kCuda;
       const bool by_phrase =
-          !StartsWith(g.path, "src/") && !StartsWith(g.path, "torch/") && !StartsWith(g.path, "deepspeed/");
+          !by_name && !StartsWith(g.path, "src/") && !StartsWith(g.path, "torch/") && !StartsWith(g.path, "deepspeed/");
       out += "  source:  the error formats " +
-             std::string(source == FormatSource::kNccl    ? "NCCL prints (WARN)"
-                         : source == FormatSource::kTorch ? "PyTorch raises and logs"
-                                                          : "DeepSpeed raises and logs") +
-             (by_phrase ? " with phrases such as \"" + std::string(g.path) + "\""
-                        : " from its files under " + std::string(g.path) + "…") +
+             std::string(source == FormatSource::kNccl        ? "NCCL prints (WARN)"
+                         : source == FormatSource::kTorch     ? "PyTorch raises and logs"
+                         : source == FormatSource::kDeepSpeed ? "DeepSpeed raises and logs"
+                                                              : "CUDA's runtime returns (cudaGetErrorString)") +
+             (by_name     ? std::string(" for the errors listed below")
+              : by_phrase ? " with phrases such as \"" + std::string(g.path) + "\""
+                          : " from its files under " + std::string(g.path) + "…") +
              " (collectors/sources/)\n";
       out += "  cause:   " + std::string(g.cause) + "\n  remedy:  " + g.remedy + "\n";
       const size_t shown = query == g.kind ? formats.size() : std::min<size_t>(formats.size(), 3);

@@ -23,7 +23,7 @@
 
 namespace dsd::collectors {
 
-enum class FormatSource { kNccl, kTorch, kDeepSpeed };
+enum class FormatSource { kNccl, kTorch, kDeepSpeed, kCuda };
 
 // One format string of a source: where it is printed and how (NCCL's WARN; PyTorch's TORCH_CHECK,
 // `raise ValueError`, `logger.warning` …).
@@ -36,13 +36,15 @@ struct SourceFormat {
 
 // The cause and remedy of the formats one subsystem prints.
 struct FormatFamily {
-  const char* kind;      // stable id, the events' kind: "nccl_src_ib"
-  const char* path;      // path prefix of the subsystem's files ("src/transport/net_ib/"), or for the
-                         // families of a phrase (NCCL's internal checks) that phrase of the format
-  const char* code;      // finding code (diagnosis::codes)
-  const char* cause;     // what the family's messages mean
-  const char* remedy;    // what to do
-  bool generic = false;  // true: no specific cause (counted as such in the coverage table)
+  const char* kind;          // stable id, the events' kind: "nccl_src_ib"
+  const char* path;          // path prefix of the subsystem's files ("src/transport/net_ib/"), or for the
+                             // families of a phrase (NCCL's internal checks) that phrase of the format, or
+                             // for CUDA's errors their names ("|cudaErrorIllegalAddress|…|")
+  const char* code;          // finding code (diagnosis::codes)
+  const char* cause;         // what the family's messages mean
+  const char* remedy;        // what to do
+  bool generic = false;      // true: no specific cause (counted as such in the coverage table)
+  bool consequence = false;  // its messages usually follow another failure (a process tearing down)
 };
 
 // A table of one source's formats: the version line of its file ("NCCL 2.30.7 <commit>") and rows.

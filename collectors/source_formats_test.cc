@@ -41,6 +41,8 @@ TEST(FormatTableTest, BuiltinTablesAreReadWhole) {
   EXPECT_EQ(BuiltinFormats(FormatSource::kTorch).version.rfind("PyTorch 2.", 0), 0u);
   EXPECT_GT(BuiltinFormats(FormatSource::kDeepSpeed).formats.size(), 50u);
   EXPECT_EQ(BuiltinFormats(FormatSource::kDeepSpeed).version.rfind("DeepSpeed 0.", 0), 0u);
+  EXPECT_GT(BuiltinFormats(FormatSource::kCuda).formats.size(), 120u);
+  EXPECT_EQ(BuiltinFormats(FormatSource::kCuda).version.rfind("CUDA 1", 0), 0u);
 }
 
 TEST(FormatRegexTest, PrintfPlaceholdersBecomeWhatTheyPrint) {
@@ -66,9 +68,10 @@ TEST(FormatRegexTest, MessagesWithTooLittleTextOfTheirOwnAreNotPatterns) {
 // Every format that stands as a pattern is found again from the line it prints, as itself or as a
 // format printing the same words (the same message printed from several places).
 TEST(FormatMatcherTest, EveryFormatIsFoundFromItsOwnExample) {
-  for (FormatSource source : {FormatSource::kNccl, FormatSource::kTorch, FormatSource::kDeepSpeed}) {
+  for (FormatSource source :
+       {FormatSource::kNccl, FormatSource::kTorch, FormatSource::kDeepSpeed, FormatSource::kCuda}) {
     const FormatMatcher& m = FormatMatcher::Default(source);
-    EXPECT_GT(m.patterns(), source == FormatSource::kDeepSpeed ? 30u : 500u);
+    EXPECT_GT(m.patterns(), source == FormatSource::kDeepSpeed ? 30u : source == FormatSource::kCuda ? 120u : 500u);
     for (const SourceFormat& f : BuiltinFormats(source).formats) {
       if (!Distinctive(source, f.format)) continue;
       FormatMatch got;
@@ -180,6 +183,32 @@ TEST(DeepSpeedFormatTest, AHostfileTheLauncherRejectsGetsTheHostfileRemedy) {
                                    "[2026-12-07 10:11:12,123] [WARNING] [runner.py:215:fetch_hostfile] Unable to find "
                                    "hostfile, will proceed with training with local resources only.\n"))
     EXPECT_NE(w.severity, diagnosis::Severity::kError) << w.summary;
+}
+
+// CUDA's error strings the hand-written entries do not know, as PyTorch and NCCL report them.
+TEST(CudaFormatTest, TheRuntimesErrorStringNamesItsKind) {
+  auto graph = ClassifyLog(0,
+                           "Traceback (most recent call last):\n"
+                           "  File \"/home/u/train.py\", line 30, in <module>\n"
+                           "    loss.backward()\n"
+                           "RuntimeError: CUDA error: operation not permitted when stream is capturing\n");
+  const diagnosis::LogEvent* g = Only(graph);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->Field("cause_kind"), "cuda_src_graph");
+  EXPECT_NE(g->remedy.find("captured region"), std::string::npos) << g->remedy;
+  auto peer = ClassifyLog(0,
+                          "gpu-3:1234:1290 [2] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not "
+                          "supported between these two devices'");
+  const diagnosis::LogEvent* p = Only(peer);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->kind, "cuda_src_peer");
+  EXPECT_EQ(p->Field("source"), "CUDA 13.0 cudaErrorPeerAccessUnsupported:217");
+  // A CUDA call during teardown follows another failure.
+  auto teardown = ClassifyLog(0, "RuntimeError: CUDA error: driver shutting down");
+  const diagnosis::LogEvent* t = Only(teardown);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->kind, "cuda_src_shutdown");
+  EXPECT_TRUE(t->consequence);
 }
 
 TEST(CoverageTest, DocsLogCoverageIsTheGeneratedTable) {
