@@ -949,7 +949,9 @@ std::string ExplainPatterns(std::string_view query) {
         const SourceFormat& f = *formats[i];
         out += "  format:  " + f.path + ":" + std::to_string(f.line) + "  " + f.format + "\n";
         std::string example(Trim(AsLog(source, f)));
-        for (size_t nl; (nl = example.find('\n')) != std::string::npos;) example.replace(nl, 1, "\n           ");
+        // Continuation lines indented under the first (a traceback's frames).
+        for (size_t nl = example.find('\n'); nl != std::string::npos; nl = example.find('\n', nl + 12))
+          example.replace(nl, 1, "\n           ");
         out += "  example: " + example + "\n";
       }
       if (shown < formats.size())

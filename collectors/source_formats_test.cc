@@ -211,6 +211,17 @@ TEST(CudaFormatTest, TheRuntimesErrorStringNamesItsKind) {
   EXPECT_TRUE(t->consequence);
 }
 
+// --explain for every entry and family ends, and shows each family with a traceback example indented.
+TEST(ExplainTest, EveryEntryAndFamilyIsExplainedWithItsExamples) {
+  const std::string all = ExplainPatterns("all");
+  for (const char* kind : {"nccl_ib_retry_exceeded", "nccl_src_ib", "torch_src_store", "ds_src_hostfile",
+                           "cuda_src_graph", "torch_wait_timeout"})
+    EXPECT_NE(all.find(std::string(kind) + "  ("), std::string::npos) << kind;
+  const std::string store = ExplainPatterns("torch_src_store");
+  EXPECT_NE(store.find("  example: Traceback (most recent call last):\n           "), std::string::npos) << store;
+  EXPECT_TRUE(ExplainPatterns("NO_SUCH_CODE").empty());
+}
+
 TEST(CoverageTest, DocsLogCoverageIsTheGeneratedTable) {
   std::ifstream in(std::string(DOCS_DIR) + "/log-coverage.md");
   std::stringstream doc;
