@@ -128,8 +128,7 @@ bool LogClassifier::FromFormat(FormatSource source, std::string_view message, st
   std::string shown(Trim(message).substr(0, 300));
   *out = Make(f.code, f.kind, (source == FormatSource::kNccl ? "NCCL WARN " : "") + shown, Trim(text),
               std::string(f.cause) + ". " + f.remedy, fm.severity);
-  const std::string& version = BuiltinFormats(source).version;  // "NCCL 2.30.7 <commit>"
-  out->fields["source"] = version.substr(0, version.find(' ', version.find(' ') + 1)) + " " + fm.Source();
+  out->fields["source"] = BuiltinFormats(source).Name() + " " + fm.Source();
   out->consequence = f.consequence;
   return true;
 }

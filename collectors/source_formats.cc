@@ -865,9 +865,8 @@ std::string CoverageMarkdown() {
                              : source == FormatSource::kTorch     ? "PyTorch c10d, elastic, torchrun"
                              : source == FormatSource::kDeepSpeed ? "DeepSpeed launcher and comm"
                                                                   : "CUDA runtime errors";
-    out += "| " + name + " | " + t.version.substr(0, t.version.find(' ', t.version.find(' ') + 1)) + " | " +
-           std::to_string(errors) + " | " + std::to_string(specific) + " (" + Percent(specific, errors) + ") | " +
-           std::to_string(generic) + " | " + std::to_string(none) + " | " +
+    out += "| " + name + " | " + t.Name() + " | " + std::to_string(errors) + " | " + std::to_string(specific) + " (" +
+           Percent(specific, errors) + ") | " + std::to_string(generic) + " | " + std::to_string(none) + " | " +
            (source == FormatSource::kTorch || source == FormatSource::kDeepSpeed
                 ? std::to_string(warnings) + " | " + std::to_string(known) + " | " + std::to_string(false_alarms)
                 : std::string("- | - | -")) +
@@ -930,7 +929,7 @@ std::string ExplainPatterns(std::string_view query) {
       for (const SourceFormat& f : t.formats)
         if (&FamilyOf(source, f) == &g && Distinctive(source, f.format)) formats.push_back(&f);
       out += std::string(g.kind) + "  (" + g.code + ", error, cause; " + std::to_string(formats.size()) +
-             " formats of " + t.version.substr(0, t.version.find(' ', t.version.find(' ') + 1)) + ")\n";
+             " formats of " + t.Name() + ")\n";
       const bool by_name = source == FormatSource::kCuda;
       const bool by_phrase =
           !by_name && !StartsWith(g.path, "src/") && !StartsWith(g.path, "torch/") && !StartsWith(g.path, "deepspeed/");

@@ -52,6 +52,8 @@ struct FormatTable {
   FormatSource source = FormatSource::kNccl;
   std::string version;  // the file's first comment line, without "# "
   std::vector<SourceFormat> formats;
+  // The source and its version, the version line's first two words: "NCCL 2.30.7".
+  std::string Name() const { return version.substr(0, version.find(' ', version.find(' ') + 1)); }
 };
 
 // Reads a table (docs/log-coverage.md, "The format tables"); errors name `name` and the line.
