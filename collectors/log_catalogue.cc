@@ -289,8 +289,8 @@ const std::vector<LogPattern> kCatalogue = {
     {"torch_watchdog_takedown", R"(To avoid data inconsistency, we are taking the entire process down)",
      codes::kWatchdogTimeout, kWarn, kConseq, "PyTorch took the process down after a failed or timed-out collective",
      "This is PyTorch reacting to the timeout or NCCL error logged just before on the same rank.", TORCH_DIST},
-    {"torch_wait_timeout", R"((?:^|: )(?:Operation timed out!|NCCL timeout in: (?P<where>\S+)))", codes::kWatchdogTimeout,
-     kErr, kCause, "PyTorch: a collective's wait timed out",
+    {"torch_wait_timeout", R"((?:^|: )(?:Operation timed out!|NCCL timeout in: (?P<where>\S+)))",
+     codes::kWatchdogTimeout, kErr, kCause, "PyTorch: a collective's wait timed out",
      "The rank waited for a collective (work.wait() or the NCCL communicator) until the process group's timeout: "
      "another rank never made the matching call (compare where each rank was: `dsdoctor run` records it) or the "
      "network between them is blocked; raise init_process_group(timeout=...) only for legitimately slow steps.",
@@ -389,8 +389,8 @@ const std::vector<LogPattern> kCatalogue = {
      R"((?:Sending process (?P<pid>\d+) closing signal|Closing process (?P<pid2>\d+) via signal) (?P<signame>SIG\w+))",
      codes::kRankExited, kInfo, kContext, "torchrun stops worker {pid} ({signame}) after another failed", "",
      TORCH_ELASTIC},
-    {"elastic_agent_signal", R"(SignalException: Process (?P<pid>\d+) got signal: (?P<signal>\d+))", codes::kLaunchError,
-     kErr, kCause, "torchrun (pid {pid}) was sent signal {signal} and stopped its workers",
+    {"elastic_agent_signal", R"(SignalException: Process (?P<pid>\d+) got signal: (?P<signal>\d+))",
+     codes::kLaunchError, kErr, kCause, "torchrun (pid {pid}) was sent signal {signal} and stopped its workers",
      "Something outside the job stopped torchrun itself: signal 15 (SIGTERM) is a scheduler's time limit or preemption "
      "(Slurm, Kubernetes) or a person's kill, 1 (SIGHUP) a closed terminal or ssh session (run under nohup, tmux or "
      "the scheduler), 9 a memory limit; the scheduler's records (sacct, kubectl describe) say which.",
@@ -462,8 +462,8 @@ const std::vector<LogPattern> kCatalogue = {
      "with it: ask for more memory (--mem / --mem-per-cpu / --mem-per-gpu) or lower host memory use (data-loader "
      "workers, dataset in RAM, pinned memory, CPU offload).",
      "https://slurm.schedmd.com/slurm.conf.html#OPT_OverMemoryKill"},
-    {"slurm_mem_exceeded", R"(Exceeded (?:job|step) memory limit(?P<when> at some point)?)", codes::kOutOfMemory,
-     kWarn, kConseq, "Slurm: the step exceeded its memory limit{when}",
+    {"slurm_mem_exceeded", R"(Exceeded (?:job|step) memory limit(?P<when> at some point)?)", codes::kOutOfMemory, kWarn,
+     kConseq, "Slurm: the step exceeded its memory limit{when}",
      "The step reached the memory the job asked for. 'at some point' with no kill often counts the page cache of "
      "files read (harmless); with a kill or 'Killed' tasks beside it, ask for more memory (--mem) or use less.",
      "https://slurm.schedmd.com/sbatch.html"},
@@ -646,11 +646,32 @@ const std::vector<LogPattern> kCatalogue = {
     // Last: a PyTorch error or warning line of its C++ logging ("[E1207 10:11:12.123456789
     // ProcessGroupNCCL.cpp:1234] …", 1.x "[W socket.cpp:663] …") or of torch.distributed's Python
     // logging (2.x "E1207 10:11:12.123000 4242 torch/distributed/…/api.py:869] …", 1.x
-    // "ERROR:torch.distributed.elastic…:…"). Context: the message is looked up among the formats
-    // PyTorch prints (source_formats.h), and only a known error format becomes an event.
+    // "ERROR:torch.distributed.elastic…:…"); XLA's glog lines (JAX's coordination service) have the
+    // same form, "F…" for a fatal one. Context: the message is looked up among the formats PyTorch
+    // (then XLA) prints (source_formats.h), and only a known error format becomes an event.
     {"torch_log_error",
-     R"(^(?:\[[EW](?:\d{4} [\d:.]+)? +(?:\d+ )?[\w./-]+:\d+\]|[EW]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]|(?:ERROR|WARNING):torch\.distributed[\w.]*:) ?(?P<message>.+))",
+     R"(^(?:\[[EW](?:\d{4} [\d:.]+)? +(?:\d+ )?[\w./-]+:\d+\]|[EWF]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]|(?:ERROR|WARNING):torch\.distributed[\w.]*:) ?(?P<message>.+))",
      codes::kLogError, kInfo, kContext, "PyTorch log line: {message}", "", TORCH_DIST},
+    // srun's and slurmstepd's lines ("srun: error: …", "slurmstepd: error: …", "slurmstepd-gpu3: error: …",
+    // srun's notices "srun: Job step aborted …"): looked up among the formats they print
+    // (source_formats.h), like torch_log_error; a line of no known error format is no event.
+    {"slurm_log_line", R"(^(?:srun|slurmstepd)(?:-[\w.-]+)?: (?:(?:error|fatal): )?(?P<message>.+))",
+     codes::kLaunchError, kInfo, kContext, "Slurm: {message}", "", "https://slurm.schedmd.com/srun.html"},
+    // Kubernetes, as `kubectl describe pod` shows a pod: its events ("  Warning  BackOff  3m (x5 over 10m)
+    // kubelet  Back-off restarting failed container …"), `kubectl get events` rows, and a container's
+    // termination reason ("      Reason:       OOMKilled"). Looked up among the messages the kubelet, the
+    // scheduler and the training operator print (source_formats.h).
+    {"k8s_event",
+     R"(^[ \t]*(?:Warning|Normal)[ \t]+(?P<reason>[A-Z][A-Za-z]+)[ \t]+(?:<unknown>|<invalid>|\d+[smhd][\dsmhd]*(?: \(x\d+ over \d+[smhd][\dsmhd]*\))?)[ \t]+(?P<from>[a-z][\w.-]*(?:, [\w.-]+)?)[ \t]+(?P<message>\S.*))",
+     codes::kLaunchError, kInfo, kContext, "Kubernetes event {reason}: {message}", "",
+     "https://kubernetes.io/docs/tasks/debug/debug-application/debug-pods/"},
+    {"k8s_get_events",
+     R"(^[ \t]*(?:<unknown>|\d+[smhd][\dsmhd]*)[ \t]+(?:Warning|Normal)[ \t]+(?P<reason>[A-Z][A-Za-z]+)[ \t]+(?P<object>[a-z]+/[\w.-]+)[ \t]+(?P<message>\S.*))",
+     codes::kLaunchError, kInfo, kContext, "Kubernetes event {reason} of {object}: {message}", "",
+     "https://kubernetes.io/docs/reference/kubectl/generated/kubectl_events/"},
+    {"k8s_reason", R"(^[ \t]+Reason:[ \t]+(?P<message>[A-Z][\w-]+)[ \t]*$)", codes::kLaunchError, kInfo, kContext,
+     "Kubernetes: a container's state {message}", "",
+     "https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-state-terminated"},
     // DeepSpeed's logger ("[2026-12-07 10:11:12,123] [ERROR] [runner.py:512:main] …"): looked up among the
     // formats DeepSpeed's launcher and comm layer print, like torch_log_error.
     {"ds_log_line",
@@ -714,7 +735,8 @@ std::string CatalogueMarkdown() {
       "follows another rank's failure, an *exit* line reports how a rank ended, *context* gives facts only.\n"
       "Each entry's test line, in the format of the public report cited beside it, is in\n"
       "collectors/log_catalogue_examples.cc (`dsdoctor analyze --explain KIND` shows them). Lines these entries\n"
-      "read only generically are looked up among the error formats NCCL and PyTorch print (docs/log-coverage.md).\n\n"
+      "read only generically (and Slurm's lines, Open MPI's help texts, XLA's logs, Kubernetes' events) are looked up\n"
+      "among the error formats the sources print (docs/log-coverage.md).\n\n"
       "| kind | code | role | pattern | cause and remedy | documentation |\n|---|---|---|---|---|---|\n";
   for (const LogPattern& p : kCatalogue) {
     std::string refs;

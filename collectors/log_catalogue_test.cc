@@ -16,7 +16,6 @@ namespace {
 using Example = CatalogueExample;
 const std::vector<CatalogueExample>& kExamples = CatalogueExamples();
 
-
 std::map<std::string, std::string> ParseFields(const std::string& spec) {
   std::map<std::string, std::string> out;
   size_t pos = 0;
@@ -94,7 +93,8 @@ TEST(CatalogueTest, HyperscanCompilesEveryTrigger) {
 TEST(CatalogueTest, DocsListEveryEntryAsTheCatalogueHasIt) {
   auto doc = ReadFile(DOCS_DIR "/log-patterns.md");
   ASSERT_TRUE(doc.ok()) << doc.status().message();
-  EXPECT_EQ(*doc, CatalogueMarkdown()) << "regenerate: ./build/bin/dsdoctor analyze --list-patterns > docs/log-patterns.md";
+  EXPECT_EQ(*doc, CatalogueMarkdown())
+      << "regenerate: ./build/bin/dsdoctor analyze --list-patterns > docs/log-patterns.md";
 }
 
 TEST(CatalogueTest, TriggerDropsGroupsAndAnchors) {

@@ -55,11 +55,18 @@ std::string_view WithoutTorchRankPrefix(std::string_view line) {
   return line.substr(i);
 }
 
+// A field holds at most 300 characters (log_catalogue.h): a message looked up among the sources'
+// formats is the line's rest from where the field starts.
+std::string_view RestOf(std::string_view text, const std::string& field) {
+  size_t at = field.empty() ? std::string_view::npos : text.find(field);
+  return at == std::string_view::npos ? std::string_view(field) : text.substr(at);
+}
+
 }  // namespace
 
 std::vector<std::string> LogClassifier::Triggers() {
   return {R"(Traceback \(most recent call last\))", R"(terminate called after throwing)", R"(ChildFailedError)",
-          R"(Root Cause \(first observed failure\))"};
+          R"(Root Cause \(first observed failure\))", R"(-{70})"};
 }
 
 LogEvent LogClassifier::Make(const char* code, const char* kind, std::string summary, std::string_view text,
@@ -111,7 +118,7 @@ LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text, 
   if (kind == "nccl_warn" || kind == "cuda_error" || kind == "nccl_cuda_failure") {
     LogEvent refined;
     if (kind == "nccl_warn"
-            ? FromFormat(FormatSource::kNccl, m.Field("message"), text, &refined)
+            ? FromFormat(FormatSource::kNccl, RestOf(text, m.Field("message")), text, &refined)
             : FromFormat(FormatSource::kCuda, m.Field(kind == "cuda_error" ? "message" : "error"), text, &refined))
       return refined;
   }
@@ -121,16 +128,80 @@ LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text, 
 bool LogClassifier::FromFormat(FormatSource source, std::string_view message, std::string_view text,
                                LogEvent* out) const {
   FormatMatch fm;
-  if (message.empty() || !FormatMatcher::Default(source).Match(message.substr(0, kMaxSegment), &fm) ||
-      fm.family->generic || fm.severity == Severity::kInfo)
-    return false;
+  if (message.empty() || !FormatMatcher::Default(source).Match(message.substr(0, kMaxSegment), &fm)) return false;
+  return FromFormatMatch(source, fm, message, text, out);
+}
+
+bool LogClassifier::FromFormatMatch(FormatSource source, const FormatMatch& fm, std::string_view message,
+                                    std::string_view text, LogEvent* out) const {
+  if (fm.family->generic || fm.severity == Severity::kInfo) return false;
   const FormatFamily& f = *fm.family;
-  std::string shown(Trim(message).substr(0, 300));
-  *out = Make(f.code, f.kind, (source == FormatSource::kNccl ? "NCCL WARN " : "") + shown, Trim(text),
+  std::string shown, evidence(Trim(text).substr(0, 1000));
+  if (IsHelpTextSource(source)) {
+    // A help text as one line, blanks folded: its first paragraph as the summary ("Open MPI: An MPI
+    // communication peer process has unexpectedly disconnected. …"), all of it as the evidence.
+    auto fold = [](std::string_view in, size_t limit, bool paragraph) {
+      std::string o;
+      for (size_t i = 0; i < in.size() && o.size() < limit; ++i) {
+        if (paragraph && in[i] == '\n' && i + 1 < in.size() && in[i + 1] == '\n' && !o.empty()) break;
+        const bool blank = in[i] == ' ' || in[i] == '\n' || in[i] == '\t';
+        if (!blank || (!o.empty() && o.back() != ' ')) o += blank ? ' ' : in[i];
+      }
+      return o;
+    };
+    shown = (source == FormatSource::kPrrte ? "PRRTE: " : "Open MPI: ") + fold(Trim(message), 240, true);
+    evidence = fold(Trim(text), 1000, false);
+  } else {
+    shown = std::string(Trim(message).substr(0, 300));
+  }
+  *out = Make(f.code, f.kind, (source == FormatSource::kNccl ? "NCCL WARN " : "") + shown, evidence,
               std::string(f.cause) + ". " + f.remedy, fm.severity);
   out->fields["source"] = BuiltinFormats(source).Name() + " " + fm.Source();
-  out->consequence = f.consequence;
+  if (IsHelpTextSource(source)) out->fields["topic"] = fm.format->how;
+  // srun's own notices ("Job step aborted: Waiting up to 32 seconds …") follow a task's failure.
+  out->consequence = f.consequence || (source == FormatSource::kSlurm && fm.format->how == "info");
+  NameCulprit(message, out);
   return true;
+}
+
+void LogClassifier::NameCulprit(std::string_view message, LogEvent* e) {
+  // What a message says of whom: Open MPI's help texts put it on "  Key: value" rows, Slurm and others
+  // in the sentence ("failed on node gpu-3", "task 5").
+  static const RE2 kRow(R"(^\s*([A-Za-z][A-Za-z ()_/-]{1,40}?)\s*:\s+(\S[^\n]{0,200}?)\s*$)", Quiet());
+  static const RE2 kProcessName(R"(\[\[\d+,\d+\],(\d+)\])", Quiet());
+  static const RE2 kOnNode(R"((?:(?:on|from|to) node[s]?|[Nn]ode failure on) ([A-Za-z0-9][\w.-]{0,252}))", Quiet());
+  size_t lines = 0;
+  for (size_t pos = 0; pos < message.size() && lines < 120; ++lines) {
+    size_t nl = message.find('\n', pos);
+    std::string_view line = message.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? message.size() : nl + 1;
+    std::string key, value;
+    if (!RE2::FullMatch(re2::StringPiece(line.data(), line.size()), kRow, &key, &value)) continue;
+    std::string k = ToLower(key);
+    if (k == "remote host" || k == "peer host" || k == "peer hostname" || k == "remote hostname" ||
+        k == "peer host (if known)") {
+      e->fields.emplace("remote", value.substr(0, value.find_first_of(" \t(")));
+    } else if (k == "local host" || k == "hostname" || k == "host" || k == "node" || k == "local hostname") {
+      e->fields.emplace("local_host", value.substr(0, value.find_first_of(" \t(")));
+    } else if (k == "process name" || k == "process") {
+      std::string rank;
+      if (RE2::PartialMatch(value, kProcessName, &rank)) e->subject_rank = SafeInt(rank);
+    } else if ((k == "mpi_comm_world rank" || k == "rank" || k == "process rank" || k == "mpi rank") &&
+               value.find_first_not_of("0123456789") == std::string::npos && value.size() < 8) {
+      e->subject_rank = SafeInt(value);
+    }
+  }
+  // JAX's coordination service names the task that is gone: "Task 3 heartbeat timeout",
+  // "/job:jax_worker/replica:0/task:3" (task = the process id).
+  static const RE2 kJaxTask(R"((?:/job:\w+/replica:\d+/task:(\d+)|\bTask (\d+) heartbeat))", Quiet());
+  std::string task, task2;
+  if (e->subject_rank < 0 && RE2::PartialMatch(re2::StringPiece(message.data(), std::min<size_t>(message.size(), 4000)),
+                                               kJaxTask, &task, &task2))
+    e->subject_rank = SafeInt(task.empty() ? task2 : task);
+  std::string node;
+  if (e->Field("remote").empty() &&
+      RE2::PartialMatch(re2::StringPiece(message.data(), std::min<size_t>(message.size(), 2000)), kOnNode, &node))
+    e->fields["remote"] = node;
 }
 
 bool LogClassifier::KnownCause(std::string_view text, LogEvent* cause, bool look_inside) const {
@@ -138,7 +209,7 @@ bool LogClassifier::KnownCause(std::string_view text, LogEvent* cause, bool look
   if (!patterns_->Match(text, &m) || m.pattern->role == LogRole::kContext)
     // A PyTorch or DeepSpeed message no entry knows: the format it was raised with names its subsystem.
     return FromFormat(FormatSource::kTorch, text, text, cause) ||
-           FromFormat(FormatSource::kDeepSpeed, text, text, cause);
+           FromFormat(FormatSource::kDeepSpeed, text, text, cause) || FromFormat(FormatSource::kJax, text, text, cause);
   *cause = FromMatch(m, text, look_inside);
   return true;
 }
@@ -150,6 +221,7 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
   const LogPattern& p = *m.pattern;
   if (p.role == LogRole::kContext) {
     std::string kind = p.kind;
+    auto whole_message = [&] { return RestOf(text, m.Field("message")); };
     if (kind == "nccl_comm_init") {
       int nranks = SafeInt(m.Field("nranks"));
       if (nranks >= facts_.nranks) {
@@ -170,9 +242,16 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
     } else if (kind == "torch_log_error") {
       // PyTorch's own error lines (glog from C++, its logging from Python): an event when the format
       // they were printed with is known, never a guess from the bare "E" level.
-      if (LogEvent e; FromFormat(FormatSource::kTorch, m.Field("message"), text, &e)) out.push_back(std::move(e));
+      // XLA's C++ logs are glog lines too (JAX's coordination service).
+      if (LogEvent e; FromFormat(FormatSource::kTorch, whole_message(), text, &e) ||
+                      FromFormat(FormatSource::kJax, whole_message(), text, &e))
+        out.push_back(std::move(e));
+    } else if (kind == "slurm_log_line") {
+      if (LogEvent e; FromFormat(FormatSource::kSlurm, whole_message(), text, &e)) out.push_back(std::move(e));
+    } else if (kind == "k8s_event" || kind == "k8s_get_events" || kind == "k8s_reason") {
+      if (LogEvent e; FromFormat(FormatSource::kKubernetes, whole_message(), text, &e)) out.push_back(std::move(e));
     } else if (kind == "ds_log_line") {
-      if (LogEvent e; FromFormat(FormatSource::kDeepSpeed, m.Field("message"), text, &e)) out.push_back(std::move(e));
+      if (LogEvent e; FromFormat(FormatSource::kDeepSpeed, whole_message(), text, &e)) out.push_back(std::move(e));
     }
     return true;
   }
@@ -272,7 +351,62 @@ std::vector<LogEvent> LogClassifier::FeedAt(std::string_view message, int line_n
   return out;
 }
 
+namespace {
+// Open MPI's and PRRTE's show_help frames a help text with lines of 74 dashes.
+bool IsHelpRule(std::string_view line) {
+  line = Trim(line);
+  return line.size() >= 70 && line.size() <= 78 && line.find_first_not_of('-') == std::string_view::npos;
+}
+constexpr int kMaxHelpLines = 120;
+}  // namespace
+
 void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
+  const size_t before = out.size();
+  if (IsHelpRule(line)) {
+    // The closing rule: the text between is looked up among the help topics, unless a line of it
+    // already made an event of a hand-written entry (which knows the message's fields). A "block"
+    // with no text was the end of one and the start of the next (a log that began inside a text).
+    if (in_help_ && !Trim(help_text_).empty()) {
+      in_help_ = false;
+      // Open MPI 4's and PRRTE's texts overlap (PRRTE grew out of ORTE): the one that covers more wins.
+      FormatMatch ompi, prrte;
+      bool by_ompi = FormatMatcher::Default(FormatSource::kOpenMpi).Match(help_text_, &ompi);
+      bool by_prrte = FormatMatcher::Default(FormatSource::kPrrte).Match(help_text_, &prrte);
+      if (by_ompi && by_prrte) (ompi.score >= prrte.score ? by_prrte : by_ompi) = false;
+      LogEvent e;
+      if (!help_known_ && (by_ompi || by_prrte) &&
+          FromFormatMatch(by_ompi ? FormatSource::kOpenMpi : FormatSource::kPrrte, by_ompi ? ompi : prrte, help_text_,
+                          help_text_, &e)) {
+        e.line = help_line_;
+        e.offset = help_offset_;
+        out.push_back(std::move(e));
+      }
+      help_text_.clear();
+      return;
+    }
+    in_help_ = true;
+    help_known_ = false;
+    help_lines_ = 0;
+    help_text_.clear();
+    help_line_ = line_no_ + 1;
+    help_offset_ = -1;
+    return;
+  }
+  if (in_help_) {
+    if (++help_lines_ > kMaxHelpLines) {
+      in_help_ = false;  // not a help text after all (or one cut off): given up
+      help_text_.clear();
+    } else {
+      if (help_lines_ == 1) help_offset_ = offset_;
+      help_text_.append(line.substr(0, 1024));
+      help_text_ += '\n';
+    }
+  }
+  Classify(line, out);
+  if (in_help_ && out.size() > before) help_known_ = true;
+}
+
+void LogClassifier::Classify(std::string_view line, std::vector<LogEvent>& out) {
   // Python tracebacks span lines: "Traceback (most recent call last):", frames, the exception.
   if (in_traceback_) {
     static const RE2 kFrame(R"re(^\s*File "([^"]+)", line (\d+), in (\S+))re", Quiet());
@@ -443,6 +577,8 @@ std::vector<LogEvent> LogClassifier::Finish() {
     EmitTraceback(out, held_exception_.empty() ? "(traceback cut off: the process died while printing it)"
                                                : std::exchange(held_exception_, std::string()));
   in_table_ = false;
+  in_help_ = false;
+  help_text_.clear();
   return out;
 }
 

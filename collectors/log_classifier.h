@@ -47,7 +47,7 @@ class LogClassifier {
   std::vector<diagnosis::LogEvent> Finish();
 
   // A multi-line construct is open: the next lines of the stream must all be fed.
-  bool pending() const { return in_traceback_ || in_table_ || !what_pending_.empty(); }
+  bool pending() const { return in_traceback_ || in_table_ || in_help_ || !what_pending_.empty(); }
   int lines() const { return line_no_; }
   const StreamFacts& facts() const { return facts_; }
 
@@ -61,6 +61,7 @@ class LogClassifier {
     int line = 0;
   };
   void Segment(std::string_view segment, std::vector<diagnosis::LogEvent>& out);
+  void Classify(std::string_view segment, std::vector<diagnosis::LogEvent>& out);
   void EmitTraceback(std::vector<diagnosis::LogEvent>& out, std::string_view exception_line);
   bool Catalogue(std::string_view text, std::vector<diagnosis::LogEvent>& out);
   diagnosis::LogEvent Make(const char* code, const char* kind, std::string summary, std::string_view text,
@@ -73,6 +74,11 @@ class LogClassifier {
   // The event of the source format (source_formats.h) that prints `message`: its family's cause and
   // remedy; false for none, a warning the source prints as such, or the catch-all family.
   bool FromFormat(FormatSource source, std::string_view message, std::string_view text, diagnosis::LogEvent* out) const;
+  bool FromFormatMatch(FormatSource source, const FormatMatch& fm, std::string_view message, std::string_view text,
+                       diagnosis::LogEvent* out) const;
+  // The rank, node or peer a message names (help text rows "Remote host: …", "Process name: [[j,1],N]";
+  // "… on node X"), into `e`'s fields and subject for the scanner's culprit mapping.
+  static void NameCulprit(std::string_view message, diagnosis::LogEvent* e);
 
   int rank_;
   const LogPatternSet* patterns_;
@@ -93,6 +99,13 @@ class LogClassifier {
   int table_rows_ = 0;
   int table_rank_ = -1;
   std::string table_host_;
+  // An Open MPI/PRRTE help text between two rules of dashes: its lines so far.
+  bool in_help_ = false;
+  bool help_known_ = false;  // a line of it made an event already
+  int help_lines_ = 0;
+  int help_line_ = 0;
+  int64_t help_offset_ = -1;
+  std::string help_text_;
   std::string what_pending_;  // "terminate called after throwing…" waits for its "what():" line
   int what_line_ = 0;
   int64_t what_offset_ = -1;

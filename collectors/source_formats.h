@@ -1,14 +1,17 @@
 // The second tier of the log catalogue: the error formats the sources themselves print, read from
-// their code (collectors/sources/*.tsv, made by scripts/sources/extract_*.py from a git snapshot of
-// each source), each one turned into a pattern and given the cause and remedy of its family (the
-// subsystem that prints it: NCCL's InfiniBand transport, its socket layer, its topology search;
-// PyTorch's TCPStore, ProcessGroupNCCL, torchrun's rendezvous …).
+// their code (collectors/sources/*.tsv, made by scripts/sources/extract_*.py from a git snapshot or an
+// installed copy of each source: NCCL, PyTorch, DeepSpeed, CUDA, Slurm, Open MPI, PRRTE, JAX/XLA,
+// Kubernetes and the Kubeflow training operator), each one turned into a pattern and given the cause
+// and remedy of its family (the subsystem that prints it: NCCL's InfiniBand transport, its socket
+// layer; PyTorch's TCPStore; Slurm's PMIx plugin; Open MPI's TCP transport …), or of a phrase that
+// says more than the subsystem ("another task died", "OOMKilled").
 //
 // The hand-written catalogue (log_catalogue.h) stays first: its entries know a message's fields and
 // culprit. A line it gives only a generic reading (NCCL WARN with no code of its own, a Python
-// exception it does not know) is looked up here, so that every message the sources can print gets
-// a specific cause. docs/log-coverage.md counts, per source, how many formats get one
-// (CoverageMarkdown; a test keeps the file equal to it).
+// exception it does not know), or one only these tables read (srun's error lines, XLA's glog lines,
+// `kubectl describe` rows, an Open MPI help text between its rules of dashes), is looked up here, so
+// that every message the sources can print gets a specific cause. docs/log-coverage.md counts, per
+// source, how many formats get one (CoverageMarkdown; a test keeps the file equal to it).
 //
 // Everything is immutable after construction and thread-safe.
 #pragma once
@@ -23,7 +26,16 @@
 
 namespace dsd::collectors {
 
-enum class FormatSource { kNccl, kTorch, kDeepSpeed, kCuda };
+// The sources whose formats are tabled. Open MPI's and PRRTE's are help texts: a whole multi-line
+// message between two lines of dashes, matched line by line (FormatMatcher).
+enum class FormatSource { kNccl, kTorch, kDeepSpeed, kCuda, kSlurm, kOpenMpi, kPrrte, kJax, kKubernetes };
+
+// Every source, in the coverage table's order.
+const std::vector<FormatSource>& AllFormatSources();
+// "NCCL WARN", "Slurm srun and slurmstepd" …: the source as the coverage table names it.
+const char* SourceTitle(FormatSource source);
+// Whether a source's formats are whole multi-line messages (Open MPI/PRRTE help topics).
+bool IsHelpTextSource(FormatSource source);
 
 // One format string of a source: where it is printed and how (NCCL's WARN; PyTorch's TORCH_CHECK,
 // `raise ValueError`, `logger.warning` …).
@@ -67,7 +79,8 @@ const std::vector<FormatFamily>& Families(FormatSource source);
 const FormatFamily& FamilyOf(FormatSource source, const SourceFormat& f);
 
 // A format as an RE2 expression over the printed message (placeholders become lazy wildcards or
-// numbers), and one line it prints (placeholders filled with plausible values).
+// numbers), and one line it prints (placeholders filled with plausible values). A help text's
+// expression and example hold all of its lines.
 std::string FormatRegex(FormatSource source, std::string_view format);
 std::string FormatExample(FormatSource source, std::string_view format);
 
@@ -75,14 +88,16 @@ std::string FormatExample(FormatSource source, std::string_view format);
 // "%s" or "Wait timeout" would match unrelated lines).
 bool Distinctive(FormatSource source, std::string_view format);
 
-// Warnings the sources print as such (PyTorch's warnings.warn, logger.warning, TORCH_WARN, LOG(WARNING)):
-// known, and never an error finding.
+// Warnings the sources print as such (PyTorch's warnings.warn, logger.warning, TORCH_WARN, LOG(WARNING);
+// a help text that starts with "WARNING"; a Kubernetes Normal event): known, and never an error
+// finding.
 bool IsWarningFormat(const SourceFormat& f);
 
 struct FormatMatch {
   const SourceFormat* format = nullptr;
   const FormatFamily* family = nullptr;
   diagnosis::Severity severity = diagnosis::Severity::kError;
+  size_t score = 0;            // letters of the format's literal text found in the message
   std::string Source() const;  // "src/transport/net_ib/connect.cc:123"
 };
 
@@ -95,7 +110,10 @@ class FormatMatcher {
   FormatMatcher(const FormatMatcher&) = delete;
   FormatMatcher& operator=(const FormatMatcher&) = delete;
 
-  // NCCL: `message` is the text after "NCCL WARN "; PyTorch: an exception's or log line's message.
+  // NCCL: `message` is the text after "NCCL WARN "; PyTorch: an exception's or log line's message;
+  // a help text source: the lines between the dashes, '\n'-separated. A help text is matched line
+  // by line: the topic whose distinctive lines cover the most of the message's text wins, so a
+  // message cut short or with a line of another process's output in it is still found.
   bool Match(std::string_view message, FormatMatch* out) const;
   size_t patterns() const;
 

@@ -43,6 +43,21 @@ TEST(FormatTableTest, BuiltinTablesAreReadWhole) {
   EXPECT_EQ(BuiltinFormats(FormatSource::kDeepSpeed).version.rfind("DeepSpeed 0.", 0), 0u);
   EXPECT_GT(BuiltinFormats(FormatSource::kCuda).formats.size(), 120u);
   EXPECT_EQ(BuiltinFormats(FormatSource::kCuda).version.rfind("CUDA 1", 0), 0u);
+  EXPECT_GT(BuiltinFormats(FormatSource::kSlurm).formats.size(), 1000u);
+  EXPECT_EQ(BuiltinFormats(FormatSource::kSlurm).version.rfind("Slurm 2", 0), 0u);
+  EXPECT_GT(BuiltinFormats(FormatSource::kOpenMpi).formats.size(), 500u);
+  EXPECT_EQ(BuiltinFormats(FormatSource::kOpenMpi).version.rfind("Open-MPI 4.", 0), 0u);
+  EXPECT_GT(BuiltinFormats(FormatSource::kPrrte).formats.size(), 250u);
+  EXPECT_EQ(BuiltinFormats(FormatSource::kPrrte).version.rfind("PRRTE ", 0), 0u);
+  EXPECT_GT(BuiltinFormats(FormatSource::kJax).formats.size(), 250u);
+  EXPECT_EQ(BuiltinFormats(FormatSource::kJax).version.rfind("JAX 0.", 0), 0u);
+  EXPECT_GT(BuiltinFormats(FormatSource::kKubernetes).formats.size(), 30u);
+  EXPECT_EQ(BuiltinFormats(FormatSource::kKubernetes).version.rfind("Kubernetes ", 0), 0u);
+  // Every source has a title and its families end with a catch-all.
+  for (FormatSource source : AllFormatSources()) {
+    EXPECT_TRUE(*SourceTitle(source));
+    EXPECT_TRUE(Families(source).back().generic) << SourceTitle(source);
+  }
 }
 
 TEST(FormatRegexTest, PrintfPlaceholdersBecomeWhatTheyPrint) {
@@ -68,15 +83,25 @@ TEST(FormatRegexTest, MessagesWithTooLittleTextOfTheirOwnAreNotPatterns) {
 // Every format that stands as a pattern is found again from the line it prints, as itself or as a
 // format printing the same words (the same message printed from several places).
 TEST(FormatMatcherTest, EveryFormatIsFoundFromItsOwnExample) {
-  for (FormatSource source :
-       {FormatSource::kNccl, FormatSource::kTorch, FormatSource::kDeepSpeed, FormatSource::kCuda}) {
+  for (FormatSource source : AllFormatSources()) {
     const FormatMatcher& m = FormatMatcher::Default(source);
-    EXPECT_GT(m.patterns(), source == FormatSource::kDeepSpeed ? 30u : source == FormatSource::kCuda ? 120u : 500u);
+    EXPECT_GT(m.patterns(), source == FormatSource::kDeepSpeed    ? 30u
+                            : source == FormatSource::kKubernetes ? 20u
+                                                                  : 120u)
+        << SourceTitle(source);
     for (const SourceFormat& f : BuiltinFormats(source).formats) {
       if (!Distinctive(source, f.format)) continue;
       FormatMatch got;
       std::string example = FormatExample(source, f.format);
       ASSERT_TRUE(m.Match(example, &got)) << f.path << ":" << f.line << " " << f.format;
+      // A help text may be read as another with the same distinctive lines (the same text shown by
+      // two files, or one with an extra row of values): the same subsystem's reading.
+      if (IsHelpTextSource(source)) {
+        if (got.format->format == f.format) continue;  // the same words in two files: either reading is right
+        EXPECT_STREQ(FamilyOf(source, *got.format).kind, FamilyOf(source, f).kind)
+            << f.path << ":" << f.line << " read as " << got.format->path << ":" << got.format->line;
+        continue;
+      }
       EXPECT_TRUE(RE2::FullMatch(FormatExample(source, got.format->format), FormatRegex(source, f.format)) ||
                   RE2::PartialMatch(example, FormatRegex(source, got.format->format)))
           << f.format << " read as " << got.format->format;
@@ -211,11 +236,263 @@ TEST(CudaFormatTest, TheRuntimesErrorStringNamesItsKind) {
   EXPECT_TRUE(t->consequence);
 }
 
+// Open MPI's help texts, as its show_help frames them. A text no hand-written entry knows gets its
+// subsystem's cause and names the peer; a warning text stays silent; a text a hand-written entry
+// reads line by line is not read twice.
+const std::string kRule(74, '-');
+
+TEST(OpenMpiHelpTest, APeerThatHungUpIsNamedAndIsAConsequence) {
+  auto events = ClassifyLog(0, kRule +
+                                   "\n"
+                                   "An MPI communication peer process has unexpectedly disconnected.  This\n"
+                                   "usually indicates a failure in the peer process (e.g., a crash or\n"
+                                   "otherwise exiting without calling MPI_FINALIZE first).\n"
+                                   "\n"
+                                   "Although this local MPI process will likely now behave unpredictably\n"
+                                   "(it may even hang or crash), the root cause of this problem is the\n"
+                                   "failure of the peer -- that is what you need to investigate.  For\n"
+                                   "example, there may be a core file that you can examine.  More\n"
+                                   "generally: such peer hangups are frequently caused by application bugs\n"
+                                   "or other external events.\n"
+                                   "\n"
+                                   "  Local host: node-a\n"
+                                   "  Local PID:  4242\n"
+                                   "  Peer host:  node-b\n" +
+                                   kRule + "\n");
+  const diagnosis::LogEvent* e = Only(events);
+  ASSERT_NE(e, nullptr) << events.size();
+  EXPECT_EQ(e->kind, "ompi_src_peer_gone");
+  EXPECT_TRUE(e->consequence);
+  EXPECT_EQ(e->Field("remote"), "node-b");
+  EXPECT_EQ(e->Field("local_host"), "node-a");
+  EXPECT_EQ(e->Field("topic"), "peer hung up");
+  EXPECT_EQ(e->Field("source"), "Open-MPI 4.1.4 help-mpi-btl-tcp.txt:72");
+  EXPECT_EQ(e->line, 2);
+  EXPECT_EQ(e->summary.rfind("Open MPI: An MPI communication peer process has unexpectedly disconnected.", 0), 0u)
+      << e->summary;
+}
+
+TEST(OpenMpiHelpTest, ATextCutShortOrWithAnotherProcesssLineInItIsStillFound) {
+  // vader's "sys call fail": its last row lost, a line of another rank's output in the middle.
+  auto events = ClassifyLog(0, kRule +
+                                   "\n"
+                                   "A system call failed during vader shared memory BTL initialization\n"
+                                   "epoch 3 step 100 loss 2.31\n"
+                                   "that should not have.  It is likely that your MPI job will now either\n"
+                                   "abort or experience performance degradation.\n"
+                                   "\n"
+                                   "  System call: open(2) /dev/shm/vader_segment.node-a.4c3e0001.0\n" +
+                                   kRule + "\n");
+  const diagnosis::LogEvent* e = Only(events);
+  ASSERT_NE(e, nullptr) << events.size();
+  EXPECT_EQ(e->kind, "ompi_src_shm");
+  EXPECT_NE(e->remedy.find("--shm-size"), std::string::npos) << e->remedy;
+}
+
+TEST(OpenMpiHelpTest, AWarningTextIsNoError) {
+  auto events = ClassifyLog(0, kRule +
+                                   "\n"
+                                   "WARNING: There was an error initializing an OpenFabrics device.\n"
+                                   "\n"
+                                   "  Local host:   node-a\n"
+                                   "  Local device: mlx5_0\n" +
+                                   kRule +
+                                   "\n"
+                                   "[node-a:04242] 7 more processes have sent help message help-mpi-btl-openib.txt / "
+                                   "error in device init\n");
+  for (const auto& e : events) EXPECT_NE(e.severity, diagnosis::Severity::kError) << e.summary;
+}
+
+TEST(OpenMpiHelpTest, ATextAHandWrittenEntryReadsIsNotReadTwice) {
+  auto events = ClassifyLog(0, kRule +
+                                   "\n"
+                                   "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\n"
+                                   "should not happen.\n"
+                                   "\n"
+                                   "Your Open MPI job may now hang or fail.\n"
+                                   "\n"
+                                   "  Local host: node-a\n"
+                                   "  PID:        4242\n"
+                                   "  Message:    connect() to 172.17.0.1:1024 failed\n"
+                                   "  Error:      Operation now in progress (115)\n" +
+                                   kRule + "\n");
+  ASSERT_FALSE(events.empty());
+  for (const auto& e : events) EXPECT_EQ(e.kind.rfind("ompi_src_", 0), std::string::npos) << e.kind;
+  EXPECT_EQ(events[0].kind, "mpi_tcp_connect");
+}
+
+TEST(OpenMpiHelpTest, RulesAroundAProgramsOwnTextAndALogThatStartsInsideATextAreNoFinding) {
+  // A program's own table between rules of dashes; a log that begins inside a help text (its
+  // closing rule first): the pairing recovers at the empty "text" between two rules.
+  auto events = ClassifyLog(0, kRule + "\n| epoch | loss |\n| 1 | 2.3 |\n" + kRule +
+                                   "\n"
+                                   "  Peer host:  node-b\n" +
+                                   kRule + "\n" + kRule +
+                                   "\n"
+                                   "A system call failed during vader shared memory BTL initialization\n"
+                                   "that should not have.  It is likely that your MPI job will now either\n"
+                                   "abort or experience performance degradation.\n" +
+                                   kRule + "\n");
+  const diagnosis::LogEvent* e = Only(events);
+  ASSERT_NE(e, nullptr) << events.size();
+  EXPECT_EQ(e->kind, "ompi_src_shm");
+}
+
+TEST(PrrteHelpTest, OpenMpi5sMpirunTextsAreReadFromPrrtesTable) {
+  auto events = ClassifyLog(0, kRule +
+                                   "\n"
+                                   "A request was made to map by a hardware object, but a node in the\n"
+                                   "allocation has no object of that type:\n"
+                                   "\n"
+                                   "  Object type:  numa\n"
+                                   "  Node:         gpu-7\n"
+                                   "\n"
+                                   "Mapping by an object is only done when it has been asked for, so\n"
+                                   "there is no other placement that would answer the request. Please\n"
+                                   "either map by an object this node provides, or restrict the job to\n"
+                                   "nodes that provide the one you asked for.\n" +
+                                   kRule + "\n");
+  const diagnosis::LogEvent* e = Only(events);
+  ASSERT_NE(e, nullptr) << events.size();
+  EXPECT_EQ(e->kind, "ompi_src_placement");
+  EXPECT_EQ(e->Field("source").rfind("PRRTE 5.", 0), 0u) << e->Field("source");
+  EXPECT_EQ(e->Field("local_host"), "gpu-7");
+}
+
+// srun's and slurmstepd's lines no hand-written entry knows.
+TEST(SlurmFormatTest, SrunAndSlurmstepdLinesGetTheirSubsystemsCause) {
+  auto step = ClassifyLog(0,
+                          "srun: error: Unable to create step for job 4242: Invalid generic resource (gres) "
+                          "specification\n");
+  const diagnosis::LogEvent* s = Only(step);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->kind, "slurm_src_srun");
+  EXPECT_EQ(s->Field("source").rfind("Slurm 2", 0), 0u);
+  EXPECT_NE(s->Field("source").find("src/srun/"), std::string::npos) << s->Field("source");
+  auto pmix = ClassifyLog(0,
+                          "slurmstepd: error:  mpi/pmix_v4: pmixp_coll_ring_check: gpu-3 [2]: "
+                          "pmixp_coll_ring.c:736: 0x7f3a2c000000: collective timeout seq=0\n");
+  const diagnosis::LogEvent* p = Only(pmix);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->kind, "slurm_src_pmi");
+  EXPECT_NE(p->remedy.find("--mpi=list"), std::string::npos) << p->remedy;
+  // The node a line names is its culprit; srun's notice that it aborts the step follows a failure.
+  auto node = ClassifyLog(0,
+                          "srun: error: Node failure on gpu-9\nsrun: Job step aborted: Waiting up to 32 seconds "
+                          "for job step to finish.\n");
+  ASSERT_EQ(node.size(), 2u);
+  EXPECT_EQ(node[0].Field("remote"), "gpu-9");
+  EXPECT_FALSE(node[0].consequence);
+  EXPECT_TRUE(node[1].consequence);
+  // What srun or slurmstepd ignores is a warning, not an error.
+  auto pty = ClassifyLog(0, "srun: error: Not using a pseudo-terminal, disregarding --pty option\n");
+  const diagnosis::LogEvent* w = Only(pty);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->severity, diagnosis::Severity::kWarning);
+  // srun's ordinary notices are no event.
+  EXPECT_TRUE(ClassifyLog(0,
+                          "srun: job 4242 queued and waiting for resources\n"
+                          "srun: job 4242 has been allocated resources\n")
+                  .empty());
+}
+
+// JAX: XLA's coordination service, through the exception JAX raises and the glog lines it writes.
+TEST(JaxFormatTest, ABarrierTimeoutAndALostTaskAreNamed) {
+  auto barrier = ClassifyLog(
+      0,
+      "Traceback (most recent call last):\n"
+      "  File \"/home/u/train.py\", line 7, in <module>\n"
+      "    jax.distributed.initialize()\n"
+      "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: PjRT_Client_Connect. This "
+      "usually happens because a task triggered the barrier too early or too slowly. Please look at the task logs "
+      "(both timed out and first task) to debug further.\n");
+  const diagnosis::LogEvent* b = Only(barrier);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->Field("cause_kind"), "jax_src_barrier");
+  EXPECT_EQ(b->code, diagnosis::codes::kRankMissing);
+  auto lost = ClassifyLog(0,
+                          "E1207 10:11:12.123456    4242 coordination_service.cc:213] Task 3 heartbeat timeout. This "
+                          "indicates that the remote task has failed, got preempted, or crashed unexpectedly. Check "
+                          "the task logs for an earlier error or scheduler events (e.g. preemption, eviction) to "
+                          "debug further.\n");
+  const diagnosis::LogEvent* l = Only(lost);
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->kind, "jax_src_task_lost");
+  EXPECT_EQ(l->subject_rank, 3);
+  auto fatal = ClassifyLog(0,
+                           "F1207 10:11:12.123456    4242 client.h:82] Terminating process because the JAX "
+                           "distributed service detected fatal errors. This most likely indicates that another task "
+                           "died; see the other task logs for more details. Disable Python buffering, i.e. `python "
+                           "-u`, to be sure to see all the previous output. absl::Status: UNAVAILABLE: The following "
+                           "tasks are unhealthy (stopped sending heartbeats):\n");
+  const diagnosis::LogEvent* f = Only(fatal);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->kind, "jax_src_peer_failed");
+  EXPECT_TRUE(f->consequence);
+}
+
+// Kubernetes, as `kubectl describe pod` shows a pod the kernel OOM-killed and that now crash-loops;
+// a healthy pod's Normal events are no finding.
+TEST(KubernetesFormatTest, DescribePodNamesTheOomKillAndTheCrashLoopFollows) {
+  auto events = ClassifyLog(0,
+                            "Name:         pytorchjob-worker-1\n"
+                            "Containers:\n"
+                            "  pytorch:\n"
+                            "    State:          Waiting\n"
+                            "      Reason:       CrashLoopBackOff\n"
+                            "    Last State:     Terminated\n"
+                            "      Reason:       OOMKilled\n"
+                            "      Exit Code:    137\n"
+                            "Events:\n"
+                            "  Type     Reason     Age                From               Message\n"
+                            "  ----     ------     ----               ----               -------\n"
+                            "  Normal   Scheduled  12m                default-scheduler  Successfully assigned "
+                            "default/pytorchjob-worker-1 to gpu-node-3\n"
+                            "  Normal   Pulled     12m                kubelet            Container image "
+                            "\"nvcr.io/nvidia/pytorch:24.05-py3\" already present on machine\n"
+                            "  Normal   Started    12m                kubelet            Started container pytorch\n"
+                            "  Warning  BackOff    3m (x5 over 10m)   kubelet            Back-off restarting failed "
+                            "container pytorch in pod pytorchjob-worker-1_default(4f1c2a9e)\n");
+  std::vector<std::string> kinds;
+  for (const auto& e : events) {
+    kinds.push_back(e.kind);
+    EXPECT_EQ(e.consequence, e.kind == "k8s_src_crashloop") << e.kind;
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"k8s_src_crashloop", "k8s_src_oom", "k8s_src_crashloop"}));
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1].code, diagnosis::codes::kOutOfMemory);
+  EXPECT_EQ(events[1].Field("source").rfind("Kubernetes ", 0), 0u) << events[1].Field("source");
+}
+
+TEST(KubernetesFormatTest, AnUnschedulableWorkerAndAFailedJobAreRead) {
+  auto sched = ClassifyLog(0,
+                           "5m          Warning   FailedScheduling   pod/pytorchjob-worker-3   0/8 nodes are "
+                           "available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: 8 No "
+                           "preemption victims found for incoming pod.\n");
+  const diagnosis::LogEvent* s = Only(sched);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->kind, "k8s_src_scheduling");
+  EXPECT_NE(s->remedy.find("nvidia.com/gpu"), std::string::npos) << s->remedy;
+  auto failed = ClassifyLog(0,
+                            "  Normal   PyTorchJobFailed  1m   pytorchjob-controller  PyTorchJob default/llama-ft is "
+                            "failed because 1 Worker replica(s) failed.\n");
+  const diagnosis::LogEvent* f = Only(failed);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->kind, "k8s_src_replica_failed");
+  EXPECT_TRUE(f->consequence);
+  // A container that completed, a probe that passed: nothing.
+  EXPECT_TRUE(ClassifyLog(0,
+                          "      Reason:       Completed\n"
+                          "  Normal   Killing    1m    kubelet   Stopping container pytorch\n")
+                  .empty());
+}
+
 // --explain for every entry and family ends, and shows each family with a traceback example indented.
 TEST(ExplainTest, EveryEntryAndFamilyIsExplainedWithItsExamples) {
   const std::string all = ExplainPatterns("all");
-  for (const char* kind : {"nccl_ib_retry_exceeded", "nccl_src_ib", "torch_src_store", "ds_src_hostfile",
-                           "cuda_src_graph", "torch_wait_timeout"})
+  for (const char* kind :
+       {"nccl_ib_retry_exceeded", "nccl_src_ib", "torch_src_store", "ds_src_hostfile", "cuda_src_graph",
+        "torch_wait_timeout", "slurm_src_pmi", "ompi_src_tcp", "jax_src_barrier", "k8s_src_oom"})
     EXPECT_NE(all.find(std::string(kind) + "  ("), std::string::npos) << kind;
   const std::string store = ExplainPatterns("torch_src_store");
   EXPECT_NE(store.find("  example: Traceback (most recent call last):\n           "), std::string::npos) << store;

@@ -46,8 +46,11 @@ std::string EventEvidence(const LogEvent& e) {
   if (e.rank >= 0) who = "rank " + std::to_string(e.rank);
   if (!e.host.empty()) who += (who.empty() ? "" : ", ") + e.host;
   std::string fr = e.Field("flight_recorder");  // the record of the call it names (run_dir.cc JoinFlightRecorder)
+  // The source format that read it (collectors/source_formats.h), for the reader to check the cause against.
+  std::string src = e.Field("source");
+  if (!src.empty() && !e.Field("topic").empty()) src += " [" + e.Field("topic") + "]";
   return e.Where() + (who.empty() ? "" : " (" + who + ")") + ": " + e.text.substr(0, 300) +
-         (fr.empty() ? "" : " — " + fr);
+         (fr.empty() ? "" : " — " + fr) + (src.empty() ? "" : " (format: " + src + ")");
 }
 
 namespace {

@@ -527,6 +527,117 @@ TEST(AnalyzeE2eTest, PyTorchsOwnWarningLinesAreNoError) {
   for (const auto& f : a.report["findings"]) EXPECT_NE(f["severity"], "error") << f.dump(2);
 }
 
+// The sources' own texts name the culprit too: an Open MPI help text (mpirun prints it untagged among
+// the ranks' --tag-output lines) names the peer host that went away, and the ranks' NCCL bootstrap
+// lines say which rank that host runs.
+TEST(AnalyzeE2eTest, AnOpenMpiHelpTextNamesThePeerThatWentAway) {
+  std::string text;
+  for (int r = 0; r < 3; ++r) {
+    const std::string tag = "[1," + std::to_string(r) + "]<stdout>:", host = "gpu-" + std::to_string(r),
+                      pid = std::to_string(4242 + r);
+    text += tag + host + ":" + pid + ":" + pid + " [0] NCCL INFO Bootstrap : Using ens5:10.1.0." +
+            std::to_string(11 + r) + "<0>\n";
+    text += tag + host + ":" + pid + ":" + pid + " [0] NCCL INFO comm 0x55d1a0 rank " + std::to_string(r) +
+            " nranks 3 cudaDev 0 busId 1000 - Init COMPLETE\n";
+  }
+  const std::string rule(74, '-');
+  text += rule +
+          "\n"
+          "An MPI communication peer process has unexpectedly disconnected.  This\n"
+          "usually indicates a failure in the peer process (e.g., a crash or\n"
+          "otherwise exiting without calling MPI_FINALIZE first).\n"
+          "\n"
+          "Although this local MPI process will likely now behave unpredictably\n"
+          "(it may even hang or crash), the root cause of this problem is the\n"
+          "failure of the peer -- that is what you need to investigate.  For\n"
+          "example, there may be a core file that you can examine.  More\n"
+          "generally: such peer hangups are frequently caused by application bugs\n"
+          "or other external events.\n"
+          "\n"
+          "  Local host: gpu-0\n"
+          "  Local PID:  4242\n"
+          "  Peer host:  gpu-2\n" +
+          rule + "\n";
+  auto a = Analyze({WriteLog("ompi-peer.log", text)});
+  ASSERT_TRUE(a.report.is_object()) << a.out;
+  const auto* comm = FindingOf(a.report, "COMM_ERROR");
+  ASSERT_TRUE(comm) << a.report.dump(2);
+  EXPECT_EQ(Ranks(*comm), std::vector<int>{2}) << comm->dump(2);
+  EXPECT_EQ((*comm)["nodes"], nlohmann::json::array({"gpu-2"})) << comm->dump(2);
+  EXPECT_NE((*comm)["evidence"].dump().find("help-mpi-btl-tcp.txt"), std::string::npos) << comm->dump(2);
+}
+
+// srun's and slurmstepd's lines (srun --label), JAX's coordination service and a pasted `kubectl
+// describe pod`: each names its cause, and JAX's heartbeat timeout names the process that is gone.
+TEST(AnalyzeE2eTest, SlurmJaxAndKubernetesLinesGetTheirSourcesCause) {
+  auto slurm = Analyze({WriteLog("slurm-pmix.log",
+                                 "0: step 0 starting\n"
+                                 "slurmstepd: error:  mpi/pmix_v4: pmixp_coll_ring_check: gpu-1 [1]: "
+                                 "pmixp_coll_ring.c:736: 0x7f3a2c000000: collective timeout seq=0\n"
+                                 "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n")});
+  const auto* launch = FindingOf(slurm.report, "LAUNCH_ERROR");
+  ASSERT_TRUE(launch) << slurm.report.dump(2);
+  EXPECT_EQ((*launch)["severity"], "error");
+  EXPECT_NE((*launch)["remedy"].get<std::string>().find("--mpi=list"), std::string::npos) << launch->dump(2);
+  EXPECT_EQ(slurm.exit_code, 1);
+
+  auto jax = Analyze({WriteLog("jax-0.log",
+                               "I1207 10:11:02.123456    4242 coordination_service_agent.cc:370] Coordination "
+                               "agent has successfully connected.\n"
+                               "E1207 10:21:12.123456    4242 coordination_service.cc:213] Task 1 heartbeat "
+                               "timeout. This indicates that the remote task has failed, got preempted, or crashed "
+                               "unexpectedly. Check the task logs for an earlier error or scheduler events (e.g. "
+                               "preemption, eviction) to debug further.\n")});
+  const auto* missing = FindingOf(jax.report, "RANK_MISSING");
+  ASSERT_TRUE(missing) << jax.report.dump(2);
+  EXPECT_EQ(Ranks(*missing), std::vector<int>{1}) << missing->dump(2);
+
+  auto k8s = Analyze({WriteLog("describe.txt",
+                               "Name:         pytorchjob-worker-1\n"
+                               "    Last State:     Terminated\n"
+                               "      Reason:       OOMKilled\n"
+                               "      Exit Code:    137\n"
+                               "Events:\n"
+                               "  Type     Reason     Age                From     Message\n"
+                               "  ----     ------     ----               ----     -------\n"
+                               "  Normal   Started    12m                kubelet  Started container pytorch\n"
+                               "  Warning  BackOff    3m (x5 over 10m)   kubelet  Back-off restarting failed "
+                               "container pytorch in pod pytorchjob-worker-1_default(4f1c2a9e)\n")});
+  const auto* oom = FindingOf(k8s.report, "OUT_OF_MEMORY");
+  ASSERT_TRUE(oom) << k8s.report.dump(2);
+  EXPECT_EQ((*oom)["severity"], "error");
+  EXPECT_NE((*oom)["remedy"].get<std::string>().find("limits.memory"), std::string::npos) << oom->dump(2);
+}
+
+// Healthy-but-noisy output of the sources added: Open MPI's warning texts and their aggregation line,
+// srun's notices, XLA's info and warning lines, Kubernetes' Normal events. No error finding.
+TEST(AnalyzeE2eTest, TheSourcesWarningsAndNoticesAreNoError) {
+  const std::string rule(74, '-');
+  std::string text = rule +
+                     "\n"
+                     "WARNING: There was an error initializing an OpenFabrics device.\n"
+                     "\n"
+                     "  Local host:   gpu-0\n"
+                     "  Local device: mlx5_0\n" +
+                     rule +
+                     "\n"
+                     "[gpu-0:04242] 7 more processes have sent help message help-mpi-btl-openib.txt / error in "
+                     "device init\n"
+                     "[gpu-0:04242] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error "
+                     "messages\n"
+                     "srun: job 4242 queued and waiting for resources\n"
+                     "srun: job 4242 has been allocated resources\n"
+                     "W1207 10:11:12.123456    4242 preemption_notifier.cc:90] SIGTERM caught at 2026-12-07T10:11:12\n"
+                     "  Normal   Pulled     12m   kubelet  Container image \"nvcr.io/nvidia/pytorch:24.05-py3\" "
+                     "already present on machine\n"
+                     "  Normal   Killing    1m    kubelet  Stopping container pytorch\n"
+                     "      Reason:       Completed\n"
+                     "step 1 loss 2.3\n";
+  auto a = Analyze({WriteLog("sources-noisy.log", text)});
+  EXPECT_EQ(a.exit_code, 0) << a.report.dump(2);
+  for (const auto& f : a.report["findings"]) EXPECT_NE(f["severity"], "error") << f.dump(2);
+}
+
 // A run dir whose run was cut short (no run.json, no exit status: dsdoctor and its agents killed
 // with the ranks) never reads as a clean run: the report says what it lacks.
 TEST(AnalyzeE2eTest, AKilledRunsDirSaysItWasCutShort) {
