@@ -491,6 +491,33 @@ TEST_P(EngineTest, SigpipeOfAPeerIsAConsequenceOfTheKilledRank) {
   EXPECT_EQ(d.findings[0].ranks, std::vector<int>{n - 1}) << RenderRunText(job, d);
 }
 
+// torch 2.x aborts a rank whose communication error was not caught (C++ terminate) and, at exit, one
+// that never destroyed its process group: both end with SIGABRT, and the peers' abort may be sampled
+// first. The abort after a communication error of its own is the consequence; the rank that aborted
+// without one left first (the e2e early_exit scenario on torch 2.15).
+TEST_P(EngineTest, AnAbortAfterItsOwnCommunicationErrorIsAConsequence) {
+  int n = GetParam();
+  JobState job = Job(n);
+  for (auto& r : job.ranks) {
+    r.status = RankStatus::kExited;
+    r.exit_code = 0;
+    r.signal = 6;
+    r.exit_ns = kNow - 2 * kSec + r.rank * 1000;  // the peers' aborts are seen first
+    r.last = r.recent.back();
+    LogEvent e;
+    e.rank = r.rank;
+    e.code = "COMM_ERROR";
+    e.summary = "Connection reset by peer";
+    if (r.rank != n - 1) job.events.push_back(e);
+  }
+  job.ranks[n - 1].exit_ns = kNow - kSec;
+  Diagnosis d = Diagnose(job);
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].code, "RANK_EXITED") << RenderRunText(job, d);
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{n - 1}) << RenderRunText(job, d);
+  EXPECT_NE(d.findings[0].summary.find("SIGABRT"), std::string::npos) << d.findings[0].summary;
+}
+
 // A rank's loop ended early (exit 0) and the others then failed with "Connection reset by peer" in
 // DDP's untraced all-reduce (torch 1.13): no record shows where they waited, but the clean exit came
 // first. It is the culprit, not the first of the others to fail.

@@ -175,9 +175,12 @@ void Exits(Ctx& c) {
   // Culprits: ranks that went without a communication error of their own (the others failed
   // because a peer vanished); if every one saw such an error, the first to exit.
   std::vector<const RankState*> culprits, consequences;
-  // SIGPIPE means the rank wrote to a connection its peer had closed: a consequence too.
+  // SIGPIPE means the rank wrote to a connection its peer had closed: a consequence too. So is SIGABRT
+  // after a communication error of its own: the error was raised and not caught (C++ terminate, or
+  // torch's watchdog taking the process down), which aborts the process.
   for (const RankState* r : all)
-    ((HasCommEvent(c.job, r->rank) && r->signal == 0) || r->signal == 13 ? consequences : culprits).push_back(r);
+    ((HasCommEvent(c.job, r->rank) && (r->signal == 0 || r->signal == 6)) || r->signal == 13 ? consequences : culprits)
+        .push_back(r);
   // Every failure is a lost peer, and a rank had left cleanly before the first of them: it left while
   // the others still expected it (its loop ended early), whatever they were in (DDP's untraced C++
   // all-reduce on torch 1.13 leaves no record to compare). When a rank left is when its program
