@@ -57,9 +57,12 @@ std::string_view WithoutTorchRankPrefix(std::string_view line) {
 
 // A field holds at most 300 characters (log_catalogue.h): a message looked up among the sources'
 // formats is the line's rest from where the field starts.
-std::string_view RestOf(std::string_view text, const std::string& field) {
+std::string_view RestOf(std::string_view text, std::string_view field) {
   size_t at = field.empty() ? std::string_view::npos : text.find(field);
-  return at == std::string_view::npos ? std::string_view(field) : text.substr(at);
+  if (at == std::string_view::npos) return {};
+  std::string_view rest = text.substr(at);
+  while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\t')) rest.remove_suffix(1);
+  return rest;
 }
 
 }  // namespace
@@ -169,7 +172,8 @@ void LogClassifier::NameCulprit(std::string_view message, LogEvent* e) {
   // in the sentence ("failed on node gpu-3", "task 5").
   static const RE2 kRow(R"(^\s*([A-Za-z][A-Za-z ()_/-]{1,40}?)\s*:\s+(\S[^\n]{0,200}?)\s*$)", Quiet());
   static const RE2 kProcessName(R"(\[\[\d+,\d+\],(\d+)\])", Quiet());
-  static const RE2 kOnNode(R"((?:(?:on|from|to) node[s]?|[Nn]ode failure on) ([A-Za-z0-9][\w.-]{0,252}))", Quiet());
+  static const RE2 kOnNode(R"(\b(?:(?:on|from|to) node|[Nn]ode failure on) ([A-Za-z0-9][\w.-]{0,252})(?:[^\w.\[-]|$))",
+                           Quiet());
   size_t lines = 0;
   for (size_t pos = 0; pos < message.size() && lines < 120; ++lines) {
     size_t nl = message.find('\n', pos);
@@ -209,7 +213,11 @@ bool LogClassifier::KnownCause(std::string_view text, LogEvent* cause, bool look
   if (!patterns_->Match(text, &m) || m.pattern->role == LogRole::kContext)
     // A PyTorch or DeepSpeed message no entry knows: the format it was raised with names its subsystem.
     return FromFormat(FormatSource::kTorch, text, text, cause) ||
-           FromFormat(FormatSource::kDeepSpeed, text, text, cause) || FromFormat(FormatSource::kJax, text, text, cause);
+           FromFormat(FormatSource::kDeepSpeed, text, text, cause) ||
+           // JAX's and XLA's formats only for what XLA or JAX's own files raised (any exception would
+           // otherwise be read as JAX's).
+           ((jax_frames_ || Has(text, "XlaRuntimeError") || Has(text, "jaxlib")) &&
+            FromFormat(FormatSource::kJax, text, text, cause));
   *cause = FromMatch(m, text, look_inside);
   return true;
 }
@@ -243,9 +251,21 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
       // PyTorch's own error lines (glog from C++, its logging from Python): an event when the format
       // they were printed with is known, never a guess from the bare "E" level.
       // XLA's C++ logs are glog lines too (JAX's coordination service).
-      if (LogEvent e; FromFormat(FormatSource::kTorch, whole_message(), text, &e) ||
-                      FromFormat(FormatSource::kJax, whole_message(), text, &e))
+      // XLA's C++ logs (JAX's coordination service) are glog lines too: its formats when PyTorch has none.
+      const std::string_view msg = whole_message();
+      FormatMatch fm;
+      const FormatSource source = FormatMatcher::Default(FormatSource::kTorch).Match(msg.substr(0, kMaxSegment), &fm)
+                                      ? FormatSource::kTorch
+                                      : FormatSource::kJax;
+      if (LogEvent e; source == FormatSource::kTorch ? FromFormatMatch(source, fm, msg, text, &e)
+                                                     : FromFormat(source, msg, text, &e)) {
+        // The line's own level: a warning ("W…") is never an error, whatever format it prints.
+        std::string_view t = Trim(text);
+        if (StartsWith(t, "[") && t.size() > 1) t.remove_prefix(1);
+        if ((StartsWith(t, "W") || StartsWith(t, "I") || StartsWith(t, "WARNING:")) && e.severity == Severity::kError)
+          e.severity = Severity::kWarning;
         out.push_back(std::move(e));
+      }
     } else if (kind == "slurm_log_line") {
       if (LogEvent e; FromFormat(FormatSource::kSlurm, whole_message(), text, &e)) out.push_back(std::move(e));
     } else if (kind == "k8s_event" || kind == "k8s_get_events" || kind == "k8s_reason") {
@@ -261,6 +281,9 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
 }
 
 void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view exception_line) {
+  // Raised in JAX's own files (or jaxlib's): its formats may name the cause (KnownCause).
+  jax_frames_ = false;
+  for (const Frame& f : frames_) jax_frames_ |= Has(f.file, "/jax/") || Has(f.file, "/jaxlib/");
   in_traceback_ = false;
   std::string exc(Trim(exception_line));
   // A long message (a tensor's repr, an over-long line's digest) is shown by its start and its end:
@@ -320,6 +343,7 @@ void LogClassifier::EmitTraceback(std::vector<LogEvent>& out, std::string_view e
   if (!e.collective.empty() && (e.code == codes::kCommError) && !e.consequence) e.code = codes::kLogError;
   out.push_back(std::move(e));
   frames_.clear();
+  jax_frames_ = false;
 }
 
 std::vector<LogEvent> LogClassifier::Feed(std::string_view line) { return FeedAt(line, line_no_ + 1); }
@@ -360,44 +384,52 @@ bool IsHelpRule(std::string_view line) {
 constexpr int kMaxHelpLines = 120;
 }  // namespace
 
+bool LogClassifier::EmitHelpText(std::vector<LogEvent>& out) {
+  // Open MPI 4's and PRRTE's texts overlap (PRRTE grew out of ORTE): the one that covers more wins.
+  FormatMatch ompi, prrte;
+  bool by_ompi = FormatMatcher::Default(FormatSource::kOpenMpi).Match(help_text_, &ompi);
+  bool by_prrte = FormatMatcher::Default(FormatSource::kPrrte).Match(help_text_, &prrte);
+  if (by_ompi && by_prrte) (ompi.score >= prrte.score ? by_prrte : by_ompi) = false;
+  const bool found = by_ompi || by_prrte;
+  LogEvent e;
+  if (found && !help_known_ &&
+      FromFormatMatch(by_ompi ? FormatSource::kOpenMpi : FormatSource::kPrrte, by_ompi ? ompi : prrte, help_text_,
+                      help_text_, &e)) {
+    e.line = help_line_;
+    e.offset = help_offset_;
+    out.push_back(std::move(e));
+  }
+  in_help_ = false;
+  help_text_.clear();
+  return found;
+}
+
+void LogClassifier::OpenHelpText() {
+  in_help_ = true;
+  help_known_ = false;
+  help_lines_ = 0;
+  help_text_.clear();
+  help_line_ = 0;
+  help_offset_ = -1;
+}
+
 void LogClassifier::Segment(std::string_view line, std::vector<LogEvent>& out) {
   const size_t before = out.size();
   if (IsHelpRule(line)) {
-    // The closing rule: the text between is looked up among the help topics, unless a line of it
-    // already made an event of a hand-written entry (which knows the message's fields). A "block"
-    // with no text was the end of one and the start of the next (a log that began inside a text).
-    if (in_help_ && !Trim(help_text_).empty()) {
-      in_help_ = false;
-      // Open MPI 4's and PRRTE's texts overlap (PRRTE grew out of ORTE): the one that covers more wins.
-      FormatMatch ompi, prrte;
-      bool by_ompi = FormatMatcher::Default(FormatSource::kOpenMpi).Match(help_text_, &ompi);
-      bool by_prrte = FormatMatcher::Default(FormatSource::kPrrte).Match(help_text_, &prrte);
-      if (by_ompi && by_prrte) (ompi.score >= prrte.score ? by_prrte : by_ompi) = false;
-      LogEvent e;
-      if (!help_known_ && (by_ompi || by_prrte) &&
-          FromFormatMatch(by_ompi ? FormatSource::kOpenMpi : FormatSource::kPrrte, by_ompi ? ompi : prrte, help_text_,
-                          help_text_, &e)) {
-        e.line = help_line_;
-        e.offset = help_offset_;
-        out.push_back(std::move(e));
-      }
-      help_text_.clear();
-      return;
-    }
-    in_help_ = true;
-    help_known_ = false;
-    help_lines_ = 0;
-    help_text_.clear();
-    help_line_ = line_no_ + 1;
-    help_offset_ = -1;
+    // A closing rule: the text between is looked up among the help topics, unless a line of it already
+    // made an event of a hand-written entry (which knows the message's fields). A "text" that is no help
+    // text (empty: the end of one and the start of the next; or a program's own box, or a log that began
+    // inside a text) was between a closing and an opening rule: this rule opens the next.
+    if (in_help_ && !Trim(help_text_).empty() && EmitHelpText(out)) return;
+    OpenHelpText();
     return;
   }
   if (in_help_) {
     if (++help_lines_ > kMaxHelpLines) {
-      in_help_ = false;  // not a help text after all (or one cut off): given up
-      help_text_.clear();
+      // No closing rule (the text was cut off, or this was no help text): what was collected is read.
+      EmitHelpText(out);
     } else {
-      if (help_lines_ == 1) help_offset_ = offset_;
+      if (help_lines_ == 1) help_line_ = line_no_, help_offset_ = offset_;
       help_text_.append(line.substr(0, 1024));
       help_text_ += '\n';
     }
@@ -577,6 +609,8 @@ std::vector<LogEvent> LogClassifier::Finish() {
     EmitTraceback(out, held_exception_.empty() ? "(traceback cut off: the process died while printing it)"
                                                : std::exchange(held_exception_, std::string()));
   in_table_ = false;
+  // A help text the log ends in (cut off before its closing rule) is read as it is.
+  if (in_help_ && !Trim(help_text_).empty()) EmitHelpText(out);
   in_help_ = false;
   help_text_.clear();
   return out;

@@ -62,6 +62,10 @@ class LogClassifier {
   };
   void Segment(std::string_view segment, std::vector<diagnosis::LogEvent>& out);
   void Classify(std::string_view segment, std::vector<diagnosis::LogEvent>& out);
+  // An Open MPI/PRRTE help text: a rule of dashes opens one; at the closing rule (or the stream's end)
+  // its lines are looked up among the topics. EmitHelpText returns whether they were a topic.
+  void OpenHelpText();
+  bool EmitHelpText(std::vector<diagnosis::LogEvent>& out);
   void EmitTraceback(std::vector<diagnosis::LogEvent>& out, std::string_view exception_line);
   bool Catalogue(std::string_view text, std::vector<diagnosis::LogEvent>& out);
   diagnosis::LogEvent Make(const char* code, const char* kind, std::string summary, std::string_view text,
@@ -94,6 +98,7 @@ class LogClassifier {
   // next line tells (log_classifier.cc, Segment).
   std::string held_exception_;
   std::vector<Frame> frames_;
+  bool jax_frames_ = false;  // the traceback being emitted went through JAX's files
   // torchrun ChildFailedError table: the rank a "rank :" row is about, and the node of "host :".
   bool in_table_ = false;
   int table_rows_ = 0;

@@ -215,10 +215,12 @@ bool LooksLikeHost(std::string_view token) {
   // Python exceptions and log levels look like words, not hosts.
   for (std::string_view w : {"Error", "Exception", "Warning", "Interrupt", "Exit", "Iteration"})
     if (token.size() >= w.size() && token.substr(token.size() - w.size()) == w) return false;
-  for (std::string_view w : {"INFO", "WARNING", "WARN", "ERROR",    "DEBUG",      "CRITICAL",  "FATAL", "Traceback",
-                             "File", "NCCL",    "Note", "note",     "warning",    "error",     "Epoch", "epoch",
-                             "step", "Step",    "loss", "what",     "Reason",     "Message",   "PID",   "Hint",
-                             "time", "host",    "rank", "exitcode", "error_file", "traceback", "http",  "https"})
+  for (std::string_view w :
+       {"INFO", "WARNING", "WARN", "ERROR", "DEBUG", "CRITICAL", "FATAL", "Traceback", "File", "NCCL", "Note", "note",
+        "warning", "error", "Epoch", "epoch", "step", "Step", "loss", "what", "Reason", "Message", "PID", "Hint",
+        "time", "host", "rank", "exitcode", "error_file", "traceback", "http", "https",
+        // Launchers' own lines ("srun: error: …"), not a pdsh label.
+        "srun", "slurmstepd", "mpirun", "mpiexec", "prterun", "orterun", "sbatch", "salloc"})
     if (token == w) return false;
   return true;
 }
@@ -315,8 +317,11 @@ std::string_view StripPrefixes(std::string_view line, const PrefixDialect& diale
     } else if ((n = NcclTag(s, &host, &pid))) {
       out->host = host;
       out->pid = pid;
-    } else if ((n = SlurmstepdTag(s, &host))) {
+    } else if (SlurmstepdTag(s, &host)) {
+      // Slurm's own line: its node is the line's host, and "slurmstepd-NODE: error: …" stays the
+      // message (the catalogue reads Slurm's lines by that word); nothing follows it but the text.
       out->host = host;
+      break;
     } else if (dialect.srun && (n = SrunLabel(s, &rank))) {
       out->rank = rank;
     } else if ((dialect.pdsh || !dialect.hosts.empty()) && (n = PdshLabel(s, &host)) &&

@@ -89,7 +89,8 @@ TEST(LogPrefixTest, SlurmstepdNamesItsNode) {
   // Slurm 22.05's slurmstepd in a job's output (tests/e2e/slurm_e2e_test).
   auto a = Strip("slurmstepd-node-1: error: StepId=1.0 exceeded memory limit (642932736 > 314572800), being killed");
   EXPECT_EQ(a.p.host, "node-1");
-  EXPECT_EQ(a.message, "error: StepId=1.0 exceeded memory limit (642932736 > 314572800), being killed");
+  EXPECT_EQ(a.message,
+            "slurmstepd-node-1: error: StepId=1.0 exceeded memory limit (642932736 > 314572800), being killed");
   // Older releases print no node: nothing to take.
   EXPECT_EQ(Strip("slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2024-01-01T00:00:00 ***").p.host, "");
 }

@@ -4,6 +4,7 @@
 #include <re2/set.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <cstring>
 #include <map>
@@ -634,7 +635,9 @@ const std::vector<FormatFamily> kKubernetesPhraseFamilies = {
      "for",
      "Compare the pod's requests (nvidia.com/gpu, cpu, memory) with what the nodes have free (`kubectl describe "
      "nodes`): a distributed job waits until every replica is placed, so one unschedulable worker holds all the "
-     "others at rendezvous. Lower the requests, add nodes, or use gang scheduling so that no replica starts alone."},
+     "others at rendezvous. Lower the requests, add nodes, or use gang scheduling so that no replica starts alone. "
+     "A pod scheduled later (a Scheduled event after this one) only waited.",
+     false, false, /*transient=*/true},
     {"k8s_src_scheduling", "Insufficient", codes::kLaunchError, "", ""},
     {"k8s_src_scheduling", "Too many pods", codes::kLaunchError, "", ""},
     {"k8s_src_scheduling", "OutOf", codes::kLaunchError, "", ""},
@@ -649,10 +652,12 @@ const std::vector<FormatFamily> kKubernetesPhraseFamilies = {
     {"k8s_src_image", "InvalidImageName", codes::kLaunchError, "", ""},
     {"k8s_src_image", "ImageInspectError", codes::kLaunchError, "", ""},
     {"k8s_src_probe", "probe", codes::kRankExited,
-     "a liveness or startup probe failed and the kubelet restarted the container",
+     "a container's probe failed: after enough failures a liveness or startup probe makes the kubelet restart the "
+     "container (a Killing event follows), a readiness probe takes the pod out of its service",
      "A training process busy in a long step, a checkpoint save or a collective does not answer an HTTP or exec "
      "probe in time: give the probe a longer timeoutSeconds/failureThreshold (or none for the training "
-     "container), so that a slow step is not mistaken for a hang and killed."},
+     "container), so that a slow step is not mistaken for a hang and killed.",
+     false, false, /*transient=*/true},
     {"k8s_src_crashloop", "restarting failed container", codes::kRankExited,
      "the container keeps exiting and Kubernetes keeps restarting it (CrashLoopBackOff)",
      "A consequence: the container's own output says why it exits: `kubectl logs POD -c CONTAINER --previous`; "
@@ -778,7 +783,11 @@ const std::vector<SourceSpec>& Specs() {
   return specs;
 }
 
-const SourceSpec& Spec(FormatSource source) { return Specs()[static_cast<size_t>(source)]; }
+const SourceSpec& Spec(FormatSource source) {
+  const SourceSpec& s = Specs()[static_cast<size_t>(source)];
+  assert(s.source == source && "Specs() is indexed by FormatSource");
+  return s;
+}
 
 struct Placeholder {
   size_t length = 0;    // characters of the format it takes
@@ -897,14 +906,17 @@ std::vector<std::string_view> FormatLines(const SourceSpec& spec, std::string_vi
     lines.push_back(format.substr(0, format.find("\\n")));
     return lines;
   }
-  for (size_t pos = 0;;) {
-    size_t nl = format.find("\\n", pos);
-    // "\\n" is an escaped backslash before an n, not a line break.
-    while (nl != std::string_view::npos && nl > 0 && format[nl - 1] == '\\') nl = format.find("\\n", nl + 2);
-    lines.push_back(format.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos));
-    if (nl == std::string_view::npos) break;
-    pos = nl + 2;
+  // Escapes read left to right: "\\\\" is a backslash, "\\n" a line break.
+  size_t start = 0;
+  for (size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '\\' || i + 1 >= format.size()) continue;
+    if (format[i + 1] == 'n') {
+      lines.push_back(format.substr(start, i - start));
+      start = i + 2;
+    }
+    ++i;
   }
+  lines.push_back(format.substr(start));
   return lines;
 }
 
@@ -1104,10 +1116,10 @@ bool Distinctive(FormatSource source, std::string_view format) {
 bool IsWarningFormat(const SourceFormat& f) {
   const std::string& h = f.how;
   if (h.find("warn") != std::string::npos || h.find("WARN") != std::string::npos ||
-      h.find("LOG(INFO)") != std::string::npos || h.find("log.Info") != std::string::npos)
+      h.find("LOG(INFO)") != std::string::npos || h.find("log.Info") != std::string::npos ||
+      h.find(".Warn") != std::string::npos)  // Go's log.Warning, logrus.Warnf, glog.Warningf
     return true;
-  // Kubernetes: a Normal event is news, unless it records a failure ("PyTorchJob … is failed because …");
-  // a container that completed is no problem.
+  // Kubernetes: a Normal event is news, unless it records a failure ("PyTorchJob … is failed because …").
   if ((StartsWith(h, "Event(Normal") || StartsWith(h, "Eventf(Normal")) && h.find("Failed") == std::string::npos)
     return true;
   // A container that completed is no problem; one that ended in "Error" says only that it exited
@@ -1117,7 +1129,14 @@ bool IsWarningFormat(const SourceFormat& f) {
   // MPI job may now hang or fail", "will now abort").
   std::string_view text = Trim(f.format);
   if (text.find("hang or fail") != std::string_view::npos || text.find("abort") != std::string_view::npos) return false;
-  return StartsWith(text, "WARNING") || StartsWith(text, "Warning:") || StartsWith(text, "NOTE:");
+  if (StartsWith(text, "WARNING") || StartsWith(text, "Warning:") || StartsWith(text, "NOTE:")) return true;
+  // A help text that gives advice the job runs on after ("Another transport will be used instead", "You
+  // can disable this warning").
+  if (f.path.rfind("help-") == std::string::npos || !EndsWith(f.path, ".txt")) return false;
+  for (std::string_view w : {"this warning", "will be used instead", "negatively impact", "performance may",
+                             "may be degraded", "will be disabled", "will continue"})
+    if (text.find(w) != std::string_view::npos) return true;
+  return false;
 }
 
 std::string FormatMatch::Source() const { return format ? format->path + ":" + std::to_string(format->line) : ""; }
@@ -1142,8 +1161,8 @@ bool BenignFormat(FormatSource source, std::string_view f) {
   static const std::vector<std::string_view> kNccl = {"being ignored", "Ignoring",  ", ignoring",
                                                       "falling back",  "fall back", "Unsetting",
                                                       "deprecated",    "retrying",  "Retrying"};
-  static const std::vector<std::string_view> kSlurm = {"ignored", "ignoring", "Ignoring", "disregarding",
-                                                       "going to /tmp instead"};
+  static const std::vector<std::string_view> kSlurm = {
+      "ignored", "ignoring", "Ignoring", "disregarding", "going to /tmp instead", "TIOCGWINSZ"};
   const auto& words = source == FormatSource::kNccl ? kNccl : source == FormatSource::kSlurm ? kSlurm : kNone();
   for (std::string_view w : words)
     if (f.find(w) != std::string_view::npos) return true;
@@ -1209,9 +1228,15 @@ bool FormatMatcher::Match(std::string_view message, FormatMatch* out) const {
   std::vector<int> hits;
   if (!spec.help_text) {
     if (!impl_->set->Match(message, &hits) || hits.empty()) return false;
+    // The most literal text wins; of equals, the longer format (it asks more of the message: "error %v"
+    // over "error").
     int top = hits[0];
-    for (int h : hits)
-      if (impl_->letters[h] > impl_->letters[top]) top = h;
+    for (int h : hits) {
+      const size_t a = impl_->letters[h], b = impl_->letters[top];
+      if (a > b || (a == b && impl_->table->formats[impl_->rows[h][0]].format.size() >
+                                  impl_->table->formats[impl_->rows[top][0]].format.size()))
+        top = h;
+    }
     best = impl_->rows[top][0];
     out->score = impl_->letters[top];
   } else {
@@ -1235,16 +1260,18 @@ bool FormatMatcher::Match(std::string_view message, FormatMatch* out) const {
     for (auto& [row, n] : score)
       if (n > top || (n == top && best != SIZE_MAX && impl_->row_letters[row] < impl_->row_letters[best]))
         top = n, best = row;
-    if (best == SIZE_MAX || top < spec.least) return false;
+    // Enough of the topic to be it: a good share of its distinctive text, or several lines of it (one
+    // row such as "  Application name:  train.py" in a program's own box is not a help text).
+    if (best == SIZE_MAX || top < spec.least || (top * 100 < 40 * impl_->row_letters[best] && top < 60)) return false;
     out->score = top;
   }
   const SourceFormat& f = impl_->table->formats[best];
   out->format = &f;
   out->family = &FamilyOf(spec.source, f);
   // NCCL's WARN is its error channel, not a warning.
-  out->severity = spec.source != FormatSource::kNccl && IsWarningFormat(f) ? diagnosis::Severity::kInfo
-                  : BenignFormat(spec.source, f.format)                    ? diagnosis::Severity::kWarning
-                                                                           : diagnosis::Severity::kError;
+  out->severity = spec.source != FormatSource::kNccl && IsWarningFormat(f)        ? diagnosis::Severity::kInfo
+                  : BenignFormat(spec.source, f.format) || out->family->transient ? diagnosis::Severity::kWarning
+                                                                                  : diagnosis::Severity::kError;
   return true;
 }
 
@@ -1324,6 +1351,13 @@ std::string AsLog(FormatSource source, const SourceFormat& f) {
     const bool normal = h.find("Normal") != std::string::npos;
     return std::string("  ") + (normal ? "Normal " : "Warning") + "  " + reason + "  2m (x3 over 5m)  " +
            (StartsWith(f.path, "kubeflow:") ? "pytorchjob-controller" : "kubelet") + "  " + msg + "\n";
+  }
+  if (source == FormatSource::kJax && StartsWith(h, "raise ")) {
+    // JAX's own exceptions, raised in its files: the traceback's last frame is JAX's.
+    return "Traceback (most recent call last):\n  File \"/home/user/train.py\", line 7, in <module>\n"
+           "    jax.distributed.initialize()\n  File \"/usr/lib/python3/site-packages/" +
+           f.path + "\", line " + std::to_string(f.line) + ", in initialize\n    raise\n" + h.substr(6) + ": " + msg +
+           "\n";
   }
   if (source == FormatSource::kJax) {
     // XLA's C++ logs (glog), its errors as the Python exception they become, JAX's Python logging.
@@ -1519,9 +1553,13 @@ std::string ExplainPatterns(std::string_view query) {
       if (!all && query != g.kind && query != g.code) continue;
       std::vector<const SourceFormat*> formats;
       for (const SourceFormat& f : t.formats)
-        if (&FamilyOf(source, f) == &g && Distinctive(source, f.format)) formats.push_back(&f);
-      out += std::string(g.kind) + "  (" + g.code + ", error, cause; " + std::to_string(formats.size()) +
-             " formats of " + t.Name() + ")\n";
+        if (&FamilyOf(source, f) == &g &&
+            (Distinctive(source, f.format) || (source == FormatSource::kKubernetes && f.how == "reason")))
+          formats.push_back(&f);
+      if (formats.empty()) continue;  // a family Open MPI's and PRRTE's tables share, with none in this one
+      out += std::string(g.kind) + "  (" + g.code + ", " + (g.transient ? "warning" : "error") + ", " +
+             (g.consequence ? "consequence" : "cause") + "; " + std::to_string(formats.size()) + " formats of " +
+             t.Name() + ")\n";
       const bool by_name = Spec(source).key == FamilyKey::kNameList;
       const bool by_file = Spec(source).key == FamilyKey::kBasenamePrefix;
       const bool by_phrase = Spec(source).phrases && &g >= &Families(source).front() &&

@@ -57,6 +57,8 @@ struct FormatFamily {
   const char* remedy;        // what to do
   bool generic = false;      // true: no specific cause (counted as such in the coverage table)
   bool consequence = false;  // its messages usually follow another failure (a process tearing down)
+  bool transient = false;    // its messages can describe a passing state (a pod still waiting for a node, a
+                             // readiness probe that failed once): a warning, not an error
 };
 
 // A table of one source's formats: the version line of its file ("NCCL 2.30.7 <commit>") and rows.

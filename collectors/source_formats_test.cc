@@ -338,6 +338,52 @@ TEST(OpenMpiHelpTest, RulesAroundAProgramsOwnTextAndALogThatStartsInsideATextAre
   EXPECT_EQ(e->kind, "ompi_src_shm");
 }
 
+TEST(OpenMpiHelpTest, AdviceTheJobRunsOnAfterIsNoError) {
+  // Open MPI's most common message in containers: no InfiniBand, TCP is used instead.
+  auto events = ClassifyLog(0, kRule +
+                                   "\n"
+                                   "[[41952,1],0]: A high-performance Open MPI point-to-point messaging module\n"
+                                   "was unable to find any relevant network interfaces:\n"
+                                   "\n"
+                                   "Module: OpenFabrics (openib)\n"
+                                   "  Host: gpu-0\n"
+                                   "\n"
+                                   "Another transport will be used instead, although this may result in\n"
+                                   "lower performance.\n"
+                                   "\n"
+                                   "NOTE: You can disable this warning by setting the MCA parameter\n"
+                                   "btl_base_warn_component_unused to 0.\n" +
+                                   kRule + "\n");
+  for (const auto& e : events) EXPECT_NE(e.severity, diagnosis::Severity::kError) << e.summary;
+}
+
+TEST(OpenMpiHelpTest, OneRowOfAProgramsOwnBoxIsNoHelpText) {
+  EXPECT_TRUE(ClassifyLog(0, kRule + "\n  Application name:  train.py\n" + kRule + "\n").empty());
+}
+
+TEST(OpenMpiHelpTest, StrayRulesBeforeATextAndATextTheLogEndsInAreRead) {
+  const std::string peer_gone =
+      "An MPI communication peer process has unexpectedly disconnected.  This\n"
+      "usually indicates a failure in the peer process (e.g., a crash or\n"
+      "otherwise exiting without calling MPI_FINALIZE first).\n"
+      "\n"
+      "Although this local MPI process will likely now behave unpredictably\n"
+      "(it may even hang or crash), the root cause of this problem is the\n"
+      "failure of the peer -- that is what you need to investigate.\n";
+  // A banner with three rules shifts the pairing by one: the text's own rules must still frame it.
+  auto shifted = ClassifyLog(0, kRule + "\nRun configuration\n" + kRule + "\n" + kRule +
+                                    "\nepochs: 10\nstep 1 loss 2.3\n" + kRule + "\n" + peer_gone + kRule + "\n");
+  const diagnosis::LogEvent* s = Only(shifted);
+  ASSERT_NE(s, nullptr) << shifted.size();
+  EXPECT_EQ(s->kind, "ompi_src_peer_gone");
+  // The log ends before the closing rule (the process was killed while mpirun printed it).
+  auto cut = ClassifyLog(0, "step 1 loss 2.3\n" + kRule + "\n" + peer_gone);
+  const diagnosis::LogEvent* c = Only(cut);
+  ASSERT_NE(c, nullptr) << cut.size();
+  EXPECT_EQ(c->kind, "ompi_src_peer_gone");
+  EXPECT_EQ(c->line, 3);
+}
+
 TEST(PrrteHelpTest, OpenMpi5sMpirunTextsAreReadFromPrrtesTable) {
   auto events = ClassifyLog(0, kRule +
                                    "\n"
@@ -389,6 +435,16 @@ TEST(SlurmFormatTest, SrunAndSlurmstepdLinesGetTheirSubsystemsCause) {
   const diagnosis::LogEvent* w = Only(pty);
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->severity, diagnosis::Severity::kWarning);
+  // slurmstepd names its node (Slurm 20.11+): the line is still read.
+  auto tagged = ClassifyLog(0,
+                            "slurmstepd-gpu3: error:  mpi/pmix_v4: pmixp_coll_ring_check: gpu-3 [2]: "
+                            "pmixp_coll_ring.c:736: 0x7f3a2c000000: collective timeout seq=0\n");
+  const diagnosis::LogEvent* t = Only(tagged);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->kind, "slurm_src_pmi");
+  // A harmless message of srun without a terminal.
+  for (const auto& e : ClassifyLog(0, "srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device\n"))
+    EXPECT_NE(e.severity, diagnosis::Severity::kError) << e.summary;
   // srun's ordinary notices are no event.
   EXPECT_TRUE(ClassifyLog(0,
                           "srun: job 4242 queued and waiting for resources\n"
@@ -429,6 +485,20 @@ TEST(JaxFormatTest, ABarrierTimeoutAndALostTaskAreNamed) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->kind, "jax_src_peer_failed");
   EXPECT_TRUE(f->consequence);
+  // A glog warning line is never an error, whatever words it prints.
+  for (const auto& e : ClassifyLog(0,
+                                   "W1207 10:11:12.123456    4242 coordination_service.cc:213] Task 3 heartbeat "
+                                   "timeout. This indicates that the remote task has failed, got preempted, or "
+                                   "crashed unexpectedly.\n"))
+    EXPECT_NE(e.severity, diagnosis::Severity::kError) << e.summary;
+  // Any other exception is not read as JAX's: only what XLA or JAX's own files raised.
+  auto other = ClassifyLog(0,
+                           "Traceback (most recent call last):\n"
+                           "  File \"/home/u/train.py\", line 9, in <module>\n"
+                           "    cfg = load()\n"
+                           "KeyError: 'Config key lr not found.'\n");
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0].Field("cause_kind").rfind("jax_", 0), std::string::npos) << other[0].Field("cause_kind");
 }
 
 // Kubernetes, as `kubectl describe pod` shows a pod the kernel OOM-killed and that now crash-loops;
@@ -480,6 +550,20 @@ TEST(KubernetesFormatTest, AnUnschedulableWorkerAndAFailedJobAreRead) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->kind, "k8s_src_replica_failed");
   EXPECT_TRUE(f->consequence);
+  // A pod that waits for a node, a readiness probe that failed: warnings (the state may pass).
+  for (const char* line :
+       {"  Warning  FailedScheduling  45s (x3 over 2m)  default-scheduler  0/8 nodes are available: 8 Insufficient "
+        "nvidia.com/gpu.\n",
+        "  Warning  Unhealthy  10s (x4 over 40s)  kubelet  Readiness probe failed: HTTP probe failed with statuscode: "
+        "503\n"}) {
+    auto w = ClassifyLog(0, line);
+    ASSERT_EQ(w.size(), 1u) << line;
+    EXPECT_EQ(w[0].severity, diagnosis::Severity::kWarning) << line;
+  }
+  // kubectl pads its columns: a reason with blanks after it.
+  auto padded = ClassifyLog(0, "      Reason:       OOMKilled   \n");
+  ASSERT_EQ(padded.size(), 1u);
+  EXPECT_EQ(padded[0].kind, "k8s_src_oom");
   // A container that completed, a probe that passed: nothing.
   EXPECT_TRUE(ClassifyLog(0,
                           "      Reason:       Completed\n"

@@ -570,15 +570,21 @@ TEST(AnalyzeE2eTest, AnOpenMpiHelpTextNamesThePeerThatWentAway) {
 // srun's and slurmstepd's lines (srun --label), JAX's coordination service and a pasted `kubectl
 // describe pod`: each names its cause, and JAX's heartbeat timeout names the process that is gone.
 TEST(AnalyzeE2eTest, SlurmJaxAndKubernetesLinesGetTheirSourcesCause) {
+  // Many of the lines are srun's and slurmstepd's own: none is taken for a pdsh host label.
   auto slurm = Analyze({WriteLog("slurm-pmix.log",
                                  "0: step 0 starting\n"
-                                 "slurmstepd: error:  mpi/pmix_v4: pmixp_coll_ring_check: gpu-1 [1]: "
+                                 "1: step 0 starting\n"
+                                 "slurmstepd-gpu1: error:  mpi/pmix_v4: pmixp_coll_ring_check: gpu-1 [1]: "
                                  "pmixp_coll_ring.c:736: 0x7f3a2c000000: collective timeout seq=0\n"
+                                 "srun: error: Node failure on gpu-7\n"
+                                 "srun: error: gpu-1: task 1: Exited with exit code 1\n"
                                  "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n")});
   const auto* launch = FindingOf(slurm.report, "LAUNCH_ERROR");
   ASSERT_TRUE(launch) << slurm.report.dump(2);
   EXPECT_EQ((*launch)["severity"], "error");
-  EXPECT_NE((*launch)["remedy"].get<std::string>().find("--mpi=list"), std::string::npos) << launch->dump(2);
+  EXPECT_NE(slurm.report.dump().find("--mpi=list"), std::string::npos) << slurm.report.dump(2);
+  EXPECT_NE(slurm.report.dump().find("Node failure on gpu-7"), std::string::npos) << slurm.report.dump(2);
+  EXPECT_TRUE(FindingOf(slurm.report, "RANK_EXITED")) << "srun's task line: " << slurm.report.dump(2);
   EXPECT_EQ(slurm.exit_code, 1);
 
   auto jax = Analyze({WriteLog("jax-0.log",
