@@ -247,7 +247,7 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
       if (facts_.addresses.size() < 8 &&
           std::find(facts_.addresses.begin(), facts_.addresses.end(), addr) == facts_.addresses.end())
         facts_.addresses.push_back(std::move(addr));
-    } else if (kind == "torch_log_error") {
+    } else if (kind == "torch_log_error" || kind == "xla_fatal_line") {
       // PyTorch's own error lines (glog from C++, its logging from Python): an event when the format
       // they were printed with is known, never a guess from the bare "E" level.
       // XLA's C++ logs are glog lines too (JAX's coordination service).
