@@ -438,14 +438,14 @@ const std::vector<LogPattern> kCatalogue = {
     {"pdsh_command_timeout", R"(pdsh@(?P<from>[^:]+): (?P<host>[^:]+): command timeout)", codes::kLaunchError, kErr,
      kCause, "pdsh: the command on {host} timed out", "pdsh gave up on {host}: the node is unreachable or hung.",
      DS_LAUNCH},
-    {"slurm_task_oom", R"(srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): Out Of Memory)",
+    {"slurm_task_oom", R"(^srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): Out Of Memory)",
      codes::kOutOfMemory, kErr, kCause, "Slurm: tasks {tasks} on {host} ran out of memory",
      "The job step hit its memory limit (cgroup OOM): ask for more memory (--mem / --mem-per-gpu) or lower host memory "
      "use "
      "(data-loader workers, dataset in RAM, CPU offload).",
      "https://slurm.schedmd.com/srun.html"},
     {"slurm_task_exit",
-     R"(srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>Exited with exit code (?P<exit_code>\d+)|Killed|Segmentation fault|Bus error|Aborted))",
+     R"(^srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>Exited with exit code (?P<exit_code>\d+)|Killed|Segmentation fault|Bus error|Aborted))",
      codes::kRankExited, kErr, kCause, "Slurm: tasks {tasks} on {host}: {what}",
      "srun reports how these tasks ended; the first task to fail (its own output) is the cause, the rest usually "
      "follow it.",

@@ -153,6 +153,7 @@ struct LogScanner::Impl {
   std::vector<std::unique_ptr<Stream>> streams;
   std::vector<std::string> files;  // display names
   std::vector<int> file_ranks;
+  std::vector<bool> agent_files;  // LogInput::agents, by file
   LogScanResult result;
   uint64_t dropped = 0;
   size_t kept = 0;
@@ -392,6 +393,7 @@ struct LogScanner::Impl {
     file = static_cast<int>(files.size());
     files.push_back(!input.name.empty() ? input.name : input.path == "-" ? "<stdin>" : input.path);
     file_ranks.push_back(input.rank);
+    agent_files.push_back(input.agents);
     first_stream = streams.size();
     line_no = 0;
     offset = 0;
@@ -709,9 +711,15 @@ LogScanResult LogScanner::Finish() {
         if (self >= 0 && self < (1 << 20)) e.rank = self;
       }
       if (e.subject_rank < 0) name_peer(e);
+      // In the launcher's output of dsdoctor's agents, srun's tasks are agents: their end follows the
+      // ranks' (the agent of a node whose step was killed for memory), never a rank's own cause.
+      if (s.agent_files[st->key.file] && !e.Field("tasks").empty() && e.code != diagnosis::codes::kOutOfMemory) {
+        e.consequence = true;
+        if (e.severity == diagnosis::Severity::kError) e.severity = diagnosis::Severity::kWarning;
+      }
       // srun names the task: one task per rank, numbered as the ranks (SLURM_PROCID).
-      if (std::string t = e.Field("tasks");
-          e.subject_rank < 0 && !t.empty() && t.size() < 8 && t.find_first_not_of("0123456789") == std::string::npos)
+      if (std::string t = e.Field("tasks"); e.subject_rank < 0 && !s.agent_files[st->key.file] && !t.empty() &&
+                                            t.size() < 8 && t.find_first_not_of("0123456789") == std::string::npos)
         e.subject_rank = SafeInt(t);
       // A launcher line about a local rank: the rank that has that local rank on that node.
       if (e.subject_rank < 0 && !e.Field("local_rank").empty())

@@ -31,6 +31,9 @@ struct LogInput {
   std::string path;  // "-" reads standard input
   int rank = -1;     // the file is this rank's own log (rank-<r>.log): unprefixed lines are that rank's
   std::string name;  // how evidence names the file ("" = path; "<stdin>" for "-")
+  // The launcher's output of dsdoctor's own agents (a run dir's launcher.log): srun's "task N" there is
+  // agent N (a node), not rank N.
+  bool agents = false;
 };
 
 struct LogScanOptions {

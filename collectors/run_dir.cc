@@ -476,7 +476,8 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   const bool from_flight_recorder = AddFlightRecorderDumps(run_dir, &job, &latest_ns, warnings);
   // What srun/pdsh/mpirun said while the agents ran (a step killed for memory, a lost node).
   if (struct stat st; ::stat(run_dir.LauncherLog().c_str(), &st) == 0 && st.st_size > 0) {
-    if (Status s = scanner.Add({run_dir.LauncherLog(), -1, run_dir.LauncherLog()}); !s.ok() && warnings)
+    if (Status s = scanner.Add({run_dir.LauncherLog(), -1, run_dir.LauncherLog(), /*agents=*/true});
+        !s.ok() && warnings)
       warnings->push_back(s.message());
   }
   MergeLogs(scanner.Finish(), &job, warnings);
