@@ -65,9 +65,14 @@ Usage:
         > collectors/sources/slurm_formats.tsv
 """
 import argparse
+import os
 import re
 import subprocess
 import sys
+
+# The same C string literals, escapes, PRI* macros and git access as NCCL's extractor.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extract_nccl_formats import PRI, decode, git  # noqa: E402
 
 EXTS = (".c", ".h")
 SCAN = ("src/srun/", "src/slurmd/slurmstepd/", "src/api/step_launch.c",
@@ -97,16 +102,6 @@ TOKEN = re.compile(r"""
   | (?P<op>->|\#\#|.)
 """, re.S | re.X)
 DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:\\\n|[^\n])*)", re.M)
-PRI = {f"PRI{c}{n}": ("l" if n == "64" else "") + c
-       for c in "diouxX" for n in ("8", "16", "32", "64")}
-ESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f",
-       "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?", "\n": ""}
-
-
-def git(gitdir, *args):
-    return subprocess.run(["git", "--git-dir", gitdir, *args], check=True,
-                          capture_output=True).stdout.decode("utf-8", "replace")
-
 
 def read_blobs(gitdir, commit, paths):
     """Return {path: text} for paths at commit, with one `git cat-file --batch`."""
@@ -133,15 +128,6 @@ def tokenize(text, line=1):
         if kind not in ("ws", "comment"):
             yield kind, m.group(), line
         line += m.group().count("\n")
-
-
-def decode(lit):
-    """Decode the contents of one C string literal token."""
-    body = lit[lit.index('"') + 1:-1]
-    return re.sub(r"\\(x[0-9a-fA-F]+|[0-7]{1,3}|.|\n)", lambda m: ESC.get(
-        m.group(1), chr(int(m.group(1)[1:], 16)) if m.group(1)[0] == "x"
-        else chr(int(m.group(1), 8)) if m.group(1)[0] in "01234567"
-        else m.group(1)), body, flags=re.S)
 
 
 def call_args(toks, i):
