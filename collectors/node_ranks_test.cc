@@ -19,10 +19,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The tests' folders, removed when the test binary ends.
+struct TempDirs : ::testing::Environment {
+  std::vector<std::string> dirs;
+  void TearDown() override {
+    for (auto& d : dirs) fs::remove_all(d);
+  }
+};
+TempDirs* temp_dirs = static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
+
 std::string Dir(const std::string& name) {
   std::string d = fs::temp_directory_path() / ("dsd-node-ranks-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
+  temp_dirs->dirs.push_back(d);
   return d;
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "common/file.h"
 #include "runtime/trace.h"
@@ -15,9 +16,19 @@
 namespace dsd::collectors {
 namespace {
 
+// The tests' folders, removed when the test binary ends.
+struct TempDirs : ::testing::Environment {
+  std::vector<std::string> dirs;
+  void TearDown() override {
+    for (auto& d : dirs) std::filesystem::remove_all(d);
+  }
+};
+TempDirs* temp_dirs = static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
+
 std::string Dir(const std::string& name) {
   std::string d = std::filesystem::temp_directory_path() / ("dsd-monitor-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::create_directories(d);
+  temp_dirs->dirs.push_back(d);
   return d;
 }
 
