@@ -171,7 +171,8 @@ void LogClassifier::NameCulprit(std::string_view message, LogEvent* e) {
   // What a message says of whom: Open MPI's help texts put it on "  Key: value" rows, Slurm and others
   // in the sentence ("failed on node gpu-3", "task 5").
   static const RE2 kRow(R"(^\s*([A-Za-z][A-Za-z ()_/-]{1,40}?)\s*:\s+(\S[^\n]{0,200}?)\s*$)", Quiet());
-  static const RE2 kProcessName(R"(\[\[\d+,\d+\],(\d+)\])", Quiet());
+  // Open MPI 4's "[[jobid,1],N]", PRRTE's "[prterun-gpu0-4242@1,N]": rank N.
+  static const RE2 kProcessName(R"(\[(?:\[\d+,\d+\]|[\w.-]+@\d+),(\d+)\])", Quiet());
   static const RE2 kOnNode(R"(\b(?:(?:on|from|to) node|[Nn]ode failure on) ([A-Za-z0-9][\w.-]{0,252})(?:[^\w.\[-]|$))",
                            Quiet());
   size_t lines = 0;

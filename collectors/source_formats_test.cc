@@ -403,6 +403,20 @@ TEST(PrrteHelpTest, OpenMpi5sMpirunTextsAreReadFromPrrtesTable) {
   EXPECT_EQ(e->kind, "ompi_src_placement");
   EXPECT_EQ(e->Field("source").rfind("PRRTE 5.", 0), 0u) << e->Field("source");
   EXPECT_EQ(e->Field("local_host"), "gpu-7");
+  // PRRTE names a process "[<nspace>@<job>,<rank>]".
+  auto heartbeat = ClassifyLog(0, kRule +
+                                      "\n"
+                                      "\n"
+                                      "prterun failed to receive scheduled heartbeat communications from a remote\n"
+                                      "process:\n"
+                                      "\n"
+                                      "   Process name: [prterun-gpu0-4242@1,3]\n"
+                                      "   Node:         gpu-1\n" +
+                                      kRule + "\n");
+  const diagnosis::LogEvent* h = Only(heartbeat);
+  ASSERT_NE(h, nullptr) << heartbeat.size();
+  EXPECT_EQ(h->kind, "ompi_src_process");
+  EXPECT_EQ(h->subject_rank, 3);
 }
 
 // srun's and slurmstepd's lines no hand-written entry knows.
