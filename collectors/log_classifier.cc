@@ -250,9 +250,8 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
         facts_.addresses.push_back(std::move(addr));
     } else if (kind == "torch_log_error" || kind == "xla_fatal_line") {
       // PyTorch's own error lines (glog from C++, its logging from Python): an event when the format
-      // they were printed with is known, never a guess from the bare "E" level.
-      // XLA's C++ logs are glog lines too (JAX's coordination service).
-      // XLA's C++ logs (JAX's coordination service) are glog lines too: its formats when PyTorch has none.
+      // they were printed with is known, never a guess from the bare "E" level. XLA's C++ logs (JAX's
+      // coordination service) are glog lines too: its formats when PyTorch has none.
       const std::string_view msg = whole_message();
       FormatMatch fm;
       const FormatSource source = FormatMatcher::Default(FormatSource::kTorch).Match(msg.substr(0, kMaxSegment), &fm)
@@ -260,11 +259,11 @@ bool LogClassifier::Catalogue(std::string_view text, std::vector<LogEvent>& out)
                                       : FormatSource::kJax;
       if (LogEvent e; source == FormatSource::kTorch ? FromFormatMatch(source, fm, msg, text, &e)
                                                      : FromFormat(source, msg, text, &e)) {
-        // The line's own level: a warning ("W…") is never an error, whatever format it prints.
+        // The line's own level: a warning ("W…", "[W…", "WARNING:torch…") is never an error, whatever
+        // format it prints (the entries admit only E, W and, for XLA, F lines).
         std::string_view t = Trim(text);
-        if (StartsWith(t, "[") && t.size() > 1) t.remove_prefix(1);
-        if ((StartsWith(t, "W") || StartsWith(t, "I") || StartsWith(t, "WARNING:")) && e.severity == Severity::kError)
-          e.severity = Severity::kWarning;
+        if (StartsWith(t, "[")) t.remove_prefix(1);
+        if (StartsWith(t, "W") && e.severity == Severity::kError) e.severity = Severity::kWarning;
         out.push_back(std::move(e));
       }
     } else if (kind == "slurm_log_line") {

@@ -1153,18 +1153,15 @@ struct FormatMatcher::Impl {
 namespace {
 // NCCL's and Slurm's own words for something that is not a failure (a setting or request ignored, a
 // fallback taken): a warning, never an error finding.
-const std::vector<std::string_view>& kNone() {
-  static const std::vector<std::string_view> none;
-  return none;
-}
 bool BenignFormat(FormatSource source, std::string_view f) {
   static const std::vector<std::string_view> kNccl = {"being ignored", "Ignoring",  ", ignoring",
                                                       "falling back",  "fall back", "Unsetting",
                                                       "deprecated",    "retrying",  "Retrying"};
   static const std::vector<std::string_view> kSlurm = {
       "ignored", "ignoring", "Ignoring", "disregarding", "going to /tmp instead", "TIOCGWINSZ"};
-  const auto& words = source == FormatSource::kNccl ? kNccl : source == FormatSource::kSlurm ? kSlurm : kNone();
-  for (std::string_view w : words)
+  const auto* words = source == FormatSource::kNccl ? &kNccl : source == FormatSource::kSlurm ? &kSlurm : nullptr;
+  if (!words) return false;
+  for (std::string_view w : *words)
     if (f.find(w) != std::string_view::npos) return true;
   return false;
 }

@@ -240,20 +240,21 @@ TEST(CudaFormatTest, TheRuntimesErrorStringNamesItsKind) {
 // subsystem's cause and names the peer; a warning text stays silent; a text a hand-written entry
 // reads line by line is not read twice.
 const std::string kRule(74, '-');
+// help-mpi-btl-tcp.txt [peer hung up], its text before the rows of values.
+const std::string kPeerHungUp =
+    "An MPI communication peer process has unexpectedly disconnected.  This\n"
+    "usually indicates a failure in the peer process (e.g., a crash or\n"
+    "otherwise exiting without calling MPI_FINALIZE first).\n"
+    "\n"
+    "Although this local MPI process will likely now behave unpredictably\n"
+    "(it may even hang or crash), the root cause of this problem is the\n"
+    "failure of the peer -- that is what you need to investigate.  For\n"
+    "example, there may be a core file that you can examine.  More\n"
+    "generally: such peer hangups are frequently caused by application bugs\n"
+    "or other external events.\n";
 
 TEST(OpenMpiHelpTest, APeerThatHungUpIsNamedAndIsAConsequence) {
-  auto events = ClassifyLog(0, kRule +
-                                   "\n"
-                                   "An MPI communication peer process has unexpectedly disconnected.  This\n"
-                                   "usually indicates a failure in the peer process (e.g., a crash or\n"
-                                   "otherwise exiting without calling MPI_FINALIZE first).\n"
-                                   "\n"
-                                   "Although this local MPI process will likely now behave unpredictably\n"
-                                   "(it may even hang or crash), the root cause of this problem is the\n"
-                                   "failure of the peer -- that is what you need to investigate.  For\n"
-                                   "example, there may be a core file that you can examine.  More\n"
-                                   "generally: such peer hangups are frequently caused by application bugs\n"
-                                   "or other external events.\n"
+  auto events = ClassifyLog(0, kRule + "\n" + kPeerHungUp +
                                    "\n"
                                    "  Local host: node-a\n"
                                    "  Local PID:  4242\n"
@@ -362,22 +363,14 @@ TEST(OpenMpiHelpTest, OneRowOfAProgramsOwnBoxIsNoHelpText) {
 }
 
 TEST(OpenMpiHelpTest, StrayRulesBeforeATextAndATextTheLogEndsInAreRead) {
-  const std::string peer_gone =
-      "An MPI communication peer process has unexpectedly disconnected.  This\n"
-      "usually indicates a failure in the peer process (e.g., a crash or\n"
-      "otherwise exiting without calling MPI_FINALIZE first).\n"
-      "\n"
-      "Although this local MPI process will likely now behave unpredictably\n"
-      "(it may even hang or crash), the root cause of this problem is the\n"
-      "failure of the peer -- that is what you need to investigate.\n";
   // A banner with three rules shifts the pairing by one: the text's own rules must still frame it.
   auto shifted = ClassifyLog(0, kRule + "\nRun configuration\n" + kRule + "\n" + kRule +
-                                    "\nepochs: 10\nstep 1 loss 2.3\n" + kRule + "\n" + peer_gone + kRule + "\n");
+                                    "\nepochs: 10\nstep 1 loss 2.3\n" + kRule + "\n" + kPeerHungUp + kRule + "\n");
   const diagnosis::LogEvent* s = Only(shifted);
   ASSERT_NE(s, nullptr) << shifted.size();
   EXPECT_EQ(s->kind, "ompi_src_peer_gone");
   // The log ends before the closing rule (the process was killed while mpirun printed it).
-  auto cut = ClassifyLog(0, "step 1 loss 2.3\n" + kRule + "\n" + peer_gone);
+  auto cut = ClassifyLog(0, "step 1 loss 2.3\n" + kRule + "\n" + kPeerHungUp);
   const diagnosis::LogEvent* c = Only(cut);
   ASSERT_NE(c, nullptr) << cut.size();
   EXPECT_EQ(c->kind, "ompi_src_peer_gone");
