@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "runtime/trace_clock.h"
 
 namespace dsd::runtime {
 namespace {
@@ -62,7 +63,16 @@ void LoadWords(void* dst, const void* src, size_t bytes) {
 // The record's words after its version.
 constexpr size_t kPayloadBytes = sizeof(TraceRecordRaw) - sizeof(uint64_t);
 char* Payload(TraceRecordRaw* r) { return reinterpret_cast<char*>(r) + sizeof(uint64_t); }
-const char* Payload(const TraceRecordRaw* r) { return reinterpret_cast<const char*>(r) + sizeof(uint64_t); }
+
+// The 8-byte word holding op, dtype, reduce, state and flags: End and SetWaited change only it
+// (and ended_ns), so they store one word, not the whole record.
+static_assert(offsetof(TraceRecordRaw, op) % 8 == 0 &&
+              offsetof(TraceRecordRaw, flags) + 4 == offsetof(TraceRecordRaw, op) + 8);
+constexpr size_t kStateInWord = offsetof(TraceRecordRaw, state) - offsetof(TraceRecordRaw, op);
+constexpr size_t kFlagsInWord = offsetof(TraceRecordRaw, flags) - offsetof(TraceRecordRaw, op);
+uint64_t* StateWord(TraceRecordRaw* r) {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(r) + offsetof(TraceRecordRaw, op));
+}
 
 // The header and the ring (all a file of a writer older than the callsite table has), and the whole
 // file with the table.
@@ -98,11 +108,7 @@ bool ReadErrorConsistent(const TraceHeaderRaw& h, std::string* out) {
 
 }  // namespace
 
-int64_t TraceNowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+int64_t TraceNowNs() { return TraceClock::Get().Now(); }
 
 const char* RecordStateName(RecordState s) {
   switch (s) {
@@ -224,6 +230,7 @@ TraceWriter::TraceWriter(std::string path, void* base, size_t bytes, uint32_t ca
       base_(base),
       bytes_(bytes),
       capacity_(capacity),
+      slot_mask_((capacity & (capacity - 1)) == 0 ? capacity - 1 : 0),
       header_(static_cast<TraceHeaderRaw*>(base)),
       strings_(static_cast<char*>(base) + RingEnd(capacity)) {}
 
@@ -262,7 +269,9 @@ TraceWriter::~TraceWriter() {
 
 TraceRecordRaw* TraceWriter::Slot(uint64_t index) const {
   auto* first = reinterpret_cast<char*>(base_) + kTraceHeaderBytes;
-  return reinterpret_cast<TraceRecordRaw*>(first + (index % capacity_) * kTraceRecordBytes);
+  // A power-of-two ring (the default) masks: a 64-bit division costs more than the rest of Slot.
+  const uint64_t slot = slot_mask_ ? index & slot_mask_ : index % capacity_;
+  return reinterpret_cast<TraceRecordRaw*>(first + slot * kTraceRecordBytes);
 }
 
 uint64_t TraceWriter::Begin(const OpInfo& info) {
@@ -292,6 +301,11 @@ uint64_t TraceWriter::Begin(const OpInfo& info) {
   A(r->version).store(v + 2, std::memory_order_release);
   A(header_->next_index).store(index + 1, std::memory_order_release);
   in_flight_plus1_.store(index + 1, std::memory_order_release);
+  // The next record's two cache lines: a ring of 512 KiB has left the caches by the time it comes
+  // round, and the stores would wait for them.
+  const char* next = reinterpret_cast<const char*>(Slot(index + 1));
+  __builtin_prefetch(next, 1);
+  __builtin_prefetch(next + 64, 1);
   return index;
 }
 
@@ -300,17 +314,22 @@ void TraceWriter::End(uint64_t index, RecordState state) {
   // An asynchronous call (the Python tracer's) may end after `capacity` newer records lapped its
   // slot: the slot then belongs to another record, which must stay as it is.
   if (index >= next_ || index + capacity_ < next_ || A(r->index).load(std::memory_order_relaxed) != index) return;
-  TraceRecordRaw rec;
-  LoadWords(Payload(&rec), Payload(r), kPayloadBytes);
-  rec.ended_ns = TraceNowNs();
-  rec.state = static_cast<uint8_t>(state);
+  // Only ended_ns and the state's word change: this thread is the slot's only writer, so it reads
+  // its own words back and stores those two under the version (a hot path: every traced call).
+  // Never before its start: the clock's line may move back a little when it is refitted.
+  const int64_t now = std::max(TraceNowNs(), A(r->started_ns).load(std::memory_order_relaxed));
+  uint64_t word = A(*StateWord(r)).load(std::memory_order_relaxed);
+  std::memcpy(reinterpret_cast<char*>(&word) + kStateInWord, &state, sizeof state);
   uint64_t v = A(r->version).load(std::memory_order_relaxed);
   A(r->version).store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  StoreWords(Payload(r), Payload(&rec), kPayloadBytes);
+  A(r->ended_ns).store(now, std::memory_order_relaxed);
+  A(*StateWord(r)).store(word, std::memory_order_relaxed);
   A(r->version).store(v + 2, std::memory_order_release);
-  uint64_t mine = index + 1;
-  in_flight_plus1_.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
+  // Begin and End run on one thread at a time (or under the caller's lock): a plain compare and
+  // store, not a locked compare-exchange, clears the mark; readers only load it.
+  if (in_flight_plus1_.load(std::memory_order_relaxed) == index + 1)
+    in_flight_plus1_.store(0, std::memory_order_release);
 }
 
 void TraceWriter::Complete(uint64_t index) { End(index, RecordState::kCompleted); }
@@ -325,16 +344,18 @@ void TraceWriter::Withdraw(uint64_t index) { End(index, RecordState::kWithdrawn)
 void TraceWriter::SetWaited(uint64_t index, bool waited) {
   TraceRecordRaw* r = Slot(index);
   if (index >= next_ || index + capacity_ < next_ || A(r->index).load(std::memory_order_relaxed) != index) return;
-  TraceRecordRaw rec;
-  LoadWords(Payload(&rec), Payload(r), kPayloadBytes);
-  const auto state = static_cast<RecordState>(rec.state);
-  const uint32_t flags = waited ? rec.flags & ~kRecordFlagAsync : rec.flags | kRecordFlagAsync;
-  if (flags == rec.flags || (state != RecordState::kStarted && state != RecordState::kEnqueued)) return;
-  rec.flags = flags;
+  uint64_t word = A(*StateWord(r)).load(std::memory_order_relaxed);
+  RecordState state;
+  uint32_t flags;
+  std::memcpy(&state, reinterpret_cast<const char*>(&word) + kStateInWord, sizeof state);
+  std::memcpy(&flags, reinterpret_cast<const char*>(&word) + kFlagsInWord, sizeof flags);
+  const uint32_t wanted = waited ? flags & ~kRecordFlagAsync : flags | kRecordFlagAsync;
+  if (wanted == flags || (state != RecordState::kStarted && state != RecordState::kEnqueued)) return;
+  std::memcpy(reinterpret_cast<char*>(&word) + kFlagsInWord, &wanted, sizeof wanted);
   uint64_t v = A(r->version).load(std::memory_order_relaxed);
   A(r->version).store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  StoreWords(Payload(r), Payload(&rec), kPayloadBytes);
+  A(*StateWord(r)).store(word, std::memory_order_relaxed);
   A(r->version).store(v + 2, std::memory_order_release);
 }
 

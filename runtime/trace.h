@@ -199,6 +199,7 @@ class TraceWriter {
   void* base_;
   size_t bytes_;
   uint32_t capacity_;
+  uint64_t slot_mask_;  // capacity - 1 when the capacity is a power of two, else 0 (Slot divides)
   TraceHeaderRaw* header_;
   uint64_t next_ = 0;                                        // writer thread only
   char* strings_ = nullptr;                                  // the callsite table (kTraceStringBytes)
@@ -293,7 +294,8 @@ class TraceReader {
 };
 
 // CLOCK_REALTIME in nanoseconds: the trace's time base (comparable across processes and, with
-// synchronised clocks, nodes).
+// synchronised clocks, nodes). Read through TraceClock (runtime/trace_clock.h): the scaled
+// time-stamp counter where the kernel keeps time with it.
 int64_t TraceNowNs();
 
 }  // namespace dsd::runtime

@@ -1,0 +1,151 @@
+#include "runtime/trace_clock.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
+namespace dsd::runtime {
+namespace {
+
+constexpr int64_t kFirstFitNs = 10'000'000;  // the first line needs samples this far apart
+constexpr int64_t kRefitNs = 100'000'000;
+
+uint64_t Ticks() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+int64_t RealtimeNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+TraceClock::Source TraceClock::Probe(const char** why) {
+  const char* unused;
+  if (!why) why = &unused;
+  if (const char* env = std::getenv("DSDOCTOR_TRACE_CLOCK"); env && std::strcmp(env, "realtime") == 0) {
+    *why = "DSDOCTOR_TRACE_CLOCK=realtime";
+    return Source::kRealtime;
+  }
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  // CPUID 0x80000007 EDX bit 8: the counter ticks at one rate in every P- and C-state.
+  if (!__get_cpuid(0x80000007, &a, &b, &c, &d) || !(d & (1u << 8))) {
+    *why = "the CPU's time-stamp counter is not invariant";
+    return Source::kRealtime;
+  }
+  // The kernel keeps time with the counter only when it found it synchronised across CPUs.
+  char text[32] = {};
+  int fd = ::open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : ::read(fd, text, sizeof text - 1);
+  if (fd >= 0) ::close(fd);
+  if (n < 3 || std::strncmp(text, "tsc", 3) != 0 || (n > 3 && text[3] != '\n')) {
+    *why = "the kernel's clocksource is not tsc";
+    return Source::kRealtime;
+  }
+  *why = "";
+  return Source::kTsc;
+#else
+  *why = "no time-stamp counter reader for this CPU";
+  return Source::kRealtime;
+#endif
+}
+
+TraceClock& TraceClock::Get() {
+  static TraceClock* clock = new TraceClock(Probe());  // leaked: used by threads that outlive statics
+  return *clock;
+}
+
+TraceClock::TraceClock(Source source) : source_(source) {}
+
+int64_t TraceClock::Now() {
+  if (source_ == Source::kRealtime) return RealtimeNs();
+  const uint64_t tsc = Ticks();
+  if (tsc >= next_fit_tsc_.load(std::memory_order_relaxed) && !fitting_.exchange(true, std::memory_order_acquire)) {
+    Refit(tsc);
+    fitting_.store(false, std::memory_order_release);
+  }
+  const uint64_t v = version_.load(std::memory_order_acquire);
+  const uint64_t base_tsc = base_tsc_.load(std::memory_order_relaxed);
+  const int64_t base_ns = base_ns_.load(std::memory_order_relaxed);
+  const uint64_t mult = mult_.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if ((v & 1) || mult == 0 || version_.load(std::memory_order_relaxed) != v) return RealtimeNs();
+  // Signed: another thread may have refitted from a sample taken after this thread's reading.
+  const auto ticks = static_cast<int64_t>(tsc - base_tsc);
+  return base_ns + static_cast<int64_t>((static_cast<__int128>(ticks) * mult) >> 32);
+}
+
+void TraceClock::Refit(uint64_t tsc) {
+  // A pair read close together: the clock between two counter readings, the counter at their
+  // middle; the tightest of a few tries, since a thread preempted between the reads skews its pair.
+  uint64_t at = 0, width = UINT64_MAX;
+  int64_t ns = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t before = Ticks();
+    const int64_t clock = RealtimeNs();
+    const uint64_t after = Ticks();
+    if (after - before < width) {
+      width = after - before;
+      at = before + width / 2;
+      ns = clock;
+    }
+  }
+  const int64_t since = ns - anchor_ns_;
+  if (anchor_ns_ == 0 || since < kFirstFitNs || at <= anchor_tsc_) {
+    if (anchor_ns_ == 0 || since < 0 || at <= anchor_tsc_) {  // first sample, or the clock stepped back
+      anchor_tsc_ = at;
+      anchor_ns_ = ns;
+    }
+    // Not far enough apart yet: look again after ~10 ms of a 1–5 GHz counter.
+    next_fit_tsc_.store(tsc + 10'000'000, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t mult = (static_cast<unsigned __int128>(since) << 32) / (at - anchor_tsc_);
+  // 0.1 to 20 ns per tick (10 GHz to 50 MHz); anything else is a clock step: sample afresh.
+  if (mult < (uint64_t{1} << 32) / 10 || mult > (uint64_t{20} << 32)) {
+    anchor_tsc_ = at;
+    anchor_ns_ = ns;
+    next_fit_tsc_.store(tsc + 10'000'000, std::memory_order_relaxed);
+    return;
+  }
+  // NTP slews the clock by at most 500 ppm: a slope further than 0.1 % from the current one means
+  // the clock was stepped inside the interval. The line is moved to the new sample and keeps its
+  // slope, unless two intervals in a row agree on the new one (the first fit was the one stepped).
+  if (const uint64_t current = mult_.load(std::memory_order_relaxed); current != 0) {
+    auto near = [](uint64_t x, uint64_t y) { return (x > y ? x - y : y - x) <= y / 1000; };
+    if (!near(mult, current)) {
+      const bool confirmed = pending_mult_ != 0 && near(mult, pending_mult_);
+      pending_mult_ = confirmed ? 0 : mult;
+      if (!confirmed) mult = current;
+    } else {
+      pending_mult_ = 0;
+    }
+  }
+  const uint64_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  base_tsc_.store(at, std::memory_order_relaxed);
+  base_ns_.store(ns, std::memory_order_relaxed);
+  mult_.store(mult, std::memory_order_relaxed);
+  version_.store(v + 2, std::memory_order_release);
+  anchor_tsc_ = at;
+  anchor_ns_ = ns;
+  next_fit_tsc_.store(at + ((static_cast<unsigned __int128>(kRefitNs) << 32) / mult), std::memory_order_relaxed);
+}
+
+}  // namespace dsd::runtime
