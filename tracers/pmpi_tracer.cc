@@ -17,7 +17,9 @@
 // - A call made inside a traced call (an MPI library that calls MPI_* itself) belongs to that one.
 //
 // Thread-safety: every entry point may be called from any thread (MPI_THREAD_MULTIPLE); one mutex
-// guards the tables, and the trace's C ABI orders its own writes.
+// guards the tables, and the trace's C ABI orders its own writes. Below MPI_THREAD_MULTIPLE the
+// program makes one MPI call at a time (MPI's own rule), so the mutex is skipped: it was a sixth of
+// a traced call's cost.
 #include <dlfcn.h>
 #include <mpi.h>
 
@@ -84,6 +86,8 @@ class Tracer {
       Open(rank, size);
     }
     if (on_) dsd_trace_set_phase(static_cast<int>(dsd::runtime::Phase::kUser));
+    int level = MPI_THREAD_MULTIPLE;
+    if (rc == MPI_SUCCESS && PMPI_Query_thread(&level) == MPI_SUCCESS) multiple_ = level == MPI_THREAD_MULTIPLE;
   }
 
   void Finalizing() {
@@ -99,7 +103,7 @@ class Tracer {
 
   // Records a call as begun; returns its handle (0: not traced).
   uint64_t Begin(const char* name, MPI_Comm comm, const Call& call, bool async, const void* caller) {
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(this);
     Comm& c = CommOf(comm);
     uint64_t seq;
     int peer = call.root < 0 ? -1 : WorldRank(c, call.root);  // MPI_ROOT, MPI_PROC_NULL: -1
@@ -133,7 +137,7 @@ class Tracer {
       dsd_trace_end(handle, 1, nullptr);
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(this);
     auto [it, fresh] = requests_.try_emplace(request, handle);
     // A handle MPI reused: the call it stood for completed where we did not see it (a wait we do
     // not wrap), so it ends here rather than staying in flight for good.
@@ -144,14 +148,14 @@ class Tracer {
   }
   uint64_t Lookup(MPI_Request request) {
     if (request == MPI_REQUEST_NULL) return 0;
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(this);
     auto it = requests_.find(request);
     return it == requests_.end() ? 0 : it->second;
   }
   // Forgets `request` if it still stands for `handle`: another thread may have been given the same
   // handle value for a new call since MPI freed it (MPI_THREAD_MULTIPLE).
   void Forget(MPI_Request request, uint64_t handle) {
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(this);
     auto it = requests_.find(request);
     if (it != requests_.end() && it->second == handle) requests_.erase(it);
   }
@@ -159,14 +163,16 @@ class Tracer {
   // Communicators made by the program: registered at creation, so every member numbers them alike.
   void Made(MPI_Comm comm) {
     if (!on_ || comm == MPI_COMM_NULL) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(this);
     comms_.erase(comm);  // a handle value freed where we did not see it (MPI_Comm_disconnect)
+    last_comm_ = nullptr;
     CommOf(comm, /*made=*/true);
   }
   void Freed(MPI_Comm comm) {
     if (!on_) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(this);
     comms_.erase(comm);
+    last_comm_ = nullptr;
   }
 
   static std::string ErrorText(const char* name, int rc) {
@@ -194,8 +200,14 @@ class Tracer {
   // by a function not wrapped) are seen first at different calls on different ranks: their id is
   // their members' alone.
   Comm& CommOf(MPI_Comm comm, bool made = false) {
+    // A loop calls on one communicator: the last one found is kept (map nodes stay put until erased).
+    if (last_comm_ && last_comm_key_ == comm) return *last_comm_;
     auto it = comms_.find(comm);
-    if (it != comms_.end()) return it->second;
+    if (it != comms_.end()) {
+      last_comm_key_ = comm;
+      last_comm_ = &it->second;
+      return it->second;
+    }
     Comm& c = comms_[comm];
     if (comm == MPI_COMM_WORLD) return c;  // id 0, identity ranks
     int inter = 0;
@@ -279,8 +291,13 @@ class Tracer {
   // address: dladdr walks symbol tables. Caller holds mu_.
   const std::string& Callsite(const char* name, const void* caller) {
     auto key = std::make_pair(static_cast<const void*>(name), caller);
+    if (last_callsite_ && last_callsite_key_ == key) return *last_callsite_;
     auto it = callsites_.find(key);
-    if (it != callsites_.end()) return it->second;
+    if (it != callsites_.end()) {
+      last_callsite_key_ = key;
+      last_callsite_ = &it->second;
+      return it->second;
+    }
     std::string where;
     Dl_info info{};
     if (caller && ::dladdr(caller, &info) && info.dli_fname) {
@@ -300,7 +317,9 @@ class Tracer {
       }
     }
     if (callsites_.size() > 4096) callsites_.clear();  // bounded however many call sites a program has
-    return callsites_[key] = where.empty() ? std::string(name) : std::string(name) + "@" + where;
+    last_callsite_key_ = key;
+    last_callsite_ = &(callsites_[key] = where.empty() ? std::string(name) : std::string(name) + "@" + where);
+    return *last_callsite_;
   }
 
   struct PairHash {
@@ -309,9 +328,31 @@ class Tracer {
     }
   };
 
+  // Holds mu_ only when the program may call MPI from several threads at once.
+  class Guard {
+   public:
+    explicit Guard(Tracer* t) : mu_(t->multiple_ ? &t->mu_ : nullptr) {
+      if (mu_) mu_->lock();
+    }
+    ~Guard() {
+      if (mu_) mu_->unlock();
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    std::mutex* mu_;
+  };
+
   bool on_ = false;  // set once at MPI_Init, before the program's threads use MPI
+  // Whether MPI_Init granted MPI_THREAD_MULTIPLE; set once there, like on_ (true until then: safe).
+  bool multiple_ = true;
   uint64_t init_handle_ = 0;
   std::mutex mu_;
+  MPI_Comm last_comm_key_ = MPI_COMM_NULL;  // CommOf's last answer (nullptr: none); mu_
+  Comm* last_comm_ = nullptr;
+  std::pair<const void*, const void*> last_callsite_key_{};  // Callsite's last answer; mu_
+  const std::string* last_callsite_ = nullptr;
   std::unordered_map<MPI_Comm, Comm> comms_;
   std::unordered_map<uint64_t, uint64_t> made_;  // members' hash -> communicators made with them
   std::unordered_map<MPI_Request, uint64_t> requests_;
@@ -354,16 +395,45 @@ int Nonblocking(const char* name, MPI_Comm comm, const Call& call, MPI_Request* 
   return rc;
 }
 
-// Handles of the requests a wait or test is about to complete (0 where untraced).
-std::vector<uint64_t> HandlesOf(int n, const MPI_Request* requests) {
-  std::vector<uint64_t> h(n > 0 ? n : 0);
-  for (int i = 0; i < n; ++i) h[i] = T().Lookup(requests[i]);
-  return h;
-}
+// A wait's or test's per-request arrays: inline for the usual handful (two heap allocations were a
+// third of a traced MPI_Waitall), on the heap past that.
+template <class T>
+class CallArray {
+ public:
+  explicit CallArray(int n) : n_(n > 0 ? n : 0) {
+    if (n_ > kInline) heap_.resize(n_);
+  }
+  CallArray(const CallArray&) = delete;
+  CallArray& operator=(const CallArray&) = delete;
+  T* data() { return n_ > kInline ? heap_.data() : inline_; }
+  const T* data() const { return n_ > kInline ? heap_.data() : inline_; }
+  T& operator[](int i) { return data()[i]; }
+  const T& operator[](int i) const { return data()[i]; }
+  int size() const { return n_; }
 
-void SetWaited(const std::vector<uint64_t>& handles, bool waited) {
-  for (uint64_t h : handles)
-    if (h) dsd_trace_set_waited(h, waited);
+ private:
+  static constexpr int kInline = 16;
+  int n_;
+  T inline_[kInline] = {};
+  std::vector<T> heap_;
+};
+
+// The requests a wait or test is about to complete, as they were before the call, and their
+// handles (0 where untraced).
+struct Pending {
+  explicit Pending(int n, const MPI_Request* requests) : before(n), handles(n) {
+    for (int i = 0; i < before.size(); ++i) {
+      before[i] = requests[i];
+      handles[i] = T().Lookup(requests[i]);
+    }
+  }
+  CallArray<MPI_Request> before;
+  CallArray<uint64_t> handles;
+};
+
+void SetWaited(const CallArray<uint64_t>& handles, bool waited) {
+  for (int i = 0; i < handles.size(); ++i)
+    if (handles[i]) dsd_trace_set_waited(handles[i], waited);
 }
 
 // Ends the record of a request that completed (or failed with `rc`) and forgets the request.
@@ -374,9 +444,8 @@ void Completed(uint64_t handle, MPI_Request before, int rc, const char* name) {
 }
 
 // The same for request i of an array.
-void Completed(const std::vector<uint64_t>& handles, const std::vector<MPI_Request>& before, int i, int rc,
-               const char* name) {
-  if (i >= 0 && i < static_cast<int>(handles.size())) Completed(handles[i], before[i], rc, name);
+void Completed(const Pending& p, int i, int rc, const char* name) {
+  if (i >= 0 && i < p.handles.size()) Completed(p.handles[i], p.before[i], rc, name);
 }
 
 // With MPI_ERR_IN_STATUS each request's status says how it ended; MPI_ERR_PENDING: not yet (still
@@ -803,14 +872,14 @@ int MPI_Wait(MPI_Request* q, MPI_Status* status) {
 
 int MPI_Waitall(int n, MPI_Request qs[], MPI_Status statuses[]) {
   if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Waitall(n, qs, statuses);
-  std::vector<MPI_Request> before(qs, qs + n);
-  std::vector<uint64_t> h = HandlesOf(n, qs);
+  Pending p(n, qs);
+  CallArray<uint64_t>& h = p.handles;
   ++t_depth;
   SetWaited(h, true);
   int rc = PMPI_Waitall(n, qs, statuses);
   for (int i = 0, code = 0; i < n; ++i) {
     if (Ends(rc, statuses, i, &code))
-      Completed(h, before, i, code, "MPI_Waitall");
+      Completed(p, i, code, "MPI_Waitall");
     else if (h[i])
       dsd_trace_set_waited(h[i], false);  // still active: nobody waits on it now
   }
@@ -820,13 +889,13 @@ int MPI_Waitall(int n, MPI_Request qs[], MPI_Status statuses[]) {
 
 int MPI_Waitany(int n, MPI_Request qs[], int* index, MPI_Status* status) {
   if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Waitany(n, qs, index, status);
-  std::vector<MPI_Request> before(qs, qs + n);
-  std::vector<uint64_t> h = HandlesOf(n, qs);
+  Pending p(n, qs);
+  CallArray<uint64_t>& h = p.handles;
   ++t_depth;
   SetWaited(h, true);
   int rc = PMPI_Waitany(n, qs, index, status);
   if (index && *index >= 0 && *index < n) {  // MPI_UNDEFINED, or whatever a failed call left there: none
-    Completed(h, before, *index, rc, "MPI_Waitany");
+    Completed(p, *index, rc, "MPI_Waitany");
     h[*index] = 0;
   }
   SetWaited(h, false);  // the others are still in flight, and nobody waits on them now
@@ -842,8 +911,8 @@ int Reported(int rc, int n, const int* outcount) {
 
 int MPI_Waitsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Status statuses[]) {
   if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Waitsome(n, qs, outcount, indices, statuses);
-  std::vector<MPI_Request> before(qs, qs + n);
-  std::vector<uint64_t> h = HandlesOf(n, qs);
+  Pending p(n, qs);
+  CallArray<uint64_t>& h = p.handles;
   ++t_depth;
   SetWaited(h, true);
   int rc = PMPI_Waitsome(n, qs, outcount, indices, statuses);
@@ -851,7 +920,7 @@ int MPI_Waitsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Stat
     int i = indices[k];
     if (i < 0 || i >= n) continue;
     if (Ends(rc, statuses, k, &code)) {
-      Completed(h, before, i, code, "MPI_Waitsome");
+      Completed(p, i, code, "MPI_Waitsome");
       h[i] = 0;
     }
   }
@@ -871,32 +940,29 @@ int MPI_Test(MPI_Request* q, int* flag, MPI_Status* status) {
 
 int MPI_Testall(int n, MPI_Request qs[], int* flag, MPI_Status statuses[]) {
   if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Testall(n, qs, flag, statuses);
-  std::vector<MPI_Request> before(qs, qs + n);
-  std::vector<uint64_t> h = HandlesOf(n, qs);
+  Pending p(n, qs);
   int rc = PMPI_Testall(n, qs, flag, statuses);
   if (rc != MPI_SUCCESS || (flag && *flag))
     for (int i = 0, code = 0; i < n; ++i)
-      if (Ends(rc, statuses, i, &code)) Completed(h, before, i, code, "MPI_Testall");
+      if (Ends(rc, statuses, i, &code)) Completed(p, i, code, "MPI_Testall");
   return rc;
 }
 
 int MPI_Testany(int n, MPI_Request qs[], int* index, int* flag, MPI_Status* status) {
   if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Testany(n, qs, index, flag, status);
-  std::vector<MPI_Request> before(qs, qs + n);
-  std::vector<uint64_t> h = HandlesOf(n, qs);
+  Pending p(n, qs);
   int rc = PMPI_Testany(n, qs, index, flag, status);
-  if (flag && *flag && index && *index >= 0 && *index < n) Completed(h, before, *index, rc, "MPI_Testany");
+  if (flag && *flag && index && *index >= 0 && *index < n) Completed(p, *index, rc, "MPI_Testany");
   return rc;
 }
 
 int MPI_Testsome(int n, MPI_Request qs[], int* outcount, int indices[], MPI_Status statuses[]) {
   if (!T().on() || t_depth || n <= 0 || !qs) return PMPI_Testsome(n, qs, outcount, indices, statuses);
-  std::vector<MPI_Request> before(qs, qs + n);
-  std::vector<uint64_t> h = HandlesOf(n, qs);
+  Pending p(n, qs);
   int rc = PMPI_Testsome(n, qs, outcount, indices, statuses);
   for (int k = 0, code = 0, got = Reported(rc, n, outcount); k < got; ++k) {
     int i = indices[k];
-    if (i >= 0 && i < n && Ends(rc, statuses, k, &code)) Completed(h, before, i, code, "MPI_Testsome");
+    if (i >= 0 && i < n && Ends(rc, statuses, k, &code)) Completed(p, i, code, "MPI_Testsome");
   }
   return rc;
 }
