@@ -348,6 +348,9 @@ bool AddFlightRecorderDumps(const RunDir& run_dir, diagnosis::JobState* job, int
   return true;
 }
 
+// A heartbeat this old (traces beat every 100 ms) means its writer no longer runs.
+constexpr int64_t kTracesStoppedNs = 5'000'000'000;
+
 Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options,
                                        std::vector<std::string>* warnings) {
   DIR* d = ::opendir(dir.c_str());
@@ -502,6 +505,18 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
           "ended is unknown; the findings rest on the logs and traces up to then");
   }
   job.now_ns = stopped_by_us && manifest_now_ns ? manifest_now_ns : latest_ns;
+  // No exit status and every trace silent for a while: the job's processes are gone (or all frozen),
+  // so a collective in flight was cut off by the end (JobState::traces_stopped).
+  if (!job.job_ended) {
+    const int64_t wall = options.now_ns ? options.now_ns : runtime::TraceNowNs();
+    bool any = false, all = true;
+    for (const auto& r : job.ranks) {
+      if (r.status != diagnosis::RankStatus::kRunning) continue;
+      any = true;
+      all &= r.heartbeat_ns > 0 && wall - r.heartbeat_ns >= kTracesStoppedNs;
+    }
+    job.traces_stopped = any && all;
+  }
   for (auto& r : job.ranks) {
     if (!(stopped_by_us && manifest_now_ns)) job.now_ns = std::max(job.now_ns, r.exit_ns);
     if (r.status == diagnosis::RankStatus::kExited && !r.exit_ns) r.exit_ns = r.heartbeat_ns;

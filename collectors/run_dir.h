@@ -33,6 +33,8 @@ diagnosis::OpRecord ToOpRecord(const runtime::TraceRecord& r);
 struct RunDirOptions {
   double stall_after_s = 60;
   double hang_after_s = 5;
+  // The analysis's wall clock, CLOCK_REALTIME ns (0: the clock now): how old the traces' heartbeats are.
+  int64_t now_ns = 0;
   // Standard input or a FIFO that stays open and silent for 2 s: called once with its name, so the
   // person knows analyze waits for its writer (LogScanOptions::on_idle).
   std::function<void(const std::string&)> on_idle;

@@ -40,7 +40,9 @@ std::vector<RankClass> ClassifyRanks(const JobState& job) {
       key = job.logs_only  ? std::string("state unknown (the logs do not say how it ended)")
             : !r.has_trace ? std::string("running (untraced)")
             : r.in_flight  ? "in " + r.in_flight->Describe()
-                           : "computing, phase " + r.phase;
+                           : (job.traces_stopped ? "outside any collective, phase " : "computing, phase ") + r.phase;
+      // Post-mortem: where each rank was when its trace stopped, not what it does now.
+      if (job.traces_stopped && !job.logs_only && r.has_trace) key += " (where its trace ends)";
       if (r.proc.valid) {
         key += std::string("; ") + (r.proc.state == 'R'   ? "running"
                                     : r.proc.state == 'S' ? "sleeping"

@@ -287,6 +287,47 @@ TEST_P(EngineTest, RankBusyComputingIsOnlyASuspicionThatNeverStopsTheJob) {
   EXPECT_TRUE(d.suspect);
 }
 
+// After the fact (analyze of traces whose writers all stopped: mpirun tore the job down after one
+// rank was killed), the others were in all_reduce#5 for under a second when the job ended. The rank
+// whose trace stopped before they entered it is named; one that was still alive and computing when
+// everything stopped is not.
+TEST_P(EngineTest, AfterTheJobEndedTheRankThatStoppedBeforeTheCollectiveIsNamed) {
+  int n = GetParam();
+  JobState job = Job(n);
+  job.traces_stopped = true;
+  const int victim = n - 1;
+  for (int r = 0; r < n; ++r) job.ranks[r].heartbeat_ns = kNow;  // every trace beat until the end
+  for (int r = 0; r < victim; ++r) Block(job.ranks[r], Call("all_reduce", 5, "engine.step", 0.9, true));
+  job.ranks[victim].heartbeat_ns = kNow - kSec * 95 / 100;  // gone 50 ms before the others entered
+  Diagnosis d = Diagnose(job);
+  const Finding* f = Find(d, "RANK_MISSING");
+  ASSERT_NE(f, nullptr) << RenderRunText(job, d);
+  EXPECT_EQ(f->ranks, std::vector<int>{victim});
+  EXPECT_NE(f->summary.find("when the job's processes stopped"), std::string::npos) << f->summary;
+  EXPECT_NE(f->remedy.find("dmesg"), std::string::npos);
+  bool timing = false;
+  for (const auto& e : f->evidence) timing |= e.find("stopped beating 50 ms before the last of") != std::string::npos;
+  EXPECT_TRUE(timing) << RenderRunText(job, d);
+  EXPECT_NE(RenderRunText(job, d).find("(where its trace ends)"), std::string::npos);
+
+  // The same traces read while the job may still run: 0.9 s is below hang_after_s.
+  job.traces_stopped = false;
+  EXPECT_EQ(Find(Diagnose(job), "RANK_MISSING"), nullptr);
+
+  // A rank that beat as long as the waiting ones (alive, computing, when the job was torn down) is
+  // not the one that stopped first.
+  job.traces_stopped = true;
+  job.ranks[victim].heartbeat_ns = kNow - kSec / 10;
+  EXPECT_EQ(Find(Diagnose(job), "RANK_MISSING"), nullptr) << RenderRunText(job, Diagnose(job));
+
+  // One that stopped well before every other rank did, even after they entered, is.
+  job.ranks[victim].heartbeat_ns = kNow - kSec * 8 / 10;
+  d = Diagnose(job);
+  f = Find(d, "RANK_MISSING");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->ranks, std::vector<int>{victim});
+}
+
 TEST_P(EngineTest, RankBlockedOutsideCollectivesIsNamedWithItsStackButNeverProven) {
   int n = GetParam();
   JobState job = Job(n);

@@ -15,8 +15,9 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
     out += "dsdoctor: from logs: " + std::to_string(job.world_size) + " ranks named" +
            (exited ? " (" + std::to_string(exited) + " reported as exited)" : std::string()) + "\n";
   else
-    out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) + " running, " +
-           std::to_string(exited) + " exited)" +
+    out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) +
+           (job.traces_stopped ? " with no exit status and a silent trace, " : " running, ") + std::to_string(exited) +
+           " exited)" +
            (d.hang ? (job.job_ended ? ": the job hung or failed in a collective" : ": the job is hung") : "") + "\n";
   // Never a green built on missing evidence: what is missing is said first.
   if (d.findings.empty())
@@ -52,6 +53,7 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
 nlohmann::json RunJson(const JobState& job, const Diagnosis& d) {
   nlohmann::json j = {{"world_size", job.world_size}, {"hang", d.hang}};
   if (job.logs_only) j["logs_only"] = true;
+  if (job.traces_stopped) j["traces_stopped"] = true;
   j["findings"] = nlohmann::json::array();
   for (const auto& f : d.findings) j["findings"].push_back(ToJson(f));
   j["classes"] = nlohmann::json::array();

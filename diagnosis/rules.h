@@ -26,6 +26,9 @@ namespace dsd::diagnosis::rules {
 // A call that no rank has answered for this long, although another rank is provably elsewhere,
 // is reported without waiting for hang_after_s: long enough that a message in transit has landed.
 inline constexpr double kProofSettleS = 0.5;
+// Traces beat every 100 ms: a rank whose heartbeat stopped this much before every other's stopped
+// first, not within the same beat.
+inline constexpr int64_t kStoppedFirstNs = 500'000'000;
 
 // Seconds from since_ns to now_ns (0 when either is unknown or out of order).
 double AgeS(int64_t now_ns, int64_t since_ns);

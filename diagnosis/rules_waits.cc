@@ -136,11 +136,29 @@ bool WaitsOnGroup(const JobState& job, const OpRecord& call, const Group& g) {
 }
 }  // namespace
 
+namespace {
+// "40 ms" under a second (the gaps between a killed rank and mpirun's teardown), else Seconds().
+std::string Gap(double s) { return s < 1 ? std::to_string(static_cast<int>(s * 1000 + 0.5)) + " ms" : Seconds(s); }
+}  // namespace
+
 void Missing(Ctx& c, const std::vector<Group>& groups) {
   std::set<int> reported;
   for (const Group& g : groups) {
+    // The waiting ranks' last heartbeat: when the job's end (traces_stopped) cut their wait off.
+    int64_t waiters_end_ns = 0;
+    for (int w : g.ranks) waiters_end_ns = std::max(waiters_end_ns, c.job.ranks[w].heartbeat_ns);
+    // Post-mortem, the wait was cut off by the job's end, so its length proves nothing. A rank whose
+    // trace stopped beating before the last waiter entered, or well before every other rank's, died
+    // or froze before it could join: it is named however short the wait was.
+    auto stopped_first = [&](const RankState& r) {
+      if (!c.job.traces_stopped || r.heartbeat_ns <= 0) return false;
+      if (r.heartbeat_ns <= g.last_arrival_ns) return true;
+      for (const RankState& o : c.job.ranks)
+        if (o.rank != r.rank && o.heartbeat_ns > 0 && o.heartbeat_ns - r.heartbeat_ns < kStoppedFirstNs) return false;
+      return true;
+    };
     // Missing ranks by how sure we are where they are.
-    std::vector<int> proven, suspected;
+    std::vector<int> proven, suspected, stopped;
     std::vector<std::string> evidence;
     double waited_max = 0;
     bool blocked_elsewhere = false, unseen = false;
@@ -152,8 +170,22 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
       // the two sightings.
       double waited = AgeS(std::min(g.seen_ns, SeenAt(c.job, r)), g.last_arrival_ns);
       if (waited >= kLookS && !(r.in_flight && r.in_flight->blocking()) && Blocked(r, kLookS)) c.out.look = true;
-      if (waited < c.job.hang_after_s) continue;
+      const bool cut_off = stopped_first(r);
+      if (waited < c.job.hang_after_s && !cut_off) continue;
       waited_max = std::max(waited_max, waited);
+      std::string node = r.node.empty() ? "" : " (" + r.node + ")";
+      if (cut_off) {
+        stopped.push_back(r.rank);
+        evidence.push_back("rank " + std::to_string(r.rank) + node + ": " + WhereIs(c.job, r));
+        evidence.push_back("rank " + std::to_string(r.rank) + "'s trace stopped beating " +
+                           (r.heartbeat_ns <= g.last_arrival_ns
+                                ? Gap(AgeS(g.last_arrival_ns, r.heartbeat_ns)) + " before the last of " +
+                                      RankWord(g.ranks) + " entered " + g.call->Describe()
+                                : Gap(AgeS(waiters_end_ns, r.heartbeat_ns)) + " before theirs") +
+                           "; theirs stopped " + Gap(AgeS(waiters_end_ns, g.last_arrival_ns)) +
+                           " into the call, with the job");
+        continue;
+      }
       // Proof needs a cycle: the rank blocked in a call of its own that needs some of the waiting
       // ranks. A rank outside any collective, even blocked with flat CPU and a stack that says
       // where (an evaluation waiting on the GPU, a slow read), may still come: a suspicion.
@@ -165,11 +197,11 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
       // Neither its process nor its stack was seen (a Flight Recorder dump, a trace from a run dir):
       // whether it computes or is stuck is unknown.
       if (!cycle && !r.proc.valid && r.stack.empty()) unseen = true;
-      std::string node = r.node.empty() ? "" : " (" + r.node + ")";
       evidence.push_back("rank " + std::to_string(r.rank) + node + ": " + WhereIs(c.job, r));
     }
     std::vector<int> all = proven;
     all.insert(all.end(), suspected.begin(), suspected.end());
+    all.insert(all.end(), stopped.begin(), stopped.end());
     if (all.empty()) continue;
     std::sort(all.begin(), all.end());
     for (int r : all) reported.insert(r);
@@ -179,7 +211,21 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
     f.evidence = evidence;
     f.summary = RankWord(all) + " never joined " + g.call->Describe() + " that " + RankWord(g.ranks) +
                 (g.ranks.size() == 1 ? " has" : " have") + " waited in for " + Seconds(waited_max);
-    if (!proven.empty()) {
+    if (!stopped.empty() && proven.empty() && suspected.empty()) {
+      f.proof = proof::kHeuristic;
+      f.summary = RankWord(stopped) + " never joined " + g.call->Describe() + " that " + RankWord(g.ranks) +
+                  (g.ranks.size() == 1 ? " was" : " were") + " waiting in when the job's processes stopped: " +
+                  (stopped.size() == 1 ? "its trace" : "their traces") +
+                  " stopped beating first, outside the collective (it died or froze there)";
+      f.remedy =
+          "The others waited for a rank that was already gone, and the job ended with them inside the call. Nothing "
+          "in this folder says how that rank ended (no exit status, no log): look in the launcher's output "
+          "(mpirun/srun stderr: 'exited on signal 9', 'Killed'), the node's kernel log (dmesg: the OOM killer, a GPU "
+          "Xid) and the scheduler's record (sacct -j JOB) for that rank's host and time. Run the job under "
+          "`dsdoctor run`, or keep mpirun's stderr beside the traces (2> DIR/launcher.log), to have every rank's "
+          "end recorded.";
+      for (int r : stopped) c.explained.insert(r);
+    } else if (!proven.empty()) {
       f.proof = proof::kTrace;
       f.summary += " (blocked in another call of their own that needs the waiting ranks: a deadlock)";
       f.remedy = "The waiting ranks cannot finish " + g.call->op +

@@ -169,6 +169,11 @@ struct JobState {
   double stall_after_s = 60;  // --timeout: consistent collectives in flight longer than this stall
   double hang_after_s = 5;    // a rank away from a collective the others wait in for longer than this is missing
   bool job_ended = false;     // every rank has exited
+  // analyze: no rank has an exit status and every rank's trace stopped beating well before the
+  // analysis (its process ended or froze with the job: a run cut short, an mpirun that tore the job
+  // down). A collective still in flight then was cut off by that end, not finished, however short
+  // its wait: Missing() names the rank that stopped before joining it.
+  bool traces_stopped = false;
   // Built from logs alone (`analyze` of log files): the ranks' fate is known only where a log says
   // it (a launcher's exit line); the others are shown as "state unknown", not as running.
   bool logs_only = false;

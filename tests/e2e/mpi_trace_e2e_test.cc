@@ -226,6 +226,19 @@ TEST_F(MpiTraceE2eTest, AKilledRankIsNamedAndTheSurvivorsShowWhereTheyWaited) {
   const auto* f = FindingOf(report, "RANK_EXITED");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(Ranks(*f), std::vector<int>{1});
+
+  // The traces alone, as a user who kept no mpirun output has them: once they have been silent for
+  // a while the job is known to be over, and the rank whose trace stopped before the all-reduce the
+  // others died in is named.
+  fs::rename(dir_ + "/launcher.log", dir_ + ".launcher.log");
+  report = AnalyzeUntil("RANK_MISSING");
+  fs::rename(dir_ + ".launcher.log", dir_ + "/launcher.log");
+  f = FindingOf(report, "RANK_MISSING");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(Ranks(*f), std::vector<int>{1});
+  EXPECT_NE((*f)["summary"].get<std::string>().find("when the job's processes stopped"), std::string::npos)
+      << f->dump();
+  EXPECT_EQ(report["traces_stopped"], true);
 }
 
 // mpi4py calls the same MPI_* functions: the program is Python, the tracer the same.
