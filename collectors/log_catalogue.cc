@@ -381,6 +381,39 @@ const std::vector<LogPattern> kCatalogue = {
      "The rendezvous store failed: check MASTER_ADDR/MASTER_PORT and that rank 0 is alive and reachable.", TORCH_DIST},
 
     // ---- launchers: torchrun / elastic, DeepSpeed, pdsh/ssh, OpenMPI ----------------------------------
+    // A launcher that refused its own command line started no rank at all: without these the log of
+    // such a run read as clean.
+    {"launcher_bad_option",
+     R"(^(?P<launcher>mpirun|mpiexec|orterun|prterun|prun|srun|salloc|sbatch|torchrun|deepspeed)(?:: Error)?: (?:unknown|unrecognized|invalid) option(?: --)? [^\w\n-]{0,3}(?P<option>-*[\w.=-]+))",
+     codes::kLaunchError, kErr, kCause, "{launcher} refused its option {option} and started no rank",
+     "{launcher} does not know {option}: check its spelling against `{launcher} --help`, and that the {launcher} "
+     "found first in PATH is the one meant (`which {launcher}; {launcher} --version`). Launchers of other versions "
+     "differ: Open MPI 5's mpirun (PRRTE) renamed options of Open MPI 4 (--oversubscribe became --map-by "
+     ":OVERSUBSCRIBE), and MPICH's mpiexec takes other options than Open MPI's mpirun.",
+     OMPI_FAQ},
+    {"hydra_bad_argument",
+     R"(\[(?P<launcher>mpiexec|mpirun)@(?P<host>[^\]]+)\] match_arg \([^)]*\): unrecognized argument (?P<option>\S+))",
+     codes::kLaunchError, kErr, kCause, "MPICH's {launcher} (Hydra) refused its argument {option} and started no rank",
+     "Hydra's mpiexec does not know {option}: an Open MPI option (-x, --oversubscribe, --mca) given to MPICH's "
+     "mpiexec, or a typo. Use Hydra's own (-genv NAME VALUE, -env), or run the Open MPI mpirun the program was "
+     "built with (`which mpiexec; mpiexec --version`).",
+     "https://github.com/pmodels/mpich/blob/main/doc/wiki/how_to/Using_the_Hydra_Process_Manager.md"},
+    // The legacy launchers (torch.distributed.launch, deepspeed) pass every rank --local_rank (torch
+    // 2.x spells it --local-rank); a script whose argparse lacks that spelling exits with code 2.
+    {"script_rejects_local_rank", R"(: error: unrecognized arguments: (?P<option>(?:\S+ )*--local[_-]rank(?:=\d+)?))",
+     codes::kLaunchError, kErr, kCause, "the script refused the launcher's {option}",
+     "torch.distributed.launch and the deepspeed launcher pass every rank --local_rank, spelled --local-rank since "
+     "torch 2.0; the script's argument parser does not accept that spelling. Accept both "
+     "(parser.add_argument(\"--local_rank\", \"--local-rank\", type=int, default=-1)), or read "
+     "os.environ[\"LOCAL_RANK\"] and launch with torchrun, which passes no such argument.",
+     TORCH_DIST},
+    {"script_rejects_arguments",
+     R"(^(?P<program>[^:\n]+): error: (?P<option>(?:unrecognized arguments|the following arguments are required|argument [^:\n]+: (?:invalid|expected)).*))",
+     codes::kLaunchError, kErr, kCause, "{program} refused its command line: {option}",
+     "The program's argument parser rejected the arguments the launch command gave it, so every rank exited (code 2) "
+     "before any collective: fix the command after the launcher's own options (a typo, an option of another version "
+     "of the script, a value of the wrong type), or accept the option in the script.",
+     ""},
     {"elastic_failed",
      R"(failed \(exitcode: (?P<exit_code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\) of binary)",
      codes::kRankExited, kErr, kExit, "torchrun: local rank {local_rank} failed with exit code {exit_code}",

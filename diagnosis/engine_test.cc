@@ -213,6 +213,26 @@ TEST_P(EngineTest, RanksThatNeverStartedInAJobThatEndedAreALaunchError) {
   EXPECT_EQ(f->severity, Severity::kError);
   EXPECT_NE(f->summary.find("never started"), std::string::npos) << f->summary;
   EXPECT_NE(f->remedy.find("launcher.log"), std::string::npos) << f->remedy;
+
+  // With mpirun's refusal in the launcher's log, the refusal is the cause, given once.
+  LogEvent refusal;
+  refusal.code = "LAUNCH_ERROR";
+  refusal.kind = "launcher_bad_option";
+  refusal.summary = "mpirun refused its option --oversubscrbe and started no rank";
+  refusal.remedy = "mpirun does not know --oversubscrbe.";
+  refusal.text = "mpirun: Error: unknown option \"--oversubscrbe\"";
+  job.events.push_back(refusal);
+  d = Diagnose(job);
+  int launch_errors = 0;
+  for (const Finding& g : d.findings) launch_errors += g.code == "LAUNCH_ERROR";
+  EXPECT_EQ(launch_errors, 1) << RenderRunText(job, d);
+  f = Find(d, "LAUNCH_ERROR");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("never started: mpirun refused its option --oversubscrbe"), std::string::npos)
+      << f->summary;
+  EXPECT_EQ(f->remedy.rfind("mpirun does not know --oversubscrbe.", 0), 0u) << f->remedy;
+  job.events.clear();
+
   // While the job runs, a rank not started yet is one mpirun has yet to hand over.
   job.job_ended = false;
   EXPECT_EQ(Find(Diagnose(job), "LAUNCH_ERROR"), nullptr);

@@ -62,6 +62,9 @@ struct Ctx {
   // for a missing rank; errors that followed the first failure): event → why.
   std::map<const LogEvent*, std::string> echoes;
   std::string first_failure;  // summary of the finding that holds the first failure, moved to the front
+  // Log events a finding already gives as its cause (the launcher's refusal in "never started"):
+  // Events() does not report them again.
+  std::set<const LogEvent*> quoted;
   // `hang`: the finding says the job cannot go on. Only a proven one makes Diagnosis::hang (what
   // `--on-hang stop` acts on); a heuristic one is a warning that marks the job suspect.
   void Add(Finding f, bool hang) {

@@ -136,12 +136,22 @@ void NeverStarted(Ctx& c) {
   f.ranks = never;
   f.summary = RankWord(never) + " never started: the job ended before " +
               (never.size() == 1 ? std::string("it was") : std::string("they were")) + " launched";
-  for (const LogEvent& e : c.job.events)
-    if (e.code == codes::kLaunchError && f.evidence.size() < 6) f.evidence.push_back(EventEvidence(e));
-  f.remedy =
-      "Their launcher failed before starting them: read its own output (launcher.log in the run dir; for an MPI "
-      "program, mpirun's). Usual causes: an option mpirun refuses (--mpirun-opts), a node it cannot reach, the "
-      "program or dsdoctor missing on a node.";
+  // The launcher's own error, when the log catalogue knows it (an option mpirun refuses, a node it
+  // cannot reach), is the cause: its words and remedy lead, and Events() does not repeat it.
+  const LogEvent* cause = nullptr;
+  for (const LogEvent& e : c.job.events) {
+    if (e.code != codes::kLaunchError) continue;
+    if (!cause && e.severity == Severity::kError && !e.consequence && !e.remedy.empty()) cause = &e;
+    if (f.evidence.size() < 6) f.evidence.push_back(EventEvidence(e));
+  }
+  if (cause) {
+    f.summary = RankWord(never) + " never started: " + cause->summary;
+    c.quoted.insert(cause);
+  }
+  f.remedy = (cause ? cause->remedy + " " : std::string()) +
+             "Their launcher failed before starting them: read its own output (launcher.log in the run dir; for an "
+             "MPI program, mpirun's). Usual causes: an option mpirun refuses (--mpirun-opts), a node it cannot "
+             "reach, the program or dsdoctor missing on a node.";
   f.proof = proof::kExit;
   for (int r : never) c.explained.insert(r);
   c.Add(std::move(f), false);

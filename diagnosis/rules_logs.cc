@@ -296,6 +296,7 @@ void Events(Ctx& c) {
     if (mismatch_known && e.code == codes::kCollectiveMismatch && !c.echoes.count(&e))
       c.echoes[&e] = "the ranks' collectives differ (above)";
   for (const LogEvent& e : c.job.events) {
+    if (c.quoted.count(&e)) continue;                       // another finding gives it as its cause
     if (!e.collective.empty() && mismatch_known) continue;  // already explained
     if (e.code == codes::kRankExited && e.subject_rank >= 0 && e.subject_rank < static_cast<int>(c.job.ranks.size()) &&
         c.job.ranks[e.subject_rank].status == RankStatus::kExited)

@@ -45,10 +45,9 @@ class MpiRunE2eTest : public ::testing::TestWithParam<std::string> {
   }
 
   RunOutcome Run(std::vector<std::string> program, std::vector<std::string> flags = {}) {
-    std::vector<std::string> argv = {DSDOCTOR_BIN, "run",           "--local",           "2",         "--slots",
-                                     "2",          "--launcher",    GetParam(),          "--log-dir", dir_,
-                                     "--json",     dir_ + ".json",  "--hang-after",      "2",         "--timeout",
-                                     "3",          "--mpirun-opts", "--mca btl tcp,self"};
+    std::vector<std::string> argv = {DSDOCTOR_BIN,   "run",      "--local",   "2",  "--slots",       "2",
+                                     "--launcher",   GetParam(), "--log-dir", dir_, "--json",        dir_ + ".json",
+                                     "--hang-after", "2",        "--timeout", "3",  "--mpirun-opts", mpirun_opts_};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("--");
     argv.insert(argv.end(), program.begin(), program.end());
@@ -70,6 +69,7 @@ class MpiRunE2eTest : public ::testing::TestWithParam<std::string> {
   std::string Launcher() { return ReadFile(dir_ + "/launcher.log").value_or(""); }
 
   std::string dir_;
+  std::string mpirun_opts_ = "--mca btl tcp,self";
 };
 
 std::string Program() { return std::string(EXAMPLES_DIR) + "/mpi_scenarios"; }
@@ -78,6 +78,31 @@ int Errors(const nlohmann::json& report) {
   int n = 0;
   for (const auto& f : report.value("findings", nlohmann::json::array())) n += f["severity"] == "error";
   return n;
+}
+
+// An option mpirun refuses: no rank ever starts, and the finding that says so quotes mpirun's
+// refusal as the cause, with its remedy, once.
+TEST_P(MpiRunE2eTest, AnOptionMpirunRefusesIsTheCauseOfRanksThatNeverStarted) {
+  mpirun_opts_ = "--mca btl tcp,self --oversubscrbe";
+  RunOutcome o = Run({Program(), "healthy", "--iters", "5"});
+  EXPECT_NE(o.exit_code, 0) << o.out;
+  if (GetParam() == "mpirun") {  // the agents' own mpirun refuses it first: run stops there, saying so
+    EXPECT_NE(o.out.find("did not start: mpirun started no agent"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("unknown option \"--oversubscrbe\""), std::string::npos) << o.out;
+    return;
+  }
+  int refusals = 0;
+  nlohmann::json cause;
+  for (const auto& f : o.report.value("findings", nlohmann::json::array())) {
+    if (f.value("summary", "").find("refused its option --oversubscrbe") == std::string::npos) continue;
+    ++refusals;
+    cause = f;
+  }
+  ASSERT_FALSE(cause.is_null()) << o.report.dump(1) << o.out;
+  EXPECT_EQ(refusals, 1) << o.report.dump(1);
+  EXPECT_EQ(cause["code"], "LAUNCH_ERROR");
+  EXPECT_EQ(cause["severity"], "error");
+  EXPECT_NE(cause.value("remedy", "").find("mpirun --help"), std::string::npos) << cause.dump();
 }
 
 TEST_P(MpiRunE2eTest, AHealthyJobIsOneMpiWorldWithEveryRanksLogExitAndRing) {
