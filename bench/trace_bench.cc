@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "common/run_files.h"
 #include "runtime/engine.h"
@@ -15,7 +16,11 @@ using namespace dsd::runtime;
 std::string TracePath() {
   static std::string dir = [] {
     char tmpl[] = "/tmp/dsdtrace-bench-XXXXXX";
-    return std::string(::mkdtemp(tmpl));
+    std::string made = ::mkdtemp(tmpl);
+    // Removed when the bench ends (each run used to leave its folder behind).
+    static std::string to_remove = made;
+    std::atexit([] { std::filesystem::remove_all(to_remove); });
+    return made;
   }();
   return dsd::RunDir(dir).RankTrace(0);
 }

@@ -20,6 +20,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "common/file.h"
@@ -50,11 +51,41 @@ inline std::string PlacementUnavailable(Placement p) {
     GTEST_SKIP() << why;                                                     \
   }
 
+// Folders a test made (run dirs, and the hostfile, output, report and checkpoints beside them): removed when the test
+// ends without a failure, kept for a look when it failed. A full ctest run left ~200 of them in /tmp.
+class RemovedWhenPassed : public ::testing::EmptyTestEventListener {
+ public:
+  static void Add(const std::string& path) { Get().paths_.push_back(path); }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (info.result() && !info.result()->Failed())
+      for (const std::string& path : paths_) {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+        for (const char* beside : {".hostfile", ".out", ".json", ".ckpt"})
+          std::filesystem::remove_all(path + beside, ec);
+      }
+    paths_.clear();
+  }
+
+ private:
+  static RemovedWhenPassed& Get() {
+    // gtest owns its listeners; one per test binary, added at the first folder.
+    static RemovedWhenPassed* self = [] {
+      auto* l = new RemovedWhenPassed;
+      ::testing::UnitTest::GetInstance()->listeners().Append(l);
+      return l;
+    }();
+    return *self;
+  }
+  std::vector<std::string> paths_;
+};
+
 // A fresh run dir for a test: under /tmp, which every isolated node covers with its own tmpfs (so
-// the nodes cannot share it, whatever TMPDIR says).
+// the nodes cannot share it, whatever TMPDIR says). Removed when the test passes.
 inline std::string PlacedRunDir(const std::string& name, Placement p) {
   std::string dir = "/tmp/dsd-" + name + (p == Placement::kLocal ? "" : "-sn") + "-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
+  RemovedWhenPassed::Add(dir);
   return dir;
 }
 

@@ -38,6 +38,7 @@ struct RunResult {
 std::string FreshDir(const std::string& name) {
   std::string dir = fs::temp_directory_path() / ("dsd-run-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
+  e2e::RemovedWhenPassed::Add(dir);
   return dir;
 }
 

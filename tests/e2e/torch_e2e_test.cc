@@ -126,6 +126,12 @@ Run RunPython(const std::string& python, const std::string& program, const std::
   CommandOptions opts;
   opts.timeout = std::chrono::seconds(150);
   env["SCENARIO"] = scenario.rfind("ds-", 0) == 0 ? scenario.substr(3) : scenario;
+  // DeepSpeed's checkpoints beside the run dir, removed with it when the test passes.
+  if (scenario.rfind("ds-", 0) == 0 && !env.count("CKPT_DIR")) {
+    env["CKPT_DIR"] = r.dir + ".ckpt";
+    fs::remove_all(r.dir + ".ckpt");
+    e2e::RemovedWhenPassed::Add(r.dir + ".ckpt");
+  }
   if (!env.count("STEP_TIMEOUT")) env["STEP_TIMEOUT"] = "120";  // torch's own timeout: far beyond the finding
   env["DSDOCTOR_PY_SPY"] = PY_SPY;
   opts.env = env;
@@ -587,6 +593,7 @@ TEST_P(TorchVersionTest, TracedDdpTrainsBitIdenticallyToUntraced) {
     std::string dir =
         fs::temp_directory_path() / ("dsd-torch-bits-" + std::to_string(traced) + "-" + std::to_string(::getpid()));
     fs::remove_all(dir);
+    e2e::RemovedWhenPassed::Add(dir);
     std::vector<std::string> argv = {DSDOCTOR_BIN, "run", "--local", "1", "--slots", "3", "--quiet", "--log-dir", dir};
     if (!traced) argv.push_back("--no-trace");
     argv.insert(argv.end(), {"--", TorchPython(GetParam()), DDP_PARAMS});

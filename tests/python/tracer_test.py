@@ -7,6 +7,7 @@ of scripts/setup.sh): PYTHON tests/python/tracer_test.py -v, with DSDOCTOR_BUILD
 programs run under the same interpreter as the test."""
 import os
 import random
+import shutil
 import socket
 import struct
 import subprocess
@@ -78,8 +79,14 @@ def free_port():
 
 
 class TracerTest(unittest.TestCase):
+    def tmpdir(self, prefix="dsd-tracer-test-"):
+        """A folder removed when the test ends (a full ctest run used to leave ~100 behind)."""
+        d = tempfile.mkdtemp(prefix=prefix)
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
+
     def run_program(self, body, extra_env=None, pythonpath=None):
-        d = tempfile.mkdtemp(prefix="dsd-tracer-test-")
+        d = self.tmpdir(prefix="dsd-tracer-test-")
         prog = os.path.join(d, "prog.py")
         with open(prog, "w") as f:
             f.write(textwrap.dedent(body))
@@ -238,7 +245,7 @@ class TracerTest(unittest.TestCase):
         import torch
         c = torch._C._distributed_c10d
         recorder = hasattr(c, "_dump_fr_trace") or hasattr(c, "_dump_nccl_trace")
-        fr = tempfile.mkdtemp(prefix="dsd-fr-")
+        fr = self.tmpdir(prefix="dsd-fr-")
         p, _, _ = self.run_program(body, extra_env={"DSDOCTOR_FR_DIR": fr})
         self.assertEqual(p.returncode, 0, p.stderr)
         env = eval(p.stdout.split("env ", 1)[1].split("\n", 1)[0])
@@ -257,7 +264,7 @@ class TracerTest(unittest.TestCase):
         ops = eval(p.stdout.split("ops ", 1)[1].split("\n", 1)[0])
         self.assertIn("gloo:all_reduce", ops)
         # The user's own setting stays, under the name they used.
-        p, _, _ = self.run_program(body, extra_env={"DSDOCTOR_FR_DIR": tempfile.mkdtemp(prefix="dsd-fr-"),
+        p, _, _ = self.run_program(body, extra_env={"DSDOCTOR_FR_DIR": self.tmpdir(prefix="dsd-fr-"),
                                                     "TORCH_NCCL_TRACE_BUFFER_SIZE": "100", "TORCH_FR_DUMP_TEMP_FILE": "/tmp/x_"})
         self.assertEqual(p.returncode, 0, p.stderr)
         env = eval(p.stdout.split("env ", 1)[1].split("\n", 1)[0])
@@ -267,7 +274,7 @@ class TracerTest(unittest.TestCase):
         self.assertIsNone(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"])
 
     def test_a_long_callsite_is_kept_whole(self):
-        d = tempfile.mkdtemp(prefix="dsd-long-")
+        d = self.tmpdir(prefix="dsd-long-")
         name = "pretrain_a_very_large_language_model_with_a_long_file_name.py"
         with open(os.path.join(d, name), "w") as f:
             f.write("import torch, torch.distributed as dist\n\ndef the_training_step_of_the_model():\n"
@@ -284,7 +291,7 @@ class TracerTest(unittest.TestCase):
         self.assertEqual(sites[-1], name + ":4 (the_training_step_of_the_model)")
 
     def test_a_program_in_folders_named_like_frameworks_is_the_program(self):
-        d = tempfile.mkdtemp(prefix="dsd-fw-")
+        d = self.tmpdir(prefix="dsd-fw-")
         inner = os.path.join(d, "deepspeed", "torch")
         os.makedirs(inner)
         with open(os.path.join(inner, "helpers.py"), "w") as f:
@@ -318,7 +325,7 @@ class TracerTest(unittest.TestCase):
         self.assertIn("disabled", lines[0])
 
     def test_the_hidden_sitecustomize_still_runs(self):
-        hidden = tempfile.mkdtemp(prefix="dsd-hidden-")
+        hidden = self.tmpdir(prefix="dsd-hidden-")
         with open(os.path.join(hidden, "sitecustomize.py"), "w") as f:
             f.write("import os\nos.environ['HIDDEN_SITECUSTOMIZE_RAN'] = '1'\n")
         p, trace, _ = self.run_program("""
@@ -453,7 +460,7 @@ class TracerTest(unittest.TestCase):
             sys.path.remove(PYDIR)
         # A stand-in for torch's code (the check is on where the error rose): a C function raising in
         # work.wait(), as torch's Work does, and torch's own checks raising before any work exists.
-        fake = os.path.join(tempfile.mkdtemp(prefix="dsd-fake-"), "torch", "distributed_c10d.py")
+        fake = os.path.join(self.tmpdir(prefix="dsd-fake-"), "torch", "distributed_c10d.py")
         os.makedirs(os.path.dirname(fake))
         with open(fake, "w") as f:
             f.write(textwrap.dedent("""
@@ -498,10 +505,10 @@ class TracerTest(unittest.TestCase):
         self.assertFalse(tracer._refused(KeyboardInterrupt()))
 
     def test_nothing_of_dsdoctor_is_visible_to_the_program(self):
-        mine = tempfile.mkdtemp(prefix="dsd-mine-")
+        mine = self.tmpdir(prefix="dsd-mine-")
         with open(os.path.join(mine, "sitecustomize.py"), "w") as f:
             f.write("SETTING = 42\n")
-        userbase = tempfile.mkdtemp(prefix="dsd-userbase-")
+        userbase = self.tmpdir(prefix="dsd-userbase-")
         usersite = os.path.join(userbase, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
         os.makedirs(usersite)
         with open(os.path.join(usersite, "usercustomize.py"), "w") as f:
@@ -585,14 +592,14 @@ class TracerTest(unittest.TestCase):
                 print("no sitecustomize", flush=True)
         """ % (PYDIR, PYDIR))
         p = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, DSDOCTOR_TRACER_LIB=LIB, DSDOCTOR_TRACE_FILE=os.path.join(tempfile.mkdtemp(), "t")))
+                           env=dict(os.environ, DSDOCTOR_TRACER_LIB=LIB, DSDOCTOR_TRACE_FILE=os.path.join(self.tmpdir(), "t")))
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("no sitecustomize", p.stdout)
         self.assertNotIn("dsdoctor", p.stderr)
 
     def test_path_entries_the_hidden_sitecustomize_adds_are_kept(self):
-        hidden = tempfile.mkdtemp(prefix="dsd-hidden-")
-        extra = tempfile.mkdtemp(prefix="dsd-extra-")
+        hidden = self.tmpdir(prefix="dsd-hidden-")
+        extra = self.tmpdir(prefix="dsd-extra-")
         with open(os.path.join(extra, "their_module.py"), "w") as f:
             f.write("VALUE = 42\n")
         with open(os.path.join(hidden, "sitecustomize.py"), "w") as f:
