@@ -400,7 +400,7 @@ const std::vector<LogPattern> kCatalogue = {
      "https://github.com/pmodels/mpich/blob/main/doc/wiki/how_to/Using_the_Hydra_Process_Manager.md"},
     // The legacy launchers (torch.distributed.launch, deepspeed) pass every rank --local_rank (torch
     // 2.x spells it --local-rank); a script whose argparse lacks that spelling exits with code 2.
-    {"script_rejects_local_rank", R"(: error: unrecognized arguments: (?P<option>(?:\S+ )*--local[_-]rank(?:=\d+)?))",
+    {"script_rejects_local_rank", R"(: error: unrecognized arguments: (?P<option>(?:\S+ )*--local[_-]rank\b(?:=\d+)?))",
      codes::kLaunchError, kErr, kCause, "the script refused the launcher's {option}",
      "torch.distributed.launch and the deepspeed launcher pass every rank --local_rank, spelled --local-rank since "
      "torch 2.0; the script's argument parser does not accept that spelling. Accept both "

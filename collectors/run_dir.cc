@@ -1,10 +1,12 @@
 #include "collectors/run_dir.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <optional>
 #include <set>
@@ -348,8 +350,22 @@ bool AddFlightRecorderDumps(const RunDir& run_dir, diagnosis::JobState* job, int
   return true;
 }
 
-// A heartbeat this old (traces beat every 100 ms) means its writer no longer runs.
+namespace {
+
+// A heartbeat this old (traces beat every 100 ms) means its writer no longer runs, unless the process
+// is still there (WriterAliveHere: a job frozen whole by SIGSTOP or `scontrol suspend`).
 constexpr int64_t kTracesStoppedNs = 5'000'000'000;
+
+// Whether the trace's writer process still exists on this host (a reused pid reads as alive, which
+// only keeps the job from being taken for over).
+bool WriterAliveHere(const runtime::TraceSnapshot& t) {
+  if (t.pid <= 0) return false;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || t.hostname != host) return false;
+  return ::kill(t.pid, 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
 
 Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptions& options,
                                        std::vector<std::string>* warnings) {
@@ -419,6 +435,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
     if (f.count("log")) log_paths.push_back(f["log"]);
   scanner.ExpectBytes(TotalBytes(log_paths));
   int64_t latest_ns = 0;
+  bool writer_alive = false;  // a trace's writer still runs on this host (frozen, or just quiet)
   for (int r = 0; r < job.world_size; ++r) {
     diagnosis::RankState& rs = job.ranks[r];
     if (from_manifest.count(r)) rs = from_manifest[r];
@@ -428,6 +445,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       auto t = runtime::ReadTrace(f["trace"]);
       if (t.ok()) {
         ApplyTrace(*t, &rs, t->records.size());  // all of it: old mismatches count post-mortem
+        if (WriterAliveHere(*t)) writer_alive = true;
         if (rs.node.empty()) rs.node = t->hostname;
         latest_ns = std::max(
             {latest_ns, t->heartbeat_ns, rs.last ? std::max(rs.last->started_ns, rs.last->ended_ns) : int64_t{0}});
@@ -507,7 +525,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   job.now_ns = stopped_by_us && manifest_now_ns ? manifest_now_ns : latest_ns;
   // No exit status and every trace silent for a while: the job's processes are gone (or all frozen),
   // so a collective in flight was cut off by the end (JobState::traces_stopped).
-  if (!job.job_ended) {
+  if (!job.job_ended && !writer_alive) {
     const int64_t wall = options.now_ns ? options.now_ns : runtime::TraceNowNs();
     bool any = false, all = true;
     for (const auto& r : job.ranks) {

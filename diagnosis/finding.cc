@@ -36,7 +36,7 @@ bool IsKnownCode(const std::string& code) {
       codes::kStraggler,           codes::kNcclError,           codes::kCommError,          codes::kLogError,
       codes::kRendezvousError,     codes::kOutOfMemory,         codes::kCudaError,          codes::kLaunchError,
       codes::kAgentLost,           codes::kLaunchPlan,          codes::kLogDirFull,         codes::kResourceLimit,
-      codes::kSlurmNodeState,      codes::kSlurmJobState,     codes::kSlurmAllocation};
+      codes::kSlurmNodeState,      codes::kSlurmJobState,       codes::kSlurmAllocation};
   return std::find(kAll.begin(), kAll.end(), code) != kAll.end();
 }
 

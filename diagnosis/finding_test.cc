@@ -6,8 +6,13 @@ namespace dsd::diagnosis {
 namespace {
 
 TEST(FindingTest, JsonRoundTrip) {
-  Finding f{codes::kPortBlocked, Severity::kError, "node-1 cannot reach node-2:29500", {"node-1", "node-2"},
-            {}, {"connect timed out after 2000 ms"}, "open TCP 29500 between the nodes"};
+  Finding f{codes::kPortBlocked,
+            Severity::kError,
+            "node-1 cannot reach node-2:29500",
+            {"node-1", "node-2"},
+            {},
+            {"connect timed out after 2000 ms"},
+            "open TCP 29500 between the nodes"};
   auto j = ToJson(f);
   EXPECT_EQ(j["severity"], "error");
   auto back = FindingFromJson(j);

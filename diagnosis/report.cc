@@ -18,7 +18,10 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
     out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) +
            (job.traces_stopped ? " with no exit status and a silent trace, " : " running, ") + std::to_string(exited) +
            " exited)" +
-           (d.hang ? (job.job_ended ? ": the job hung or failed in a collective" : ": the job is hung") : "") + "\n";
+           (d.hang ? (job.job_ended || job.traces_stopped ? ": the job hung or failed in a collective"
+                                                          : ": the job is hung")
+                   : "") +
+           "\n";
   // Never a green built on missing evidence: what is missing is said first.
   if (d.findings.empty())
     out += job.evidence_missing.empty() ? paint("32", "no problems found") + "\n"

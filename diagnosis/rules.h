@@ -26,9 +26,12 @@ namespace dsd::diagnosis::rules {
 // A call that no rank has answered for this long, although another rank is provably elsewhere,
 // is reported without waiting for hang_after_s: long enough that a message in transit has landed.
 inline constexpr double kProofSettleS = 0.5;
-// Traces beat every 100 ms: a rank whose heartbeat stopped this much before every other's stopped
-// first, not within the same beat.
-inline constexpr int64_t kStoppedFirstNs = 500'000'000;
+// Traces beat every 100 ms, so a live rank's last beat may be up to a beat older than its end. A rank
+// stopped before a collective only when its last beat is a beat and a margin older than the last
+// waiter's arrival, and it stopped first only when its beat is older than every other rank's by
+// several beats: a job killed whole (scancel, a time limit) ends every trace within one beat.
+inline constexpr int64_t kStoppedBeforeNs = 150'000'000;
+inline constexpr int64_t kStoppedFirstNs = 300'000'000;
 
 // Seconds from since_ns to now_ns (0 when either is unknown or out of order).
 double AgeS(int64_t now_ns, int64_t since_ns);

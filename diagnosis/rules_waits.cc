@@ -152,7 +152,7 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
     // or froze before it could join: it is named however short the wait was.
     auto stopped_first = [&](const RankState& r) {
       if (!c.job.traces_stopped || r.heartbeat_ns <= 0) return false;
-      if (r.heartbeat_ns <= g.last_arrival_ns) return true;
+      if (r.heartbeat_ns + kStoppedBeforeNs < g.last_arrival_ns) return true;
       for (const RankState& o : c.job.ranks)
         if (o.rank != r.rank && o.heartbeat_ns > 0 && o.heartbeat_ns - r.heartbeat_ns < kStoppedFirstNs) return false;
       return true;
@@ -178,7 +178,7 @@ void Missing(Ctx& c, const std::vector<Group>& groups) {
         stopped.push_back(r.rank);
         evidence.push_back("rank " + std::to_string(r.rank) + node + ": " + WhereIs(c.job, r));
         evidence.push_back("rank " + std::to_string(r.rank) + "'s trace stopped beating " +
-                           (r.heartbeat_ns <= g.last_arrival_ns
+                           (r.heartbeat_ns + kStoppedBeforeNs < g.last_arrival_ns
                                 ? Gap(AgeS(g.last_arrival_ns, r.heartbeat_ns)) + " before the last of " +
                                       RankWord(g.ranks) + " entered " + g.call->Describe()
                                 : Gap(AgeS(waiters_end_ns, r.heartbeat_ns)) + " before theirs") +

@@ -1,6 +1,7 @@
 #include "runtime/trace_clock.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,6 +18,9 @@ namespace {
 
 constexpr int64_t kFirstFitNs = 10'000'000;  // the first line needs samples this far apart
 constexpr int64_t kRefitNs = 100'000'000;
+// A refit is due at most 100 ms of counting ahead (about 5e8 ticks at 5 GHz): one due this far ahead
+// means the counter went back (reset on resume from suspend, a virtual machine restored).
+constexpr uint64_t kCounterWentBack = 4'000'000'000;
 
 uint64_t Ticks() {
 #if defined(__x86_64__)
@@ -66,18 +70,41 @@ TraceClock::Source TraceClock::Probe(const char** why) {
 }
 
 TraceClock& TraceClock::Get() {
-  static TraceClock* clock = new TraceClock(Probe());  // leaked: used by threads that outlive statics
+  static TraceClock* clock = [] {
+    auto* c = new TraceClock(Probe());  // leaked: used by threads that outlive statics
+    // A child forked while another thread refitted would keep fitting_ (or an odd version) for good.
+    ::pthread_atfork(nullptr, nullptr, [] { Get().AfterFork(); });
+    return c;
+  }();
   return *clock;
 }
 
-TraceClock::TraceClock(Source source) : source_(source) {}
+void TraceClock::AfterFork() {
+  if (const uint64_t v = version_.load(std::memory_order_relaxed); v & 1) {  // torn mid-refit
+    mult_.store(0, std::memory_order_relaxed);
+    version_.store(v + 1, std::memory_order_release);
+  }
+  anchor_ns_ = 0;
+  anchor_tsc_ = 0;
+  pending_mult_ = 0;
+  next_fit_tsc_.store(0, std::memory_order_relaxed);
+  fitting_.store(false, std::memory_order_release);
+}
+
+TraceClock::TraceClock(Source source, TickSource ticks) : source_(source), ticks_(ticks ? ticks : &Ticks) {}
 
 int64_t TraceClock::Now() {
   if (source_ == Source::kRealtime) return RealtimeNs();
-  const uint64_t tsc = Ticks();
-  if (tsc >= next_fit_tsc_.load(std::memory_order_relaxed) && !fitting_.exchange(true, std::memory_order_acquire)) {
+  const uint64_t tsc = ticks_();
+  const uint64_t due = next_fit_tsc_.load(std::memory_order_relaxed);
+  if (tsc >= due) {
+    // Overdue: the line may miss a step of the clock. Another thread refitting it: the clock itself.
+    if (fitting_.exchange(true, std::memory_order_acquire)) return RealtimeNs();
     Refit(tsc);
     fitting_.store(false, std::memory_order_release);
+  } else if (due - tsc > kCounterWentBack) {
+    next_fit_tsc_.store(0, std::memory_order_relaxed);  // the next reading refits (and drops the line)
+    return RealtimeNs();
   }
   const uint64_t v = version_.load(std::memory_order_acquire);
   const uint64_t base_tsc = base_tsc_.load(std::memory_order_relaxed);
@@ -96,9 +123,9 @@ void TraceClock::Refit(uint64_t tsc) {
   uint64_t at = 0, width = UINT64_MAX;
   int64_t ns = 0;
   for (int i = 0; i < 4; ++i) {
-    const uint64_t before = Ticks();
+    const uint64_t before = ticks_();
     const int64_t clock = RealtimeNs();
-    const uint64_t after = Ticks();
+    const uint64_t after = ticks_();
     if (after - before < width) {
       width = after - before;
       at = before + width / 2;
@@ -106,18 +133,25 @@ void TraceClock::Refit(uint64_t tsc) {
     }
   }
   const int64_t since = ns - anchor_ns_;
-  if (anchor_ns_ == 0 || since < kFirstFitNs || at <= anchor_tsc_) {
-    if (anchor_ns_ == 0 || since < 0 || at <= anchor_tsc_) {  // first sample, or the clock stepped back
-      anchor_tsc_ = at;
-      anchor_ns_ = ns;
-    }
-    // Not far enough apart yet: look again after ~10 ms of a 1–5 GHz counter.
+  if (anchor_ns_ == 0 || since < 0 || at <= anchor_tsc_) {
+    // The first sample; or the clock stepped back, or the counter did: the line no longer holds, and
+    // readers use the clock itself until a new one is fitted.
+    if (anchor_ns_ != 0) Publish(0, 0, 0);
+    pending_mult_ = 0;
+    anchor_tsc_ = at;
+    anchor_ns_ = ns;
+    next_fit_tsc_.store(tsc + 10'000'000, std::memory_order_relaxed);
+    return;
+  }
+  if (since < kFirstFitNs) {  // not far enough apart yet: look again after ~10 ms of a 1–5 GHz counter
     next_fit_tsc_.store(tsc + 10'000'000, std::memory_order_relaxed);
     return;
   }
   uint64_t mult = (static_cast<unsigned __int128>(since) << 32) / (at - anchor_tsc_);
   // 0.1 to 20 ns per tick (10 GHz to 50 MHz); anything else is a clock step: sample afresh.
   if (mult < (uint64_t{1} << 32) / 10 || mult > (uint64_t{20} << 32)) {
+    Publish(0, 0, 0);
+    pending_mult_ = 0;
     anchor_tsc_ = at;
     anchor_ns_ = ns;
     next_fit_tsc_.store(tsc + 10'000'000, std::memory_order_relaxed);
@@ -136,16 +170,20 @@ void TraceClock::Refit(uint64_t tsc) {
       pending_mult_ = 0;
     }
   }
-  const uint64_t v = version_.load(std::memory_order_relaxed);
-  version_.store(v + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  base_tsc_.store(at, std::memory_order_relaxed);
-  base_ns_.store(ns, std::memory_order_relaxed);
-  mult_.store(mult, std::memory_order_relaxed);
-  version_.store(v + 2, std::memory_order_release);
+  Publish(at, ns, mult);
   anchor_tsc_ = at;
   anchor_ns_ = ns;
   next_fit_tsc_.store(at + ((static_cast<unsigned __int128>(kRefitNs) << 32) / mult), std::memory_order_relaxed);
+}
+
+void TraceClock::Publish(uint64_t base_tsc, int64_t base_ns, uint64_t mult) {
+  const uint64_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  base_tsc_.store(base_tsc, std::memory_order_relaxed);
+  base_ns_.store(base_ns, std::memory_order_relaxed);
+  mult_.store(mult, std::memory_order_relaxed);
+  version_.store(v + 2, std::memory_order_release);
 }
 
 }  // namespace dsd::runtime

@@ -1,9 +1,11 @@
 #include "runtime/trace_clock.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -64,6 +66,43 @@ TEST(TraceClockTest, ThreadsReadingWhileTheLineIsRefittedStayBracketed) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(bad.load(), 0);
   EXPECT_TRUE(clock.fitted());
+}
+
+// A fake counter at 3 GHz of the real clock, which a test can set back (a reset on resume).
+std::atomic<int64_t> g_fake_origin{0};
+uint64_t FakeTicks() { return static_cast<uint64_t>((RealtimeNs() - g_fake_origin.load()) * 3); }
+
+TEST(TraceClockTest, ACounterThatWentBackIsNotTrustedUntilRefitted) {
+  g_fake_origin = RealtimeNs() - 3'600'000'000'000;  // an hour of counting before the test
+  TraceClock clock(TraceClock::Source::kTsc, &FakeTicks);
+  auto run = [&](int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) ExpectBracketed(clock, 20'000);
+  };
+  run(150);
+  EXPECT_TRUE(clock.fitted());
+  g_fake_origin = RealtimeNs();  // the counter starts again from 0
+  run(150);                      // every reading stays the real time, through the refit
+  EXPECT_TRUE(clock.fitted());
+}
+
+TEST(TraceClockTest, AForkedChildReadsTheTimeToo) {
+  TraceClock& clock = TraceClock::Get();
+  ExpectBracketed(clock, 20'000);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int bad = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+    while (std::chrono::steady_clock::now() < until) {
+      const int64_t before = RealtimeNs(), now = clock.Now(), after = RealtimeNs();
+      bad += now < before - 20'000 || now > after + 20'000;
+    }
+    ::_exit(bad == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(TraceClockTest, EnvironmentChoosesClockGettime) {
