@@ -358,10 +358,8 @@ constexpr int64_t kTracesStoppedNs = 5'000'000'000;
 
 // Whether the trace's writer process still exists on this host (a reused pid reads as alive, which
 // only keeps the job from being taken for over).
-bool WriterAliveHere(const runtime::TraceSnapshot& t) {
-  if (t.pid <= 0) return false;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || t.hostname != host) return false;
+bool WriterAliveHere(const runtime::TraceSnapshot& t, const std::string& this_host) {
+  if (t.pid <= 0 || this_host.empty() || t.hostname != this_host) return false;
   return ::kill(t.pid, 0) == 0 || errno == EPERM;
 }
 
@@ -436,6 +434,8 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
   scanner.ExpectBytes(TotalBytes(log_paths));
   int64_t latest_ns = 0;
   bool writer_alive = false;  // a trace's writer still runs on this host (frozen, or just quiet)
+  char this_host[256] = {};
+  if (::gethostname(this_host, sizeof this_host - 1) != 0) this_host[0] = '\0';
   for (int r = 0; r < job.world_size; ++r) {
     diagnosis::RankState& rs = job.ranks[r];
     if (from_manifest.count(r)) rs = from_manifest[r];
@@ -445,7 +445,7 @@ Result<diagnosis::JobState> LoadRunDir(const std::string& dir, const RunDirOptio
       auto t = runtime::ReadTrace(f["trace"]);
       if (t.ok()) {
         ApplyTrace(*t, &rs, t->records.size());  // all of it: old mismatches count post-mortem
-        if (WriterAliveHere(*t)) writer_alive = true;
+        if (WriterAliveHere(*t, this_host)) writer_alive = true;
         if (rs.node.empty()) rs.node = t->hostname;
         latest_ns = std::max(
             {latest_ns, t->heartbeat_ns, rs.last ? std::max(rs.last->started_ns, rs.last->ended_ns) : int64_t{0}});
