@@ -4,7 +4,8 @@
 // writes, so the agent, the diagnosis engine, `analyze` and the TUI read Python ranks unchanged.
 //
 // One trace per process. Every function is safe from any thread (a mutex orders Begin/End, which
-// the writer needs one at a time) and never fails the caller: before dsd_trace_open, after a
+// the writer needs one at a time, unless the producer promised one call at a time:
+// dsd_trace_set_one_caller) and never fails the caller: before dsd_trace_open, after a
 // failed open, or in a forked child (whose records would land in the parent's file) they do
 // nothing. A heartbeat thread refreshes the header every 100 ms while the process runs.
 #pragma once
@@ -49,6 +50,10 @@ void dsd_trace_set_step(uint64_t step);
 void dsd_trace_set_flags(uint32_t bits);
 void dsd_trace_set_error(const char* error);
 // Why the last dsd_trace_open failed ("" when it did not).
+// The producer promises that from now on it calls the functions above one at a time, from one
+// thread or with its own ordering (MPI below MPI_THREAD_MULTIPLE): they then skip their lock. Call it
+// after dsd_trace_open; 0 takes the promise back. The heartbeat thread needs no lock either way.
+void dsd_trace_set_one_caller(int yes);
 const char* dsd_trace_error(void);
 
 #ifdef __cplusplus

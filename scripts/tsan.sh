@@ -10,10 +10,10 @@ if ! command -v clang++ >/dev/null; then
 fi
 CXX=clang++ CC=clang cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
-cmake --build build-tsan --target runtime_test common_test
+cmake --build build-tsan --target runtime_test trace_c_api_test common_test
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in runtime_test common_test; do
+for t in runtime_test trace_c_api_test common_test; do
   if ! TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 handle_segv=0" "build-tsan/bin/$t" >"$log" 2>&1; then
     tail -n 40 "$log"
     echo "tsan: $t failed" >&2

@@ -88,6 +88,8 @@ class Tracer {
     if (on_) dsd_trace_set_phase(static_cast<int>(dsd::runtime::Phase::kUser));
     int level = MPI_THREAD_MULTIPLE;
     if (rc == MPI_SUCCESS && PMPI_Query_thread(&level) == MPI_SUCCESS) multiple_ = level == MPI_THREAD_MULTIPLE;
+    // Below MPI_THREAD_MULTIPLE MPI is called one call at a time, and so is the trace: its lock goes.
+    if (on_ && !multiple_) dsd_trace_set_one_caller(1);
   }
 
   void Finalizing() {
