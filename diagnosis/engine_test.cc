@@ -1011,5 +1011,29 @@ TEST(EngineLogDirTest, FullNearlyFullAndHealthyFileSystems) {
   }
 }
 
+// A finding about nodes alone (a peer's address in an NCCL error) names them on a line of their own,
+// labelled, as one about ranks does.
+TEST(ReportTextTest, NodesAndRanksEachGetALabelledLine) {
+  JobState job;
+  job.logs_only = true;
+  Diagnosis d;
+  Finding nodes_only;
+  nodes_only.code = "NCCL_ERROR";
+  nodes_only.severity = Severity::kError;
+  nodes_only.summary = "connection closed by the peer";
+  nodes_only.nodes = {"worker-0", "worker-1"};
+  nodes_only.evidence = {"job.log:1: NCCL WARN"};
+  Finding both = nodes_only;
+  both.ranks = {2, 3};
+  Finding ranks_only = nodes_only;
+  ranks_only.nodes.clear();
+  ranks_only.ranks = {5};
+  d.findings = {nodes_only, both, ranks_only};
+  const std::string text = RenderRunText(job, d);
+  EXPECT_NE(text.find("\n  nodes: worker-0,worker-1\n  - job.log:1"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  ranks: 2,3   nodes: worker-0,worker-1\n  - job.log:1"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  ranks: 5\n  - job.log:1"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace dsd::diagnosis

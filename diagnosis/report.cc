@@ -1,5 +1,7 @@
 #include "diagnosis/report.h"
 
+#include "common/strings.h"
+
 namespace dsd::diagnosis {
 
 std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
@@ -32,9 +34,11 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
   for (const Finding& f : d.findings) {
     const char* c = f.severity == Severity::kError ? "31" : f.severity == Severity::kWarning ? "33" : "36";
     out += "\n" + paint(c, std::string(SeverityName(f.severity)) + " " + f.code) + ": " + f.summary + "\n";
-    if (!f.ranks.empty()) out += "  ranks: " + FormatRanks(f.ranks) + (f.nodes.empty() ? "" : "   nodes: ");
-    for (size_t i = 0; i < f.nodes.size(); ++i) out += (i ? "," : "") + f.nodes[i];
-    if (!f.ranks.empty()) out += "\n";
+    // "  ranks: 0-3   nodes: a,b", either part alone where the finding names only one of them.
+    std::string who;
+    if (!f.ranks.empty()) who = "ranks: " + FormatRanks(f.ranks);
+    if (!f.nodes.empty()) who += std::string(who.empty() ? "" : "   ") + "nodes: " + Join(f.nodes, ",");
+    if (!who.empty()) out += "  " + who + "\n";
     for (const auto& e : f.evidence) out += "  - " + e + "\n";
     if (!f.remedy.empty()) out += "  fix: " + f.remedy + "\n";
   }
