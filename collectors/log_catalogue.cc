@@ -23,6 +23,7 @@ constexpr LogRole kContext = LogRole::kContext;
 #define NCCL_ENV "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 #define NCCL_TROUBLE "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 #define TORCH_DIST "https://pytorch.org/docs/stable/distributed.html"
+#define TORCH_FR "https://docs.pytorch.org/tutorials/prototype/flight_recorder_tutorial.html"
 #define TORCH_ELASTIC "https://pytorch.org/docs/stable/elastic/errors.html"
 #define TORCH_CUDA_SEM "https://pytorch.org/docs/stable/notes/cuda.html"
 #define DS_LAUNCH "https://www.deepspeed.ai/getting-started/#resource-configuration-multi-node"
@@ -252,6 +253,16 @@ const std::vector<LogPattern> kCatalogue = {
      "differ. "
      "Compare the `NCCL version` lines of every rank (`dsdoctor check` does) before reporting a bug.",
      NCCL_TROUBLE},
+    // A stack (py-spy dump --native, gdb, eu-stack) pasted into the log, inside NCCL's communicator
+    // setup: a rank hung there waits for peers NCCL's bootstrap cannot reach.
+    {"stack_in_nccl_init",
+     R"((?:^|[\s#(]|\bin )(?P<frame>c10d::ProcessGroupNCCL::getNCCLComm|ncclCommInitRank\w*|initTransportsRank|bootstrapInit\w*|ncclCommSplit)\b ?[(<]?)",
+     codes::kNcclError, kWarn, kCause, "a stack is inside NCCL's communicator setup",
+     "If the process is hung there, NCCL cannot finish setting up its communicator: a peer rank never reached the same "
+     "first collective (its own stack says where it is), or NCCL's bootstrap cannot connect between the nodes (a "
+     "firewall, or NCCL_SOCKET_IFNAME picking an interface the peers cannot reach). Run `dsdoctor check` on the nodes "
+     "and rerun with NCCL_DEBUG=INFO to see which connection it waits for.",
+     NCCL_TROUBLE},
     {"nccl_warn", R"(NCCL WARN (?P<message>.+))", codes::kNcclError, kErr, kCause, "NCCL WARN {message}",
      "NCCL reported an error it has no code for: the message names the call and peer; rerun with NCCL_DEBUG=INFO for "
      "the "
@@ -295,6 +306,18 @@ const std::vector<LogPattern> kCatalogue = {
      "another rank never made the matching call (compare where each rank was: `dsdoctor run` records it) or the "
      "network between them is blocked; raise init_process_group(timeout=...) only for legitimately slow steps.",
      TORCH_DIST},
+    // Every rank of the group prints this once one rank's watchdog timed out ("from rank N", or "from
+    // this local rank" on that rank); its counters say whether the rank had the collective in flight.
+    {"torch_dump_signal",
+     R"((?:PG ID (?P<pg>\d+)[^\]]*\]\s*)?Received a dump signal due to a collective timeout from\s+(?:this local rank|rank (?P<subject>\d+))(?:.*?Last enqueued \w+ work: (?P<enqueued>-?\d+), last completed \w+ work: (?P<completed>-?\d+))?)",
+     codes::kWatchdogTimeout, kErr, kConseq,
+     "a collective timed out and PyTorch's watchdog asked every rank to dump its state (last enqueued NCCL work "
+     "{enqueued}, last completed {completed})",
+     "A rank whose last enqueued work equals its last completed one had nothing in flight: it never issued the "
+     "collective the others wait in (or is stuck inside the call before NCCL took it, such as a new communicator's "
+     "setup); look at where it was instead (its stack: `py-spy dump`, or its last lines). The ranks with work in "
+     "flight are waiting for it.",
+     TORCH_DIST},
     {"torch_work_timeout",
      R"((?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
      codes::kWatchdogTimeout, kWarn, kContext,
@@ -307,6 +330,26 @@ const std::vector<LogPattern> kCatalogue = {
      "or it "
      "was still busy before this collective (then raise init_process_group(timeout=...) or move the slow work).",
      TORCH_DIST},
+    // torchfrtrace (PyTorch's Flight Recorder analyzer) prints a block per collective not every rank
+    // joined: a header, then "collective: nccl:all_reduce" and "missing ranks: {3, 4}" lines (older
+    // releases print it all on one line). diagnosis/rules_logs.cc FlightRecorderAnalysis joins them.
+    {"fr_not_all_ranks",
+     R"(Not all ranks joining collective(?:[,:]? sequence number:? (?P<seq>\d+)| (?P<seq2>\d+) at entry \d+| for group (?P<pg>[^\s:]+)\S* collective (?P<op>\S+))?(?:.*?Missing ranks are \{(?P<missing>[\d, ]*)\})?)",
+     codes::kRankMissing, kErr, kCause, "torchfrtrace: not every rank joined a collective (Flight Recorder analysis)",
+     "The ranks the analysis names missing never issued this collective while the others waited in it: look at "
+     "where they were instead (their stacks, `py-spy dump`, or their last log lines). A rank-dependent branch, work "
+     "only some ranks do, or uneven data is the usual cause; raising the timeout does not help.",
+     TORCH_FR},
+    {"fr_missing_ranks", R"(^ *missing ranks: \{(?P<missing>\d[\d, ]*)\} *$)", codes::kRankMissing, kErr, kCause,
+     "torchfrtrace: ranks {missing} never joined the collective (Flight Recorder analysis)",
+     "Look at where those ranks were instead of in the collective (their stacks, `py-spy dump`, or their last log "
+     "lines): a rank-dependent branch, work only some ranks do, or uneven data.",
+     TORCH_FR},
+    {"fr_collective", R"(^ *collective: (?P<op>[a-z]+:\w+) *$)", codes::kRankMissing, kInfo, kConseq,
+     "torchfrtrace: the collective is {op}",
+     "A line of torchfrtrace's block about a collective not every rank joined: the block's missing ranks are the "
+     "finding.",
+     TORCH_FR},
     {"torch_fingerprint_mismatch", R"(Detected mismatch between collectives on ranks)", codes::kCollectiveMismatch,
      kErr, kCause, "ranks issued different collectives (TORCH_DISTRIBUTED_DEBUG fingerprints)",
      "Every rank must call the same collectives with the same shapes and dtypes in the same order: the message names "

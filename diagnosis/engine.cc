@@ -75,8 +75,11 @@ Diagnosis Diagnose(const JobState& job) {
   if (!c.out.hang) Stalls(c, groups);
   Stragglers(c);
   Watchdogs(c);
+  FlightRecorderAnalysis(c);
   WatchdogCulprits(c);
+  DumpSignals(c);
   StoreCulprits(c);
+  InternalErrorsOfALostPeer(c);
   FirstFailure(c);
   Events(c);
   LostAgents(c);

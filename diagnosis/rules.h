@@ -112,7 +112,10 @@ void Missing(Ctx& c, const std::vector<Group>& groups);
 void Stalls(Ctx& c, const std::vector<Group>& groups);
 void Stragglers(Ctx& c);
 void Watchdogs(Ctx& c);
+void FlightRecorderAnalysis(Ctx& c);  // torchfrtrace's "Not all ranks joining collective" blocks
 void WatchdogCulprits(Ctx& c);
+void DumpSignals(Ctx& c);                // ranks with nothing in flight when another's watchdog timed out
+void InternalErrorsOfALostPeer(Ctx& c);  // ncclInternalError whose "Last error" is a closed socket
 void StoreCulprits(Ctx& c);
 void FirstFailure(Ctx& c);
 void Events(Ctx& c);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -180,6 +181,136 @@ void WatchdogCulprits(Ctx& c) {
   c.Add(std::move(f), false);
 }
 
+// ---- torchfrtrace's report: the ranks that never joined a collective -----------------------------
+
+namespace {
+std::vector<int> RankList(const std::string& text) {  // "3, 4, 5" → {3, 4, 5}
+  std::vector<int> ranks;
+  for (const std::string& part : Split(text, ','))
+    if (std::string_view t = Trim(part); !t.empty()) ranks.push_back(SafeInt(t));
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+}  // namespace
+
+void FlightRecorderAnalysis(Ctx& c) {
+  // A block: the header line, then (in the newer layout) its "collective:" and "missing ranks:" lines.
+  struct Block {
+    const LogEvent* head;
+    std::string seq, op, missing;
+    std::vector<const LogEvent*> lines;
+  };
+  std::vector<Block> blocks;
+  for (const LogEvent& e : c.job.events) {
+    if (e.kind == "fr_not_all_ranks") {
+      std::string seq = e.Field("seq").empty() ? e.Field("seq2") : e.Field("seq");
+      blocks.push_back({&e, seq, e.Field("op"), e.Field("missing"), {&e}});
+    } else if ((e.kind == "fr_missing_ranks" || e.kind == "fr_collective") && !blocks.empty() &&
+               blocks.back().head->file == e.file) {
+      Block& b = blocks.back();
+      std::string& slot = e.kind == "fr_collective" ? b.op : b.missing;
+      if (!slot.empty()) continue;  // a line of another block the header of which was cut off
+      slot = e.Field(e.kind == "fr_collective" ? "op" : "missing");
+      b.lines.push_back(&e);
+    } else if (e.kind == "fr_missing_ranks") {
+      blocks.push_back({&e, "", "", e.Field("missing"), {&e}});  // its header was not pasted
+    }
+  }
+  // The analyzer prints a block per collective the missing ranks skipped (and again on every
+  // periodic dump): one finding per set of missing ranks, led by its first collective.
+  std::map<std::vector<int>, std::vector<const Block*>> by_missing;
+  std::vector<std::vector<int>> order;
+  for (const Block& b : blocks) {
+    std::vector<int> ranks = RankList(b.missing);
+    if (ranks.empty()) continue;
+    auto& list = by_missing[ranks];
+    if (list.empty()) order.push_back(ranks);
+    list.push_back(&b);
+  }
+  for (const std::vector<int>& missing : order) {
+    const std::vector<const Block*>& list = by_missing[missing];
+    const Block& first = *list.front();
+    std::string op = first.op;
+    if (size_t colon = op.find(':'); colon != std::string::npos) op = op.substr(colon + 1);  // "nccl:all_reduce"
+    Finding f;
+    f.code = codes::kRankMissing;
+    f.ranks = missing;
+    f.summary = RankWord(missing) + " never joined " + (op.empty() ? std::string("a collective") : op) +
+                (first.seq.empty() ? "" : " (sequence number " + first.seq + ")") +
+                " the other ranks waited in (torchfrtrace's analysis of the Flight Recorder dumps)";
+    if (list.size() > 1) f.summary += "; " + std::to_string(list.size() - 1) + " more report(s) name the same ranks";
+    for (const Block* b : list)
+      for (const LogEvent* e : b->lines) {
+        if (f.evidence.size() < 4) f.evidence.push_back(EventEvidence(*e));
+        c.quoted.insert(e);
+      }
+    f.remedy = "The other ranks' calls are the consequence; look at where " + RankWord(missing) +
+               " were instead (their stacks: `py-spy dump`, or their last log lines). Common causes: a rank-dependent "
+               "branch that skips the collective, work only some ranks do (saving, evaluation, logging), or uneven "
+               "data. Raising the timeout does not help.";
+    f.proof = proof::kLog;
+    for (int r : missing) c.explained.insert(r);
+    c.Add(std::move(f), false);
+  }
+  // Lines of a block without its "missing ranks" (a cut paste) stay for Events() to report as they are.
+}
+
+// ---- the watchdog's dump signal: which ranks had nothing in flight ------------------------------
+
+void DumpSignals(Ctx& c) {
+  struct Counters {
+    const LogEvent* e = nullptr;
+    bool idle = true;  // every report of the rank: last enqueued work == last completed
+  };
+  std::map<int, Counters> by_rank;
+  std::set<int> origins;  // ranks whose watchdog timed out
+  std::vector<const LogEvent*> reports;
+  for (const LogEvent& e : c.job.events) {
+    if (e.kind == "torch_watchdog" || e.kind == "torch_blocking_wait_timeout") {
+      if (e.rank >= 0) origins.insert(e.rank);
+      continue;
+    }
+    if (e.kind != "torch_dump_signal" || e.rank < 0) continue;
+    reports.push_back(&e);
+    origins.insert(e.subject_rank >= 0 ? e.subject_rank : e.rank);  // "from this local rank"
+    Counters& k = by_rank[e.rank];
+    if (!k.e) k.e = &e;
+    const std::string enq = e.Field("enqueued"), done = e.Field("completed");
+    // Without its counters nothing is known of the rank's work.
+    if (enq.empty() || done.empty() || std::atoll(enq.c_str()) > std::atoll(done.c_str())) k.idle = false;
+  }
+  std::vector<int> idle, busy;
+  for (auto& [rank, k] : by_rank) {
+    if (origins.count(rank) || c.explained.count(rank)) continue;
+    (k.idle ? idle : busy).push_back(rank);
+  }
+  if (idle.empty()) return;  // Events() reports the timeout as the ranks print it
+  std::vector<int> origin(origins.begin(), origins.end());
+  Finding f;
+  f.code = codes::kRankMissing;
+  f.ranks = idle;
+  f.summary = RankWord(idle) + " had no NCCL work in flight when " + RankWord(origin) +
+              "'s collective timed out (PyTorch's watchdog): " + (idle.size() == 1 ? "it" : "they") +
+              " never issued the collective the others wait in";
+  for (int r : idle) {
+    const LogEvent& e = *by_rank[r].e;
+    if (f.evidence.size() < 4)
+      f.evidence.push_back("rank " + std::to_string(r) + ": last enqueued NCCL work " + e.Field("enqueued") +
+                           " = last completed " + e.Field("completed") + " — " + EventEvidence(e));
+  }
+  if (!busy.empty()) f.evidence.push_back(RankWord(busy) + " had work in flight: waiting in the collective");
+  f.remedy = "The timeout on " + RankWord(origin) + " is the consequence; look at where " + RankWord(idle) +
+             " was instead (its stack: `py-spy dump`, or its last log lines). Common causes: work only some ranks do "
+             "(saving, evaluation, logging), a rank-dependent branch that skips a collective, or uneven data. A rank "
+             "stuck inside the call before NCCL took it (setting up a new communicator) shows the same counters: its "
+             "stack tells the two apart.";
+  f.proof = proof::kLog;
+  for (int r : idle) c.explained.insert(r);
+  for (const LogEvent* e : reports) c.quoted.insert(e);
+  c.Add(std::move(f), false);
+}
+
 // Ranks that timed out on the c10d store waited for a key its owner writes (rank 0, or the rank
 // the message names): when that rank reported no failure of its own, it was busy elsewhere
 // (preprocessing data before init_process_group, a slow first step) or hung.
@@ -222,6 +353,28 @@ void StoreCulprits(Ctx& c) {
     c.explained.insert(owner);
     for (const LogEvent* e : reports) c.echoes[e] = "waited for rank " + std::to_string(owner);
     c.Add(std::move(f), false);
+  }
+}
+
+// NCCL 2.14 to 2.18 report a lost connection as ncclInternalError, its "Last error:" the socket's
+// words: the error is the connection loss (a peer died or the network failed), not an internal
+// check (NVIDIA/nccl#1092).
+void InternalErrorsOfALostPeer(Ctx& c) {
+  std::vector<const LogEvent*> closed;
+  for (const LogEvent& e : c.job.events)
+    if (e.kind == "nccl_socket_closed") closed.push_back(&e);
+  if (closed.empty()) return;
+  for (const LogEvent& e : c.job.events) {
+    if (e.kind != "nccl_internal_error" &&
+        !(e.kind == "python_traceback" && e.Field("cause_kind") == "nccl_internal_error"))
+      continue;
+    // The exception's line, NCCL's "ncclInternalError: …", "Last error:", the socket's words and the
+    // traceback are a few lines of one report.
+    for (const LogEvent* s : closed)
+      if (s->file == e.file && s->rank == e.rank && std::abs(s->line - e.line) <= 6) {
+        c.echoes[&e] = "NCCL reports the lost connection beside it as an internal error";
+        break;
+      }
   }
 }
 

@@ -398,6 +398,110 @@ TEST(AnalyzeE2eTest, WatchdogReportsNameTheRankThatNeverArrived) {
   EXPECT_EQ((*wd)["severity"], "warning");
 }
 
+TEST(AnalyzeE2eTest, DumpSignalsNameTheRanksWithNothingInFlight) {
+  // torch >= 2.4: once rank 2's watchdog times out every rank prints its counters
+  // (https://github.com/lsdefine/simple_GRPO/issues/46). Rank 5 had enqueued as much as it completed;
+  // ranks 0 and 1 wait in work 137.
+  auto dump = [](int rank, int from, int enqueued, int completed) {
+    return "[rank" + std::to_string(rank) + "]:[E723 01:58:45.667329643 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID " +
+           "0(default_pg) Rank " + std::to_string(rank) + "] Received a dump signal due to a collective timeout from " +
+           (from == rank ? std::string("this local rank") : " rank " + std::to_string(from)) +
+           " and we will try our best to dump the debug info. Last enqueued NCCL work: " + std::to_string(enqueued) +
+           ", last completed NCCL work: " + std::to_string(completed) + ".This is most likely caused by incorrect "
+           "usages of collectives, e.g., wrong sizes used across ranks.\n";
+  };
+  std::string text = "[rank5]:step 136 loss 0.31\n" + dump(2, 2, 137, 136) + dump(0, 2, 137, 136) + dump(1, 2, 137, 136) +
+                     dump(5, 2, 136, 136);
+  auto a = Analyze({WriteLog("dump.log", text)});
+  EXPECT_EQ(a.exit_code, 1);
+  const auto& first = a.report["findings"][0];
+  EXPECT_EQ(first["code"], "RANK_MISSING") << a.report.dump(2);
+  EXPECT_EQ(Ranks(first), std::vector<int>{5});
+  EXPECT_NE(first["summary"].get<std::string>().find("rank 2's collective timed out"), std::string::npos)
+      << first.dump(2);
+  EXPECT_NE(first["evidence"].dump().find("ranks 0,1 had work in flight"), std::string::npos) << first.dump(2);
+
+  // One rank's line alone (all the user pasted) still names it, and never says "no problems found".
+  auto one = Analyze({WriteLog("dump-one.log", dump(5, 2, 136, 136))});
+  EXPECT_EQ(one.exit_code, 1);
+  ASSERT_FALSE(one.report["findings"].empty()) << one.report.dump(2);
+  EXPECT_EQ(one.report["findings"][0]["code"], "RANK_MISSING") << one.report.dump(2);
+  EXPECT_EQ(Ranks(one.report["findings"][0]), std::vector<int>{5});
+
+  // Every rank with work in flight: no one is named missing, the timeout is reported.
+  auto busy = Analyze({WriteLog("dump-busy.log", dump(0, 1, 9, 8) + dump(1, 1, 9, 8))});
+  EXPECT_EQ(busy.exit_code, 1);
+  EXPECT_EQ(FindingOf(busy.report, "RANK_MISSING"), nullptr) << busy.report.dump(2);
+  ASSERT_TRUE(FindingOf(busy.report, "WATCHDOG_TIMEOUT")) << busy.report.dump(2);
+}
+
+TEST(AnalyzeE2eTest, TorchfrtraceReportsNameTheMissingRanks) {
+  // torchfrtrace's block layout (https://github.com/pytorch/pytorch/pull/140969), printed twice for two
+  // collectives the same ranks skipped, and the older one-line layout (torch 2.5's builder.py).
+  std::string block =
+      "Not all ranks joining collective: sequence number: 31117\ninternal record id: 31116\ngroup info: "
+      "0:default_pg\ncollective: nccl:all_reduce\nmissing ranks: {3, 4, 5, 6, 7}\ninput sizes: [[1571911]]\n"
+      "output sizes: [[1571911]]\nworld size: 8\nexpected ranks: {0, 1, 2, 3, 4, 5, 6, 7}\ncollective state: "
+      "scheduled\ncollective stack trace:\n all_reduce at /w/torch/distributed/distributed_c10d.py:2707\n"
+      "sync_buffers at /w/models/gaussian_splatting.py:650\n";
+  std::string second = block;
+  second.replace(second.find("31117"), 5, "31118");
+  auto a = Analyze({WriteLog("frtrace.log", block + second)});
+  EXPECT_EQ(a.exit_code, 1);
+  ASSERT_EQ(a.report["findings"].size(), 1u) << a.report.dump(2);
+  const auto& f = a.report["findings"][0];
+  EXPECT_EQ(f["code"], "RANK_MISSING");
+  EXPECT_EQ(Ranks(f), (std::vector<int>{3, 4, 5, 6, 7}));
+  EXPECT_NE(f["summary"].get<std::string>().find("never joined all_reduce (sequence number 31117)"),
+            std::string::npos)
+      << f.dump(2);
+  EXPECT_NE(f["summary"].get<std::string>().find("1 more report"), std::string::npos) << f.dump(2);
+
+  auto old = Analyze({WriteLog("frtrace-old.log",
+                               "Not all ranks joining collective for group 0:default_pg collective nccl:broadcast  "
+                               "Missing ranks are {1}  [[3, 4]] [[3, 4]] 2 scheduled \nCollective stack traces: \n")});
+  EXPECT_EQ(old.exit_code, 1);
+  ASSERT_FALSE(old.report["findings"].empty()) << old.report.dump(2);
+  EXPECT_EQ(old.report["findings"][0]["code"], "RANK_MISSING");
+  EXPECT_EQ(Ranks(old.report["findings"][0]), std::vector<int>{1});
+  EXPECT_NE(old.report["findings"][0]["summary"].get<std::string>().find("never joined broadcast"), std::string::npos);
+}
+
+TEST(AnalyzeE2eTest, AnNcclInternalErrorWhoseLastErrorIsAClosedSocketIsTheLostPeer) {
+  // NCCL 2.14 reports the lost connection as an internal error (https://github.com/NVIDIA/nccl/issues/1514).
+  auto a = Analyze({WriteLog(
+      "internal.log",
+      "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, "
+      "internal error, NCCL version 2.14.3\nncclInternalError: Internal check failed.\nLast error:\nNet : Connection "
+      "closed by remote peer user<43236>\n")});
+  EXPECT_EQ(a.exit_code, 1);
+  const auto& first = a.report["findings"][0];
+  EXPECT_NE(first["summary"].get<std::string>().find("a peer closed its connection"), std::string::npos)
+      << a.report.dump(2);
+  EXPECT_EQ(first["severity"], "error");
+  for (const auto& f : a.report["findings"])
+    if (f["summary"].get<std::string>().find("internal error") != std::string::npos) {
+      EXPECT_EQ(f["severity"], "warning") << f.dump(2);
+    }
+}
+
+TEST(AnalyzeE2eTest, APastedStackInNcclsCommunicatorSetupIsNamed) {
+  // py-spy dump --native of a rank hung while DDP set up NCCL (https://github.com/NVIDIA/nccl/issues/1258).
+  auto a = Analyze({WriteLog("pyspy.log",
+                             "Thread 131584 (idle): \"MainThread\"\n    clock_nanosleep (libc.so.6)\n    groupLaunch "
+                             "(group.cc:333)\n    ncclGroupEndInternal (group.cc:418)\n    ncclGroupEnd (group.cc:95)\n"
+                             "    c10d::ProcessGroupNCCL::getNCCLComm (libtorch_cuda.so)\n    "
+                             "_verify_param_shape_across_processes (torch/distributed/utils.py:263)\n")});
+  ASSERT_FALSE(a.report["findings"].empty()) << a.report.dump(2);
+  const auto& f = a.report["findings"][0];
+  EXPECT_EQ(f["code"], "NCCL_ERROR");
+  // A stack alone does not prove the process stayed there: a warning, so the exit code is not 1.
+  EXPECT_EQ(f["severity"], "warning");
+  EXPECT_EQ(a.exit_code, 0);
+  EXPECT_NE(f["summary"].get<std::string>().find("communicator setup"), std::string::npos) << f.dump(2);
+  EXPECT_NE(f["remedy"].get<std::string>().find("NCCL_SOCKET_IFNAME"), std::string::npos);
+}
+
 TEST(AnalyzeE2eTest, StoreTimeoutsWhileRankZeroPreprocessesNameRankZero) {
   // torch >= 2.5 store waits (https://github.com/modelscope/ms-swift/issues/4906) on ranks 1-3 while
   // rank 0 tokenises its dataset and prints no error.
