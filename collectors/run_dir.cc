@@ -283,6 +283,13 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
     if (auto it = logs.ranks.find(r); it != logs.ranks.end() && job.ranks[r].node.empty())
       job.ranks[r].node = it->second.host;
   }
+  std::set<int> in_logs;
+  for (const auto& [r, facts] : logs.ranks)
+    if (r >= 0 && r < job.world_size) in_logs.insert(r);
+  for (const diagnosis::LogEvent& e : logs.events)
+    for (int r : {e.rank, e.subject_rank})
+      if (r >= 0 && r < job.world_size) in_logs.insert(r);
+  job.ranks_in_logs.assign(in_logs.begin(), in_logs.end());
   MergeLogs(std::move(logs), &job, warnings);
   ApplyExitEvents(&job);
   if (fr_job) JoinFlightRecorder(&job);

@@ -13,10 +13,17 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
   for (const auto& r : job.ranks)
     (r.status == RankStatus::kRunning ? running : exited) += r.status != RankStatus::kNotStarted;
   (void)running;
-  if (job.logs_only)
-    out += "dsdoctor: from logs: " + std::to_string(job.world_size) + " ranks named" +
-           (exited ? " (" + std::to_string(exited) + " reported as exited)" : std::string()) + "\n";
-  else
+  if (job.logs_only) {
+    // The world size is the largest rank a line names (or NCCL's or the store's count): which ranks the
+    // logs show is said apart, so a rank no line mentions is not taken for one they report on.
+    const std::vector<int>& seen = job.ranks_in_logs;
+    out += "dsdoctor: from logs: " + (job.world_size > 0 ? "world size " + std::to_string(job.world_size)
+                                                         : std::string("no rank named by the lines' prefixes"));
+    if (!seen.empty() && static_cast<int>(seen.size()) < job.world_size)
+      out +=
+          "; lines from or about " + std::string(seen.size() == 1 ? "rank " : "ranks ") + FormatRanks(seen) + " only";
+    out += (exited ? " (" + std::to_string(exited) + " reported as exited)" : std::string()) + "\n";
+  } else {
     out += "dsdoctor: " + std::to_string(job.world_size) + " ranks (" + std::to_string(running) +
            (job.traces_stopped ? " with no exit status and a silent trace, " : " running, ") + std::to_string(exited) +
            " exited)" +
@@ -24,6 +31,7 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
                                                           : ": the job is hung")
                    : "") +
            "\n";
+  }
   // Never a green built on missing evidence: what is missing is said first.
   if (d.findings.empty())
     out += job.evidence_missing.empty() ? paint("32", "no problems found") + "\n"

@@ -177,6 +177,9 @@ struct JobState {
   // Built from logs alone (`analyze` of log files): the ranks' fate is known only where a log says
   // it (a launcher's exit line); the others are shown as "state unknown", not as running.
   bool logs_only = false;
+  // From logs alone: the ranks a line came from or named. The world size is the largest rank or count a
+  // line gives, so ranks no line shows may be among the world.
+  std::vector<int> ranks_in_logs;
   // The ranks were started by a launcher that ends the others once one fails (mpirun: `run` of an MPI
   // program): those ends are its teardown, not causes (EndedByTeardown, diagnosis/engine.h).
   bool launcher_teardown = false;
