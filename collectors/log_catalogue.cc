@@ -263,7 +263,19 @@ const std::vector<LogPattern> kCatalogue = {
      "firewall, or NCCL_SOCKET_IFNAME picking an interface the peers cannot reach). Run `dsdoctor check` on the nodes "
      "and rerun with NCCL_DEBUG=INFO to see which connection it waits for.",
      NCCL_TROUBLE},
-    {"nccl_warn", R"(NCCL WARN (?P<message>.+))", codes::kNcclError, kErr, kCause, "NCCL WARN {message}",
+    // With NCCL_DEBUG=INFO every level an error passes through prints "file.cc:LINE -> N" (N an
+    // ncclResult_t): the first names where it began.
+    {"nccl_error_chain", R"(NCCL INFO (?P<where>[\w/.-]+\.(?:cc|h|cpp)):\d+ -> (?P<result>[1-7])\b)",
+     codes::kNcclError, kWarn, kCause, "NCCL: a call failed inside NCCL and its error went up the call chain",
+     "Each `file:line -> N` line is one level of NCCL passing error N up: 2 a system error (a socket or the network), "
+     "3 internal, 4 an invalid argument, 5 invalid usage, 6 a remote error (a peer failed). The first such line says "
+     "where it began: misc/socket.cc or bootstrap.cc mean NCCL could not connect (a firewall, or NCCL_SOCKET_IFNAME "
+     "picking an interface the peers cannot reach: `dsdoctor check`), transport/net_ib.cc the InfiniBand network. "
+     "The NCCL WARN lines just before it say more.",
+     NCCL_TROUBLE},
+    // NCCL before 2.4 printed "include/socket.h:344 WARN …" without its name.
+    {"nccl_warn",
+     R"((?:NCCL WARN|(?:^|[ \t])(?:include|misc|transport|graph|bootstrap|proxy|init|enqueue|group|net|collectives)[\w/]*\.(?:h|cc?):\d+ WARN) (?P<message>.+))", codes::kNcclError, kErr, kCause, "NCCL WARN {message}",
      "NCCL reported an error it has no code for: the message names the call and peer; rerun with NCCL_DEBUG=INFO for "
      "the "
      "lines before it, and run `dsdoctor check` for interfaces, ports and versions.",
@@ -413,17 +425,47 @@ const std::vector<LogPattern> kCatalogue = {
      "init_process_group or a new_group/barrier (preprocessing data, downloading, compiling) or had died. Do slow "
      "per-rank-0 work before every rank reaches the collective setup, or raise init_process_group(timeout=...).",
      TORCH_DIST},
-    {"torch_rendezvous_timeout", R"((?:RendezvousTimeoutError|RendezvousClosedError|rendezvous .*timed out))",
-     codes::kRendezvousError, kErr, kCause, "the elastic rendezvous timed out or was closed",
-     "Not all nodes joined the elastic rendezvous in time: check that every node runs torchrun with the same "
-     "--rdzv_id, "
-     "--rdzv_endpoint and --nnodes, and that the endpoint is reachable from every node.",
+    {"torch_rendezvous_timeout",
+     R"((?:RendezvousTimeoutError|RendezvousClosedError|RendezvousConnectionError|rendezvous .*timed out))",
+     codes::kRendezvousError, kErr, kCause,
+     "the elastic rendezvous failed (timed out, was closed, or its store could not be reached)",
+     "Not all nodes joined the elastic rendezvous in time, or this node could not reach its store: check that every "
+     "node runs torchrun with the same --rdzv_id, --rdzv_endpoint (host:port) and --nnodes, that the endpoint's host "
+     "runs its agent first, and that its port is open from every node (`dsdoctor check` tests the ports).",
      TORCH_ELASTIC},
     {"torch_dist_store_error", R"(DistStoreError: (?P<message>.+))", codes::kRendezvousError, kErr, kCause,
      "c10d store error: {message}",
      "The rendezvous store failed: check MASTER_ADDR/MASTER_PORT and that rank 0 is alive and reachable.", TORCH_DIST},
 
     // ---- launchers: torchrun / elastic, DeepSpeed, pdsh/ssh, OpenMPI ----------------------------------
+    {"torch_elastic_death_signal", R"(Received (?P<signo>\d+) death signal, shutting down workers)",
+     codes::kLaunchError, kErr, kCause, "torchrun's agent received signal {signo} and stopped its workers",
+     "Something outside the job signalled torchrun: the scheduler (a time limit or preemption: Slurm sends SIGTERM "
+     "before SIGKILL), scancel or kill, or Kubernetes evicting the pod. `sacct -j JOBID` or `kubectl describe pod` says "
+     "who; checkpoint regularly if the job can be preempted.",
+     TORCH_ELASTIC},
+    // Horovod's stall check (HOROVOD_STALL_CHECK_TIME_SECONDS): the tensors some ranks submitted and
+    // the ranks that never did ("missing ranks"), or the ranks that did ("ready ranks", older releases).
+    {"horovod_stall",
+     R"(One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks(?:.*?\[ready ranks: (?P<ready>\d[\d, ]*)\])?)",
+     codes::kRankMissing, kErr, kCause, "Horovod: tensors some ranks submitted wait for the other ranks (a stall)",
+     "Some ranks never submitted the same tensors: a rank-dependent branch or uneven data makes ranks submit different "
+     "tensors, or some ranks stopped submitting (hung, died, or still busy). The ranks named missing (or absent from "
+     "the ready ranks) are the ones to look at: their stacks or last lines say where they are.",
+     "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},
+    {"horovod_missing_ranks", R"((?P<op>[\w/.-]+) \[missing ranks: (?P<peer_ranks>\d[\d, ]*)\])", codes::kRankMissing,
+     kErr, kCause, "Horovod: a tensor's collective stalled: these ranks never submitted it",
+     "The other ranks wait for these ranks' tensor: look at where they are (their stacks or last lines). A "
+     "rank-dependent branch, uneven data, or a rank that hung or died is the usual cause.",
+     "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},
+    // jax.distributed's barriers before the coordination service's "Id:" wording (jax 0.4).
+    {"jax_barrier_timeout", R"(DEADLINE_EXCEEDED: Barrier timed out\. Barrier_id: (?P<id>[\w.:-]*[\w:-]))",
+     codes::kRankMissing, kErr, kCause, "JAX: barrier {id} timed out: some processes never reached it",
+     "The tasks named after 'Timed out task names' never reached the barrier: they died, hang elsewhere, or are still "
+     "busy (compiling, loading data); their own logs say which. Every process must call the same multihost functions "
+     "in the same order, and jax.distributed.initialize needs the same coordinator_address and num_processes "
+     "everywhere.",
+     "https://jax.readthedocs.io/en/latest/multi_process.html"},
     // A launcher that refused its own command line started no rank at all: without these the log of
     // such a run read as clean.
     {"launcher_bad_option",
@@ -520,8 +562,17 @@ const std::vector<LogPattern> kCatalogue = {
      "use "
      "(data-loader workers, dataset in RAM, CPU offload).",
      "https://slurm.schedmd.com/srun.html"},
+    // Terminated (SIGTERM) is how Slurm ends a step's tasks when the step is cancelled (a time limit,
+    // scancel, a node failure) or after another task failed: the reason is elsewhere.
+    {"slurm_task_terminated",
+     R"(^srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>Terminated|Hangup|Interrupt))",
+     codes::kRankExited, kWarn, kConseq, "Slurm: tasks {tasks} on {host}: {what} (ended by a signal Slurm sent)",
+     "Slurm ended these tasks: the step was cancelled (its time limit, scancel, a failed node) or another task "
+     "failed first. The cancellation line (`CANCELLED AT … DUE TO …`) or the first failing task says why; `sacct -j "
+     "JOBID` shows the job's state and reason.",
+     "https://slurm.schedmd.com/srun.html"},
     {"slurm_task_exit",
-     R"(^srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>Exited with exit code (?P<exit_code>\d+)|Killed|Segmentation fault|Bus error|Aborted))",
+     R"(^srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>Exited with exit code (?P<exit_code>\d+)|Killed|Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction))",
      codes::kRankExited, kErr, kCause, "Slurm: tasks {tasks} on {host}: {what}",
      "srun reports how these tasks ended; the first task to fail (its own output) is the cause, the rest usually "
      "follow it.",

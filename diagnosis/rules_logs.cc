@@ -445,6 +445,12 @@ void Events(Ctx& c) {
   // A mismatch the traces or watchdog reports proved: the ranks' own complaints about it (Gloo's
   // size check aborting a rank) are its echo.
   const bool mismatch_known = c.HasCode(codes::kCollectiveMismatch);
+  // A line that usually follows a failure (srun's "Job step aborted" after a cancellation, a lost
+  // connection after a crash) is a consequence wherever the logs also hold an error of a cause's kind.
+  bool cause_logged = false;
+  for (const LogEvent& e : c.job.events)
+    cause_logged = cause_logged || (e.severity == Severity::kError && !e.consequence && !c.echoes.count(&e) &&
+                                    !IsTimeout(e) && e.code != codes::kRankExited);
   for (const LogEvent& e : c.job.events)
     if (mismatch_known && e.code == codes::kCollectiveMismatch && !c.echoes.count(&e))
       c.echoes[&e] = "the ranks' collectives differ (above)";
@@ -479,7 +485,7 @@ void Events(Ctx& c) {
       subjects.push_back(e.subject_rank);
     } else {
       for (const std::string& r : Split(e.Field("peer_ranks"), ','))
-        if (!r.empty()) subjects.push_back(SafeInt(r));
+        if (std::string_view t = Trim(r); !t.empty()) subjects.push_back(SafeInt(t));  // "1, 2"
     }
     const bool about_peer = !subjects.empty();
     if (subjects.empty() && e.rank >= 0) subjects.push_back(e.rank);
@@ -487,7 +493,7 @@ void Events(Ctx& c) {
       if (subject >= 0 && subject < (1 << 20) && b.rank_set.insert(subject).second) b.ranks.push_back(subject);
     if (about_peer) {
       b.about_peer = true;
-      if (!e.Field("peer_ranks").empty()) b.hosts.insert(peer_host);
+      if (!e.Field("peer_ranks").empty() && !peer_host.empty()) b.hosts.insert(peer_host);
       if (e.rank >= 0 && b.reporter_set.insert(e.rank).second) b.reporters.push_back(e.rank);
     } else if (!e.host.empty()) {
       b.hosts.insert(e.host);
@@ -531,7 +537,7 @@ void Events(Ctx& c) {
       f.summary += " (a consequence: " + b.echo + ")";
     } else if ((f.code == codes::kCommError || b.first->consequence) &&
                (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch) ||
-                c.HasCode(codes::kRankMissing))) {
+                c.HasCode(codes::kRankMissing) || (b.first->consequence && cause_logged))) {
       // Connection errors after a rank died or the ranks diverged are the echo, not the cause.
       f.severity = Severity::kWarning;
       f.summary += " (a consequence of the error above)";

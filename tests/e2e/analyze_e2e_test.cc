@@ -502,6 +502,45 @@ TEST(AnalyzeE2eTest, APastedStackInNcclsCommunicatorSetupIsNamed) {
   EXPECT_NE(f["remedy"].get<std::string>().find("NCCL_SOCKET_IFNAME"), std::string::npos);
 }
 
+TEST(AnalyzeE2eTest, HorovodStalledOpsNameTheMissingRanks) {
+  // Horovod's stall check under mpirun (https://github.com/horovod/horovod/issues/1012): rank 0 reports
+  // the tensors ranks 1 and 3 never submitted.
+  std::string text;
+  for (const char* op : {"HorovodBroadcast_dense_kernel_0", "HorovodBroadcast_conv2d_1_kernel_0"})
+    text += std::string("[1,0]<stderr>:[2019-04-13 13:55:31.858119: W horovod/common/operations.cc:588] ") + op +
+            " [missing ranks: 1, 3]\n";
+  auto a = Analyze({WriteLog("horovod.log", text)});
+  EXPECT_EQ(a.exit_code, 1);
+  const auto* f = FindingOf(a.report, "RANK_MISSING");
+  ASSERT_TRUE(f) << a.report.dump(2);
+  EXPECT_EQ(Ranks(*f), (std::vector<int>{1, 3}));
+  EXPECT_TRUE((*f)["nodes"].empty()) << f->dump(2);  // no node of an empty name
+  EXPECT_NE((*f)["summary"].get<std::string>().find("as rank 0 reports"), std::string::npos) << f->dump(2);
+}
+
+TEST(AnalyzeE2eTest, ASlurmTimeLimitIsTheCauseAndTheTerminatedTasksItsConsequence) {
+  // https://github.com/desihub/desitarget/issues/628: srun's notices and the tasks Slurm terminated follow
+  // the step's cancellation.
+  auto a = Analyze({WriteLog(
+      "timelimit.log",
+      "srun: Force Terminated job 32233190\nsrun: Job step aborted: Waiting up to 32 seconds for job step to "
+      "finish.\nslurmstepd: error: *** STEP 32233190.0 ON nid01934 CANCELLED AT 2020-07-03T02:59:56 DUE TO TIME "
+      "LIMIT ***\nsrun: error: nid01934: tasks 2,4-5,7: Terminated\nsrun: Terminating job step 32233190.0\n")});
+  EXPECT_EQ(a.exit_code, 1);
+  int errors = 0;
+  for (const auto& f : a.report["findings"]) {
+    if (f["severity"] != "error") continue;
+    ++errors;
+    EXPECT_NE(f["summary"].get<std::string>().find("TIME LIMIT"), std::string::npos) << f.dump(2);
+  }
+  EXPECT_EQ(errors, 1) << a.report.dump(2);
+  bool terminated = false;
+  for (const auto& f : a.report["findings"])
+    terminated = terminated || f["summary"].get<std::string>().find("tasks 2,4-5,7 on nid01934: Terminated") !=
+                                   std::string::npos;
+  EXPECT_TRUE(terminated) << a.report.dump(2);
+}
+
 TEST(AnalyzeE2eTest, StoreTimeoutsWhileRankZeroPreprocessesNameRankZero) {
   // torch >= 2.5 store waits (https://github.com/modelscope/ms-swift/issues/4906) on ranks 1-3 while
   // rank 0 tokenises its dataset and prints no error.
