@@ -252,11 +252,17 @@ TEST_P(TorchPlacementTest, HealthyQuietJobWithLoaderWorkersAndOneLoggingRankFini
   else
     EXPECT_NE(calls.find("all_reduce@" + Site("loss.backward()") + " (ddp.bucket)"), std::string::npos) << calls;
   // The wait was seen, and said to be a suspicion only.
-  // On torch 2.x rank 1's wait is in its traced bucket all-reduce, which the warning names.
-  EXPECT_NE(r.out.find(torch() == Torch::k113 ? "warning RANK_MISSING: rank 0 blocked outside any collective"
-                                              : "warning RANK_MISSING: rank 0 never joined all_reduce#7 float32 x676"),
-            std::string::npos)
-      << r.out;
+  // On torch 2.x rank 1's wait is in its traced bucket all-reduce, which the warning names; when its
+  // stack was read before the bucket's record showed in flight (a loaded machine), the warning names
+  // the wait from the stack instead (the bucket's record is checked above either way).
+  if (torch() == Torch::k113)
+    EXPECT_NE(r.out.find("warning RANK_MISSING: rank 0 blocked outside any collective"), std::string::npos) << r.out;
+  else
+    EXPECT_TRUE(r.out.find("warning RANK_MISSING: rank 0 never joined all_reduce#7 float32 x676") !=
+                    std::string::npos ||
+                r.out.find("warning RANK_MISSING: rank 0 blocked outside any collective while rank 1 in all_reduce "
+                           "(DDP gradients)") != std::string::npos)
+        << r.out;
   // The wait the user sat through stays in the record once it cleared: in the final report and in
   // analyze of the run dir, as a warning naming rank 0 and how long it lasted.
   for (int pass = 0; pass < 2; ++pass) {
