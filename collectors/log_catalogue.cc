@@ -62,7 +62,8 @@ const std::vector<LogPattern> kCatalogue = {
      R"(Collective \w+\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:[^()]|\([^()]*\))*\) raised the following async exception: (?P<inner>.+))",
      codes::kNcclError, kErr, kCause, "PyTorch: {op} SeqNum={seq} failed: {inner}",
      "NCCL failed inside the collective: the reason (and the NCCL WARN lines before it) name the cause.", TORCH_DIST},
-    {"torch_watchdog_terminated", R"(NCCL watchdog thread terminated with exception: (?P<inner>.+))", codes::kNcclError,
+    {"torch_watchdog_terminated",
+     R"((?:\[Rank (?P<self_rank>\d+)\] )?NCCL watchdog thread terminated with exception: (?P<inner>.+))", codes::kNcclError,
      kErr, kCause, "PyTorch's NCCL watchdog ended the process: {inner}",
      "The watchdog saw a CUDA error or a timeout on this rank's NCCL stream and took the process down; the inner "
      "message "
@@ -83,6 +84,23 @@ const std::vector<LogPattern> kCatalogue = {
      "give "
      "each job its own port and take WORLD_SIZE from the launcher.",
      NCCL_TROUBLE},
+    // A rank advertised a loopback address: NCCL picked lo (NCCL_SOCKET_IFNAME=lo, or a host name that
+    // resolves to 127.0.1.1), so its peers dial themselves.
+    {"nccl_connect_loopback",
+     R"((?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: Connect to (?P<peer>127\.\d+\.\d+\.\d+|::1)<\d+> failed)",
+     codes::kSocketIfnameInvalid, kErr, kCause, "NCCL dialled a loopback address ({peer}): a rank advertised its lo interface",
+     "NCCL chose the loopback interface for its sockets (NCCL_SOCKET_IFNAME=lo, or the node's host name resolves to "
+     "127.0.1.1 in /etc/hosts), so peers on other nodes cannot reach it: set NCCL_SOCKET_IFNAME to the cluster "
+     "network's interface on every node (`ip -br addr`; `dsdoctor check` shows what NCCL picks under the job's env), "
+     "or fix the host's /etc/hosts entry.",
+     NCCL_ENV},
+    {"nccl_socket_no_address",
+     R"(connecting to address +with family (?P<family>\d+) is neither AF_INET)", codes::kSocketIfnameInvalid, kErr,
+     kCause, "NCCL has no address to connect to: the interface it was told to use has none here",
+     "NCCL_SOCKET_IFNAME names an interface that does not exist on this node or has no IP address (the address is "
+     "empty, its family garbage): list the interfaces with `ip -br addr` and set NCCL_SOCKET_IFNAME to one that exists "
+     "on every node; `dsdoctor check` verifies it under the job's env.",
+     NCCL_ENV},
     {"nccl_connect_failed",
      R"((?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: Connect to (?P<peer>\S+) failed ?: ?(?P<error>.+))",
      codes::kNcclError, kErr, kCause, "NCCL could not connect to {peer}: {error}",
@@ -502,7 +520,10 @@ const std::vector<LogPattern> kCatalogue = {
     {"elastic_failed",
      R"(failed \(exitcode: (?P<exit_code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\) of binary)",
      codes::kRankExited, kErr, kExit, "torchrun: local rank {local_rank} failed with exit code {exit_code}",
-     "torchrun saw this worker fail and stopped the others; the worker's own output says why.", TORCH_ELASTIC},
+     "torchrun saw this worker fail and stopped the others; the worker's own output says why. A negative code is the "
+     "signal that ended it: -9 (SIGKILL) is most often the host's OOM killer (`dmesg | grep -i oom`, or the "
+     "scheduler's memory accounting), -6 an abort (a C++ exception or PyTorch's watchdog), -11 a segmentation fault.",
+     TORCH_ELASTIC},
     {"elastic_closing_signal",
      R"((?:Sending process (?P<pid>\d+) closing signal|Closing process (?P<pid2>\d+) via signal) (?P<signame>SIG\w+))",
      codes::kRankExited, kInfo, kContext, "torchrun stops worker {pid} ({signame}) after another failed", "",
@@ -618,6 +639,18 @@ const std::vector<LogPattern> kCatalogue = {
      "A node's daemon died or became unreachable (node crash, OOM, network cut): check that node's kernel log and the "
      "network between it and the launching node.",
      OMPI_FAQ},
+    // UCX (Open MPI's pml ucx, NCCL's UCX plugin): "rc_iface.c:966  UCX  ERROR failed to create qp: …".
+    {"ucx_create_qp", R"(UCX +ERROR +(?:failed to create qp|ibv_create_qp\w*\(\) failed)(?P<rest>.*))",
+     codes::kCommError, kErr, kCause, "UCX could not create an InfiniBand queue pair{rest}",
+     "The HCA ran out of queue pairs or of locked memory: UCX's RC transport needs a queue pair per peer, too many "
+     "at thousands of ranks. Use a transport that scales (UCX_TLS=dc,self,sm, or ud), raise the locked-memory limit "
+     "(`ulimit -l unlimited` on every node), and compare with the HCA's max_qp (`ibv_devinfo -v`).",
+     "https://openucx.readthedocs.io/en/master/faq.html"},
+    {"ucx_error", R"((?:UCX +(?:ERROR|FATAL) +(?P<message>.+)|pml_ucx\.c:\d+ +Error: (?P<message2>.+)))",
+     codes::kCommError, kErr, kCause, "UCX: {message}{message2}",
+     "UCX (under Open MPI's pml ucx or NCCL's UCX plugin) failed: the message names the transport. UCX_LOG_LEVEL=info "
+     "shows which devices it chose; UCX_TLS and UCX_NET_DEVICES choose others.",
+     "https://openucx.readthedocs.io/en/master/faq.html"},
     {"mpi_tcp_connect", R"(Open MPI failed to TCP connect to a peer MPI process)", codes::kCommError, kErr, kCause,
      "Open MPI's TCP transport could not connect to a peer",
      "btl_tcp picked an interface the peer cannot reach (docker0 172.17.x, virbr, a NAT or down interface): restrict "

@@ -356,13 +356,18 @@ void StoreCulprits(Ctx& c) {
   }
 }
 
-// NCCL 2.14 to 2.18 report a lost connection as ncclInternalError, its "Last error:" the socket's
-// words: the error is the connection loss (a peer died or the network failed), not an internal
-// check (NVIDIA/nccl#1092).
+// NCCL 2.14 to 2.18 report socket failures as ncclInternalError, its "Last error:" the socket's
+// words: the error is the connection loss (a peer died or the network failed) or the socket NCCL
+// could not open, not an internal check (NVIDIA/nccl#1092).
 void InternalErrorsOfALostPeer(Ctx& c) {
+  // The "Last error:" kinds that say what the internal error was: a lost connection, or a socket NCCL
+  // could not open or connect (no address on NCCL_SOCKET_IFNAME, loopback, a refused connect).
+  static const std::set<std::string> kSocketKinds = {"nccl_socket_closed", "nccl_socket_no_address",
+                                                     "nccl_connect_failed", "nccl_connect_loopback",
+                                                     "nccl_no_socket_interface"};
   std::vector<const LogEvent*> closed;
   for (const LogEvent& e : c.job.events)
-    if (e.kind == "nccl_socket_closed") closed.push_back(&e);
+    if (kSocketKinds.count(e.kind)) closed.push_back(&e);
   if (closed.empty()) return;
   for (const LogEvent& e : c.job.events) {
     if (e.kind != "nccl_internal_error" &&
@@ -372,7 +377,7 @@ void InternalErrorsOfALostPeer(Ctx& c) {
     // traceback are a few lines of one report.
     for (const LogEvent* s : closed)
       if (s->file == e.file && s->rank == e.rank && std::abs(s->line - e.line) <= 6) {
-        c.echoes[&e] = "NCCL reports the lost connection beside it as an internal error";
+        c.echoes[&e] = "NCCL reports the socket error beside it as an internal error";
         break;
       }
   }
