@@ -283,7 +283,7 @@ const std::vector<LogPattern> kCatalogue = {
      NCCL_TROUBLE},
     // With NCCL_DEBUG=INFO every level an error passes through prints "file.cc:LINE -> N" (N an
     // ncclResult_t): the first names where it began.
-    {"nccl_error_chain", R"(NCCL INFO (?P<where>[\w/.-]+\.(?:cc|h|cpp)):\d+ -> (?P<result>[1-7])\b)",
+    {"nccl_error_chain", R"((?P<where>\w+\.cc):\d+ -> (?P<result>[1-7])\b)",
      codes::kNcclError, kWarn, kCause, "NCCL: a call failed inside NCCL and its error went up the call chain",
      "Each `file:line -> N` line is one level of NCCL passing error N up: 2 a system error (a socket or the network), "
      "3 internal, 4 an invalid argument, 5 invalid usage, 6 a remote error (a peer failed). The first such line says "
@@ -471,7 +471,7 @@ const std::vector<LogPattern> kCatalogue = {
      "tensors, or some ranks stopped submitting (hung, died, or still busy). The ranks named missing (or absent from "
      "the ready ranks) are the ones to look at: their stacks or last lines say where they are.",
      "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},
-    {"horovod_missing_ranks", R"((?P<op>[\w/.-]+) \[missing ranks: (?P<peer_ranks>\d[\d, ]*)\])", codes::kRankMissing,
+    {"horovod_missing_ranks", R"(\[missing ranks: (?P<peer_ranks>\d[\d, ]*)\])", codes::kRankMissing,
      kErr, kCause, "Horovod: a tensor's collective stalled: these ranks never submitted it",
      "The other ranks wait for these ranks' tensor: look at where they are (their stacks or last lines). A "
      "rank-dependent branch, uneven data, or a rank that hung or died is the usual cause.",
