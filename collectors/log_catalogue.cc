@@ -88,11 +88,12 @@ const std::vector<LogPattern> kCatalogue = {
     // resolves to 127.0.1.1), so its peers dial themselves.
     {"nccl_connect_loopback",
      R"((?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: Connect to (?P<peer>127\.\d+\.\d+\.\d+|::1)<\d+> failed)",
-     codes::kSocketIfnameInvalid, kErr, kCause, "NCCL dialled a loopback address ({peer}): a rank advertised its lo interface",
-     "NCCL chose the loopback interface for its sockets (NCCL_SOCKET_IFNAME=lo, or the node's host name resolves to "
-     "127.0.1.1 in /etc/hosts), so peers on other nodes cannot reach it: set NCCL_SOCKET_IFNAME to the cluster "
-     "network's interface on every node (`ip -br addr`; `dsdoctor check` shows what NCCL picks under the job's env), "
-     "or fix the host's /etc/hosts entry.",
+     codes::kNcclError, kErr, kCause, "NCCL could not connect to a loopback address ({peer})",
+     "On one node, NCCL over lo is fine and a failed connection means the local peer rank died or never started "
+     "(its own first error says why). In a job over several nodes, a rank advertised its loopback interface "
+     "(NCCL_SOCKET_IFNAME=lo, or the node's host name resolving to 127.0.1.1 in /etc/hosts), which peers on other "
+     "nodes cannot reach: set NCCL_SOCKET_IFNAME to the cluster network's interface on every node (`ip -br addr`; "
+     "`dsdoctor check` shows what NCCL picks under the job's env), or fix the host's /etc/hosts entry.",
      NCCL_ENV},
     {"nccl_socket_no_address",
      R"(connecting to address +with family (?P<family>\d+) is neither AF_INET)", codes::kSocketIfnameInvalid, kErr,
@@ -272,9 +273,10 @@ const std::vector<LogPattern> kCatalogue = {
      "Compare the `NCCL version` lines of every rank (`dsdoctor check` does) before reporting a bug.",
      NCCL_TROUBLE},
     // A stack (py-spy dump --native, gdb, eu-stack) pasted into the log, inside NCCL's communicator
-    // setup: a rank hung there waits for peers NCCL's bootstrap cannot reach.
+    // setup: a rank hung there waits for peers NCCL's bootstrap cannot reach. A frame is followed by
+    // "(" (its library or arguments); NCCL's "Init timings - ncclCommInitRankConfig: …" line is not one.
     {"stack_in_nccl_init",
-     R"((?:^|[\s#(]|\bin )(?P<frame>c10d::ProcessGroupNCCL::getNCCLComm|ncclCommInitRank\w*|initTransportsRank|bootstrapInit\w*|ncclCommSplit)\b ?[(<]?)",
+     R"((?:^|[\s#]|\bin )(?P<frame>c10d::ProcessGroupNCCL::getNCCLComm|ncclCommInitRank\w*|initTransportsRank|bootstrapInit\w*|ncclCommSplit) ?\()",
      codes::kNcclError, kWarn, kCause, "a stack is inside NCCL's communicator setup",
      "If the process is hung there, NCCL cannot finish setting up its communicator: a peer rank never reached the same "
      "first collective (its own stack says where it is), or NCCL's bootstrap cannot connect between the nodes (a "
@@ -457,7 +459,7 @@ const std::vector<LogPattern> kCatalogue = {
 
     // ---- launchers: torchrun / elastic, DeepSpeed, pdsh/ssh, OpenMPI ----------------------------------
     {"torch_elastic_death_signal", R"(Received (?P<signo>\d+) death signal, shutting down workers)",
-     codes::kLaunchError, kErr, kCause, "torchrun's agent received signal {signo} and stopped its workers",
+     codes::kLaunchError, kErr, kConseq, "torchrun's agent received signal {signo} and stopped its workers",
      "Something outside the job signalled torchrun: the scheduler (a time limit or preemption: Slurm sends SIGTERM "
      "before SIGKILL), scancel or kill, or Kubernetes evicting the pod. `sacct -j JOBID` or `kubectl describe pod` says "
      "who; checkpoint regularly if the job can be preempted.",
@@ -466,13 +468,16 @@ const std::vector<LogPattern> kCatalogue = {
     // the ranks that never did ("missing ranks"), or the ranks that did ("ready ranks", older releases).
     {"horovod_stall",
      R"(One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks(?:.*?\[ready ranks: (?P<ready>\d[\d, ]*)\])?)",
-     codes::kRankMissing, kErr, kCause, "Horovod: tensors some ranks submitted wait for the other ranks (a stall)",
+     codes::kCollectiveStall, kWarn, kCause,
+     "Horovod: tensors some ranks submitted wait for the other ranks (a stall, reported by this rank)",
      "Some ranks never submitted the same tensors: a rank-dependent branch or uneven data makes ranks submit different "
      "tensors, or some ranks stopped submitting (hung, died, or still busy). The ranks named missing (or absent from "
      "the ready ranks) are the ones to look at: their stacks or last lines say where they are.",
      "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},
+    // Warnings: Horovod warns after HOROVOD_STALL_CHECK_TIME_SECONDS (60 s), and a slow rank (a long
+    // checkpoint on rank 0) may still catch up.
     {"horovod_missing_ranks", R"(\[missing ranks: (?P<peer_ranks>\d[\d, ]*)\])", codes::kRankMissing,
-     kErr, kCause, "Horovod: a tensor's collective stalled: these ranks never submitted it",
+     kWarn, kCause, "Horovod: a tensor's collective stalled: these ranks had not submitted it",
      "The other ranks wait for these ranks' tensor: look at where they are (their stacks or last lines). A "
      "rank-dependent branch, uneven data, or a rank that hung or died is the usual cause.",
      "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},

@@ -273,7 +273,15 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   job.stall_after_s = options.stall_after_s;
   job.hang_after_s = options.hang_after_s;
   const int before = static_cast<int>(job.ranks.size());
-  job.world_size = std::max(job.world_size, std::min(logs.world_size, kMaxRanks));
+  // Ranks a line names in a list (Horovod's and torchfrtrace's missing ranks, NCCL's peers) are members
+  // of the world too.
+  int listed = 0;
+  for (const diagnosis::LogEvent& e : logs.events)
+    for (const char* field : {"peer_ranks", "missing"})
+      for (const std::string& part : Split(e.Field(field), ','))
+        if (std::string_view t = Trim(part); !t.empty())
+          listed = std::max(listed, std::min(SafeInt(t), kMaxRanks - 1) + 1);
+  job.world_size = std::max(job.world_size, std::min(std::max(logs.world_size, listed), kMaxRanks));
   job.ranks.resize(job.world_size);
   for (int r = 0; r < job.world_size; ++r) {
     if (r >= before) {
@@ -286,9 +294,13 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   std::set<int> in_logs;
   for (const auto& [r, facts] : logs.ranks)
     if (r >= 0 && r < job.world_size) in_logs.insert(r);
-  for (const diagnosis::LogEvent& e : logs.events)
+  for (const diagnosis::LogEvent& e : logs.events) {
     for (int r : {e.rank, e.subject_rank})
       if (r >= 0 && r < job.world_size) in_logs.insert(r);
+    for (const char* field : {"peer_ranks", "missing"})
+      for (const std::string& part : Split(e.Field(field), ','))
+        if (std::string_view t = Trim(part); !t.empty() && SafeInt(t) < job.world_size) in_logs.insert(SafeInt(t));
+  }
   job.ranks_in_logs.assign(in_logs.begin(), in_logs.end());
   MergeLogs(std::move(logs), &job, warnings);
   ApplyExitEvents(&job);

@@ -78,6 +78,7 @@ Diagnosis Diagnose(const JobState& job) {
   FlightRecorderAnalysis(c);
   WatchdogCulprits(c);
   DumpSignals(c);
+  HorovodStalls(c);
   StoreCulprits(c);
   InternalErrorsOfALostPeer(c);
   FirstFailure(c);

@@ -17,8 +17,9 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
     // The world size is the largest rank a line names (or NCCL's or the store's count): which ranks the
     // logs show is said apart, so a rank no line mentions is not taken for one they report on.
     const std::vector<int>& seen = job.ranks_in_logs;
-    out += "dsdoctor: from logs: " + (job.world_size > 0 ? "world size " + std::to_string(job.world_size)
-                                                         : std::string("no rank named by the lines' prefixes"));
+    // A lower bound: the largest rank a line names, or a count a line gives.
+    out += "dsdoctor: from logs: " + (job.world_size > 0 ? "at least " + std::to_string(job.world_size) + " ranks"
+                                                         : std::string("no rank named by the lines"));
     if (!seen.empty() && static_cast<int>(seen.size()) < job.world_size)
       out +=
           "; lines from or about " + std::string(seen.size() == 1 ? "rank " : "ranks ") + FormatRanks(seen) + " only";

@@ -114,7 +114,8 @@ void Stragglers(Ctx& c);
 void Watchdogs(Ctx& c);
 void FlightRecorderAnalysis(Ctx& c);  // torchfrtrace's "Not all ranks joining collective" blocks
 void WatchdogCulprits(Ctx& c);
-void DumpSignals(Ctx& c);                // ranks with nothing in flight when another's watchdog timed out
+void HorovodStalls(Ctx& c);  // Horovod's stall check: the missing ranks, or the complement of the ready ones
+void DumpSignals(Ctx& c);    // ranks with nothing in flight when another's watchdog timed out
 void InternalErrorsOfALostPeer(Ctx& c);  // ncclInternalError whose "Last error" is a closed socket
 void StoreCulprits(Ctx& c);
 void FirstFailure(Ctx& c);

@@ -1,6 +1,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -210,9 +211,12 @@ void FlightRecorderAnalysis(Ctx& c) {
                blocks.back().head->file == e.file) {
       Block& b = blocks.back();
       std::string& slot = e.kind == "fr_collective" ? b.op : b.missing;
-      if (!slot.empty()) continue;  // a line of another block the header of which was cut off
-      slot = e.Field(e.kind == "fr_collective" ? "op" : "missing");
-      b.lines.push_back(&e);
+      if (slot.empty()) {
+        slot = e.Field(e.kind == "fr_collective" ? "op" : "missing");
+        b.lines.push_back(&e);
+      } else if (e.kind == "fr_missing_ranks") {
+        blocks.push_back({&e, "", "", e.Field("missing"), {&e}});  // a block whose header was cut off
+      }
     } else if (e.kind == "fr_missing_ranks") {
       blocks.push_back({&e, "", "", e.Field("missing"), {&e}});  // its header was not pasted
     }
@@ -246,7 +250,8 @@ void FlightRecorderAnalysis(Ctx& c) {
         c.quoted.insert(e);
       }
     f.remedy = "The other ranks' calls are the consequence; look at where " + RankWord(missing) +
-               " were instead (their stacks: `py-spy dump`, or their last log lines). Common causes: a rank-dependent "
+               (missing.size() == 1 ? " was" : " were") +
+               " instead (their stacks: `py-spy dump`, or their last log lines). Common causes: a rank-dependent "
                "branch that skips the collective, work only some ranks do (saving, evaluation, logging), or uneven "
                "data. Raising the timeout does not help.";
     f.proof = proof::kLog;
@@ -256,19 +261,63 @@ void FlightRecorderAnalysis(Ctx& c) {
   // Lines of a block without its "missing ranks" (a cut paste) stay for Events() to report as they are.
 }
 
+// ---- Horovod's stall check -------------------------------------------------------------------------
+
+void HorovodStalls(Ctx& c) {
+  bool missing_named = false;
+  std::vector<const LogEvent*> headers;
+  for (const LogEvent& e : c.job.events) {
+    if (e.kind == "horovod_missing_ranks") missing_named = true;
+    if (e.kind == "horovod_stall") headers.push_back(&e);
+  }
+  if (headers.empty()) return;
+  if (missing_named) {  // the "[missing ranks: …]" lines name them: the header would name its printer
+    for (const LogEvent* h : headers) c.quoted.insert(h);
+    return;
+  }
+  // Older releases list the ranks that did submit ("[ready ranks: 0, 2]"): the others had not.
+  std::set<int> ready;
+  for (const LogEvent* h : headers)
+    for (int r : RankList(h->Field("ready"))) ready.insert(r);
+  if (ready.empty() || c.job.world_size <= 0) return;  // Events() reports the stall as printed
+  std::vector<int> missing;
+  for (int r = 0; r < c.job.world_size; ++r)
+    if (!ready.count(r)) missing.push_back(r);
+  if (missing.empty()) return;
+  Finding f;
+  f.code = codes::kRankMissing;
+  f.severity = Severity::kWarning;  // Horovod warns after 60 s; a slow rank may still catch up
+  f.ranks = missing;
+  f.summary = RankWord(missing) + " had not submitted tensors " +
+              RankWord(std::vector<int>(ready.begin(), ready.end())) +
+              " submitted and wait with (Horovod's stall check; the world is the ranks the logs show)";
+  for (size_t i = 0; i < headers.size() && i < 3; ++i) f.evidence.push_back(EventEvidence(*headers[i]));
+  f.remedy = headers.front()->remedy;
+  f.proof = proof::kLog;
+  for (const LogEvent* h : headers) c.quoted.insert(h);
+  c.Add(std::move(f), false);
+}
+
 // ---- the watchdog's dump signal: which ranks had nothing in flight ------------------------------
 
 void DumpSignals(Ctx& c) {
   struct Counters {
     const LogEvent* e = nullptr;
-    bool idle = true;  // every report of the rank: last enqueued work == last completed
+    bool idle = true;        // every report of the rank: last enqueued work == last completed
+    int64_t completed = -1;  // its last completed work (the largest reported)
   };
   std::map<int, Counters> by_rank;
   std::set<int> origins;  // ranks whose watchdog timed out
   std::vector<const LogEvent*> reports;
+  // The lowest work still in flight anywhere: a timed-out SeqNum, or a busy rank's last completed + 1.
+  // A rank with nothing in flight that completed it or later did issue it (a send of a pipeline, a
+  // rank ahead on another group): it is no culprit.
+  int64_t lowest_in_flight = INT64_MAX;
   for (const LogEvent& e : c.job.events) {
     if (e.kind == "torch_watchdog" || e.kind == "torch_blocking_wait_timeout") {
       if (e.rank >= 0) origins.insert(e.rank);
+      if (!e.Field("seq").empty())
+        lowest_in_flight = std::min<int64_t>(lowest_in_flight, std::atoll(e.Field("seq").c_str()));
       continue;
     }
     if (e.kind != "torch_dump_signal" || e.rank < 0) continue;
@@ -278,11 +327,21 @@ void DumpSignals(Ctx& c) {
     if (!k.e) k.e = &e;
     const std::string enq = e.Field("enqueued"), done = e.Field("completed");
     // Without its counters nothing is known of the rank's work.
-    if (enq.empty() || done.empty() || std::atoll(enq.c_str()) > std::atoll(done.c_str())) k.idle = false;
+    if (enq.empty() || done.empty()) {
+      k.idle = false;
+      continue;
+    }
+    const int64_t enqueued = std::atoll(enq.c_str()), completed = std::atoll(done.c_str());
+    k.completed = std::max(k.completed, completed);
+    if (enqueued > completed) {
+      k.idle = false;
+      lowest_in_flight = std::min(lowest_in_flight, completed + 1);
+    }
   }
   std::vector<int> idle, busy;
   for (auto& [rank, k] : by_rank) {
     if (origins.count(rank) || c.explained.count(rank)) continue;
+    if (k.idle && k.completed >= lowest_in_flight) continue;  // it got past the work the others wait in
     (k.idle ? idle : busy).push_back(rank);
   }
   if (idle.empty()) return;  // Events() reports the timeout as the ranks print it
@@ -301,7 +360,8 @@ void DumpSignals(Ctx& c) {
   }
   if (!busy.empty()) f.evidence.push_back(RankWord(busy) + " had work in flight: waiting in the collective");
   f.remedy = "The timeout on " + RankWord(origin) + " is the consequence; look at where " + RankWord(idle) +
-             " was instead (its stack: `py-spy dump`, or its last log lines). Common causes: work only some ranks do "
+             (idle.size() == 1 ? " was" : " were") +
+             " instead (its stack: `py-spy dump`, or its last log lines). Common causes: work only some ranks do "
              "(saving, evaluation, logging), a rank-dependent branch that skips a collective, or uneven data. A rank "
              "stuck inside the call before NCCL took it (setting up a new communicator) shows the same counters: its "
              "stack tells the two apart.";
@@ -452,10 +512,18 @@ void Events(Ctx& c) {
   const bool mismatch_known = c.HasCode(codes::kCollectiveMismatch);
   // A line that usually follows a failure (srun's "Job step aborted" after a cancellation, a lost
   // connection after a crash) is a consequence wherever the logs also hold an error of a cause's kind.
-  bool cause_logged = false;
+  // Only a cause logged before it, a few lines after it (srun's notices reach the log before
+  // slurmstepd's cancellation line), or where the logs cannot say which came first explains it.
+  std::vector<const LogEvent*> causes;
   for (const LogEvent& e : c.job.events)
-    cause_logged = cause_logged || (e.severity == Severity::kError && !e.consequence && !c.echoes.count(&e) &&
-                                    !IsTimeout(e) && e.code != codes::kRankExited);
+    if (e.severity == Severity::kError && !e.consequence && !c.echoes.count(&e) && !IsTimeout(e) &&
+        e.code != codes::kRankExited)
+      causes.push_back(&e);
+  const auto caused = [&](const LogEvent& e) {
+    return std::any_of(causes.begin(), causes.end(), [&](const LogEvent* cause) {
+      return !Ordered(*cause, e) || Before(*cause, e) || (cause->file == e.file && cause->line - e.line <= 20);
+    });
+  };
   for (const LogEvent& e : c.job.events)
     if (mismatch_known && e.code == codes::kCollectiveMismatch && !c.echoes.count(&e))
       c.echoes[&e] = "the ranks' collectives differ (above)";
@@ -542,7 +610,8 @@ void Events(Ctx& c) {
       f.summary += " (a consequence: " + b.echo + ")";
     } else if ((f.code == codes::kCommError || b.first->consequence) &&
                (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch) ||
-                c.HasCode(codes::kRankMissing) || (b.first->consequence && cause_logged))) {
+                c.HasCode(codes::kRankMissing) ||
+                (b.first->consequence && f.severity == Severity::kError && caused(*b.first)))) {
       // Connection errors after a rank died or the ranks diverged are the echo, not the cause.
       f.severity = Severity::kWarning;
       f.summary += " (a consequence of the error above)";

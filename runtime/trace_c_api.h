@@ -49,11 +49,11 @@ void dsd_trace_set_step(uint64_t step);
 // Header flag bits (kTraceFlag*): 1 finished cleanly.
 void dsd_trace_set_flags(uint32_t bits);
 void dsd_trace_set_error(const char* error);
-// Why the last dsd_trace_open failed ("" when it did not).
 // The producer promises that from now on it calls the functions above one at a time, from one
 // thread or with its own ordering (MPI below MPI_THREAD_MULTIPLE): they then skip their lock. Call it
 // after dsd_trace_open; 0 takes the promise back. The heartbeat thread needs no lock either way.
 void dsd_trace_set_one_caller(int yes);
+// Why the last dsd_trace_open failed ("" when it did not).
 const char* dsd_trace_error(void);
 
 #ifdef __cplusplus
