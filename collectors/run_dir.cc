@@ -274,14 +274,13 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
   job.hang_after_s = options.hang_after_s;
   const int before = static_cast<int>(job.ranks.size());
   // Ranks a line names in a list (Horovod's and torchfrtrace's missing ranks, NCCL's peers) are members
-  // of the world too.
-  int listed = 0;
+  // of the world too, and ranks the logs are about.
+  std::set<int> listed;
   for (const diagnosis::LogEvent& e : logs.events)
     for (const char* field : {"peer_ranks", "missing"})
-      for (const std::string& part : Split(e.Field(field), ','))
-        if (std::string_view t = Trim(part); !t.empty())
-          listed = std::max(listed, std::min(SafeInt(t), kMaxRanks - 1) + 1);
-  job.world_size = std::max(job.world_size, std::min(std::max(logs.world_size, listed), kMaxRanks));
+      for (int r : e.RankList(field)) listed.insert(r);
+  const int listed_size = listed.empty() ? 0 : std::min(*listed.rbegin(), kMaxRanks - 1) + 1;
+  job.world_size = std::max(job.world_size, std::min(std::max(logs.world_size, listed_size), kMaxRanks));
   job.ranks.resize(job.world_size);
   for (int r = 0; r < job.world_size; ++r) {
     if (r >= before) {
@@ -292,16 +291,11 @@ Result<diagnosis::JobState> LoadLogs(const std::vector<std::string>& paths, cons
       job.ranks[r].node = it->second.host;
   }
   std::set<int> in_logs;
-  for (const auto& [r, facts] : logs.ranks)
-    if (r >= 0 && r < job.world_size) in_logs.insert(r);
-  for (const diagnosis::LogEvent& e : logs.events) {
-    for (int r : {e.rank, e.subject_rank})
-      if (r >= 0 && r < job.world_size) in_logs.insert(r);
-    for (const char* field : {"peer_ranks", "missing"})
-      for (const std::string& part : Split(e.Field(field), ','))
-        if (std::string_view t = Trim(part); !t.empty() && SafeInt(t) < job.world_size) in_logs.insert(SafeInt(t));
-  }
-  job.ranks_in_logs.assign(in_logs.begin(), in_logs.end());
+  for (const auto& [r, facts] : logs.ranks) in_logs.insert(r);
+  for (const diagnosis::LogEvent& e : logs.events) in_logs.insert({e.rank, e.subject_rank});
+  in_logs.insert(listed.begin(), listed.end());
+  for (int r : in_logs)
+    if (r >= 0 && r < job.world_size) job.ranks_in_logs.push_back(r);
   MergeLogs(std::move(logs), &job, warnings);
   ApplyExitEvents(&job);
   if (fr_job) JoinFlightRecorder(&job);

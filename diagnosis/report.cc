@@ -14,10 +14,10 @@ std::string RenderRunText(const JobState& job, const Diagnosis& d, bool color) {
     (r.status == RankStatus::kRunning ? running : exited) += r.status != RankStatus::kNotStarted;
   (void)running;
   if (job.logs_only) {
-    // The world size is the largest rank a line names (or NCCL's or the store's count): which ranks the
-    // logs show is said apart, so a rank no line mentions is not taken for one they report on.
+    // The world size is a lower bound (the largest rank a line names, or NCCL's or the store's count);
+    // which ranks the logs show is said apart, so a rank no line mentions is not taken for one they
+    // report on.
     const std::vector<int>& seen = job.ranks_in_logs;
-    // A lower bound: the largest rank a line names, or a count a line gives.
     out += "dsdoctor: from logs: " + (job.world_size > 0 ? "at least " + std::to_string(job.world_size) + " ranks"
                                                          : std::string("no rank named by the lines"));
     if (!seen.empty() && static_cast<int>(seen.size()) < job.world_size)

@@ -184,41 +184,34 @@ void WatchdogCulprits(Ctx& c) {
 
 // ---- torchfrtrace's report: the ranks that never joined a collective -----------------------------
 
-namespace {
-std::vector<int> RankList(const std::string& text) {  // "3, 4, 5" → {3, 4, 5}
-  std::vector<int> ranks;
-  for (const std::string& part : Split(text, ','))
-    if (std::string_view t = Trim(part); !t.empty()) ranks.push_back(SafeInt(t));
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  return ranks;
-}
-}  // namespace
-
 void FlightRecorderAnalysis(Ctx& c) {
   // A block: the header line, then (in the newer layout) its "collective:" and "missing ranks:" lines.
   struct Block {
     const LogEvent* head;
-    std::string seq, op, missing;
+    std::string seq, op;
+    const LogEvent* missing;  // the line whose "missing" field lists the ranks (the header's own, or null)
     std::vector<const LogEvent*> lines;
   };
+  const auto lists = [](const LogEvent& e) { return e.Field("missing").empty() ? nullptr : &e; };
   std::vector<Block> blocks;
   for (const LogEvent& e : c.job.events) {
     if (e.kind == "fr_not_all_ranks") {
       std::string seq = e.Field("seq").empty() ? e.Field("seq2") : e.Field("seq");
-      blocks.push_back({&e, seq, e.Field("op"), e.Field("missing"), {&e}});
+      blocks.push_back({&e, seq, e.Field("op"), lists(e), {&e}});
     } else if ((e.kind == "fr_missing_ranks" || e.kind == "fr_collective") && !blocks.empty() &&
                blocks.back().head->file == e.file) {
       Block& b = blocks.back();
-      std::string& slot = e.kind == "fr_collective" ? b.op : b.missing;
-      if (slot.empty()) {
-        slot = e.Field(e.kind == "fr_collective" ? "op" : "missing");
+      if (e.kind == "fr_collective" && b.op.empty()) {
+        b.op = e.Field("op");
+        b.lines.push_back(&e);
+      } else if (e.kind == "fr_missing_ranks" && !b.missing) {
+        b.missing = &e;
         b.lines.push_back(&e);
       } else if (e.kind == "fr_missing_ranks") {
-        blocks.push_back({&e, "", "", e.Field("missing"), {&e}});  // a block whose header was cut off
+        blocks.push_back({&e, "", "", &e, {&e}});  // a block whose header was cut off
       }
     } else if (e.kind == "fr_missing_ranks") {
-      blocks.push_back({&e, "", "", e.Field("missing"), {&e}});  // its header was not pasted
+      blocks.push_back({&e, "", "", &e, {&e}});  // its header was not pasted
     }
   }
   // The analyzer prints a block per collective the missing ranks skipped (and again on every
@@ -226,7 +219,8 @@ void FlightRecorderAnalysis(Ctx& c) {
   std::map<std::vector<int>, std::vector<const Block*>> by_missing;
   std::vector<std::vector<int>> order;
   for (const Block& b : blocks) {
-    std::vector<int> ranks = RankList(b.missing);
+    if (!b.missing) continue;
+    std::vector<int> ranks = b.missing->RankList("missing");
     if (ranks.empty()) continue;
     auto& list = by_missing[ranks];
     if (list.empty()) order.push_back(ranks);
@@ -278,7 +272,7 @@ void HorovodStalls(Ctx& c) {
   // Older releases list the ranks that did submit ("[ready ranks: 0, 2]"): the others had not.
   std::set<int> ready;
   for (const LogEvent* h : headers)
-    for (int r : RankList(h->Field("ready"))) ready.insert(r);
+    for (int r : h->RankList("ready")) ready.insert(r);
   if (ready.empty() || c.job.world_size <= 0) return;  // Events() reports the stall as printed
   std::vector<int> missing;
   for (int r = 0; r < c.job.world_size; ++r)
@@ -557,8 +551,7 @@ void Events(Ctx& c) {
     if (e.subject_rank >= 0) {
       subjects.push_back(e.subject_rank);
     } else {
-      for (const std::string& r : Split(e.Field("peer_ranks"), ','))
-        if (std::string_view t = Trim(r); !t.empty()) subjects.push_back(SafeInt(t));  // "1, 2"
+      subjects = e.RankList("peer_ranks");
     }
     const bool about_peer = !subjects.empty();
     if (subjects.empty() && e.rank >= 0) subjects.push_back(e.rank);

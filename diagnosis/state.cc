@@ -290,6 +290,15 @@ nlohmann::json ToJson(const LogEvent& e) {
   return j;
 }
 
+std::vector<int> LogEvent::RankList(const char* name) const {
+  std::vector<int> ranks;
+  for (const std::string& part : Split(Field(name), ','))
+    if (std::string_view t = Trim(part); !t.empty()) ranks.push_back(SafeInt(t));
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
 std::string LogEvent::Where() const {
   if (!file.empty()) return file + ":" + std::to_string(line);
   return (rank >= 0 ? "rank " + std::to_string(rank) + " " : std::string()) + "log line " + std::to_string(line);

@@ -97,6 +97,9 @@ struct LogEvent {
     auto it = fields.find(name);
     return it == fields.end() ? "" : it->second;
   }
+  // The ranks a field lists ("1, 3" or "1,3": Horovod's and torchfrtrace's missing ranks, the peers
+  // a line names), sorted, each once.
+  std::vector<int> RankList(const char* name) const;
   // "job.log:123" (or "rank 3 log line 123" when the file is not known).
   std::string Where() const;
 };
