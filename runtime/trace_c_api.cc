@@ -27,20 +27,10 @@ std::atomic<bool> g_one_caller{false};
 
 // g_mu for the entry points that touch the writer, unless the producer said it calls one at a time
 // (an uncontended lock and unlock were a fifth of a traced MPI call's cost).
-class WriterLock {
- public:
-  WriterLock() : locked_(!g_one_caller.load(std::memory_order_relaxed)) {
-    if (locked_) g_mu->lock();
-  }
-  ~WriterLock() {
-    if (locked_) g_mu->unlock();
-  }
-  WriterLock(const WriterLock&) = delete;
-  WriterLock& operator=(const WriterLock&) = delete;
-
- private:
-  const bool locked_;
-};
+std::unique_lock<std::mutex> LockWriter() {
+  return g_one_caller.load(std::memory_order_relaxed) ? std::unique_lock<std::mutex>()
+                                                      : std::unique_lock<std::mutex>(*g_mu);
+}
 
 void HeartbeatLoop(TraceWriter* w) {
   while (!g_forked.load(std::memory_order_relaxed)) {
@@ -74,7 +64,7 @@ TraceWriter* Writer() { return g_forked.load(std::memory_order_relaxed) ? nullpt
 // most `capacity` behind the newest.
 uint64_t FastHandleToPlus1(int handle) {
   if (handle <= 0 || g_forked.load(std::memory_order_relaxed)) return 0;
-  WriterLock lock;
+  auto lock = LockWriter();
   if (!g_writer) return 0;
   uint64_t newest = g_writer->next_index();
   if (newest == 0) return 0;
@@ -118,7 +108,7 @@ int dsd_trace_open(const char* path, int rank, int world_size, int local_rank, c
 uint64_t dsd_trace_begin(int op, int dtype, int reduce_op, uint64_t seq, uint64_t count, uint64_t bytes, int peer,
                          uint32_t comm, const char* callsite) {
   if (g_forked.load(std::memory_order_relaxed)) return 0;
-  WriterLock lock;
+  auto lock = LockWriter();
   TraceWriter* w = Writer();
   if (!w) return 0;
   dsd::runtime::OpInfo info;
@@ -155,7 +145,7 @@ void dsd_trace_end_fast(int handle, const char* error) {
 void dsd_trace_end(uint64_t handle, int ok, const char* error) {
   if (handle == 0) return;
   if (g_forked.load(std::memory_order_relaxed)) return;
-  WriterLock lock;
+  auto lock = LockWriter();
   TraceWriter* w = Writer();
   if (!w) return;
   if (ok)
@@ -166,13 +156,13 @@ void dsd_trace_end(uint64_t handle, int ok, const char* error) {
 
 void dsd_trace_set_waited(uint64_t handle, int waited) {
   if (handle == 0 || g_forked.load(std::memory_order_relaxed)) return;
-  WriterLock lock;
+  auto lock = LockWriter();
   if (TraceWriter* w = Writer()) w->SetWaited(handle - 1, waited != 0);
 }
 
 void dsd_trace_withdraw(uint64_t handle) {
   if (handle == 0 || g_forked.load(std::memory_order_relaxed)) return;
-  WriterLock lock;
+  auto lock = LockWriter();
   if (TraceWriter* w = Writer()) w->Withdraw(handle - 1);
 }
 
@@ -180,25 +170,25 @@ void dsd_trace_withdraw_fast(int handle) { dsd_trace_withdraw(FastHandleToPlus1(
 
 void dsd_trace_set_phase(int phase) {
   if (g_forked.load(std::memory_order_relaxed)) return;
-  WriterLock lock;
+  auto lock = LockWriter();
   if (TraceWriter* w = Writer()) w->SetPhase(static_cast<dsd::runtime::Phase>(phase));
 }
 
 void dsd_trace_set_step(uint64_t step) {
   if (g_forked.load(std::memory_order_relaxed)) return;
-  WriterLock lock;
+  auto lock = LockWriter();
   if (TraceWriter* w = Writer()) w->SetStep(step);
 }
 
 void dsd_trace_set_flags(uint32_t bits) {
   if (g_forked.load(std::memory_order_relaxed)) return;
-  WriterLock lock;
+  auto lock = LockWriter();
   if (TraceWriter* w = Writer()) w->SetFlags(bits);
 }
 
 void dsd_trace_set_error(const char* error) {
   if (g_forked.load(std::memory_order_relaxed)) return;
-  WriterLock lock;
+  auto lock = LockWriter();
   if (TraceWriter* w = Writer()) w->SetLastError(error ? error : "");
 }
 

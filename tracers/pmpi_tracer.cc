@@ -105,7 +105,7 @@ class Tracer {
 
   // Records a call as begun; returns its handle (0: not traced).
   uint64_t Begin(const char* name, MPI_Comm comm, const Call& call, bool async, const void* caller) {
-    Guard lock(this);
+    auto lock = Lock();
     Comm& c = CommOf(comm);
     uint64_t seq;
     int peer = call.root < 0 ? -1 : WorldRank(c, call.root);  // MPI_ROOT, MPI_PROC_NULL: -1
@@ -139,7 +139,7 @@ class Tracer {
       dsd_trace_end(handle, 1, nullptr);
       return;
     }
-    Guard lock(this);
+    auto lock = Lock();
     auto [it, fresh] = requests_.try_emplace(request, handle);
     // A handle MPI reused: the call it stood for completed where we did not see it (a wait we do
     // not wrap), so it ends here rather than staying in flight for good.
@@ -150,14 +150,14 @@ class Tracer {
   }
   uint64_t Lookup(MPI_Request request) {
     if (request == MPI_REQUEST_NULL) return 0;
-    Guard lock(this);
+    auto lock = Lock();
     auto it = requests_.find(request);
     return it == requests_.end() ? 0 : it->second;
   }
   // Forgets `request` if it still stands for `handle`: another thread may have been given the same
   // handle value for a new call since MPI freed it (MPI_THREAD_MULTIPLE).
   void Forget(MPI_Request request, uint64_t handle) {
-    Guard lock(this);
+    auto lock = Lock();
     auto it = requests_.find(request);
     if (it != requests_.end() && it->second == handle) requests_.erase(it);
   }
@@ -165,14 +165,14 @@ class Tracer {
   // Communicators made by the program: registered at creation, so every member numbers them alike.
   void Made(MPI_Comm comm) {
     if (!on_ || comm == MPI_COMM_NULL) return;
-    Guard lock(this);
+    auto lock = Lock();
     comms_.erase(comm);  // a handle value freed where we did not see it (MPI_Comm_disconnect)
     last_comm_ = nullptr;
     CommOf(comm, /*made=*/true);
   }
   void Freed(MPI_Comm comm) {
     if (!on_) return;
-    Guard lock(this);
+    auto lock = Lock();
     comms_.erase(comm);
     last_comm_ = nullptr;
   }
@@ -330,21 +330,10 @@ class Tracer {
     }
   };
 
-  // Holds mu_ only when the program may call MPI from several threads at once.
-  class Guard {
-   public:
-    explicit Guard(Tracer* t) : mu_(t->multiple_ ? &t->mu_ : nullptr) {
-      if (mu_) mu_->lock();
-    }
-    ~Guard() {
-      if (mu_) mu_->unlock();
-    }
-    Guard(const Guard&) = delete;
-    Guard& operator=(const Guard&) = delete;
-
-   private:
-    std::mutex* mu_;
-  };
+  // mu_, held only when the program may call MPI from several threads at once.
+  std::unique_lock<std::mutex> Lock() {
+    return multiple_ ? std::unique_lock<std::mutex>(mu_) : std::unique_lock<std::mutex>();
+  }
 
   bool on_ = false;  // set once at MPI_Init, before the program's threads use MPI
   // Whether MPI_Init granted MPI_THREAD_MULTIPLE; set once there, like on_ (true until then: safe).
