@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 namespace dsd::collectors {
 namespace {
@@ -63,8 +64,8 @@ const std::vector<LogPattern> kCatalogue = {
      codes::kNcclError, kErr, kCause, "PyTorch: {op} SeqNum={seq} failed: {inner}",
      "NCCL failed inside the collective: the reason (and the NCCL WARN lines before it) name the cause.", TORCH_DIST},
     {"torch_watchdog_terminated",
-     R"((?:\[Rank (?P<self_rank>\d+)\] )?NCCL watchdog thread terminated with exception: (?P<inner>.+))", codes::kNcclError,
-     kErr, kCause, "PyTorch's NCCL watchdog ended the process: {inner}",
+     R"((?:\[Rank (?P<self_rank>\d+)\] )?NCCL watchdog thread terminated with exception: (?P<inner>.+))",
+     codes::kNcclError, kErr, kCause, "PyTorch's NCCL watchdog ended the process: {inner}",
      "The watchdog saw a CUDA error or a timeout on this rank's NCCL stream and took the process down; the inner "
      "message "
      "is the cause.",
@@ -95,9 +96,9 @@ const std::vector<LogPattern> kCatalogue = {
      "nodes cannot reach: set NCCL_SOCKET_IFNAME to the cluster network's interface on every node (`ip -br addr`; "
      "`dsdoctor check` shows what NCCL picks under the job's env), or fix the host's /etc/hosts entry.",
      NCCL_ENV},
-    {"nccl_socket_no_address",
-     R"(connecting to address +with family (?P<family>\d+) is neither AF_INET)", codes::kSocketIfnameInvalid, kErr,
-     kCause, "NCCL has no address to connect to: the interface it was told to use has none here",
+    {"nccl_socket_no_address", R"(connecting to address +with family (?P<family>\d+) is neither AF_INET)",
+     codes::kSocketIfnameInvalid, kErr, kCause,
+     "NCCL has no address to connect to: the interface it was told to use has none here",
      "NCCL_SOCKET_IFNAME names an interface that does not exist on this node or has no IP address (the address is "
      "empty, its family garbage): list the interfaces with `ip -br addr` and set NCCL_SOCKET_IFNAME to one that exists "
      "on every node; `dsdoctor check` verifies it under the job's env.",
@@ -182,6 +183,15 @@ const std::vector<LogPattern> kCatalogue = {
      "the "
      "same on every node; on IB check NCCL_IB_HCA names active ports.",
      NCCL_ENV},
+    // NCCL's ibverbs wrapper: "misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with error Cannot
+    // allocate memory" (the calls with entries of their own are matched above).
+    {"nccl_ibv_call_failed", R"(Call to (?P<call>ibv_\w+) failed(?: with error (?P<error>.+))?)", codes::kNcclError,
+     kErr, kCause, "NCCL: the InfiniBand/RoCE call {call} failed: {error}",
+     "An ibverbs call failed inside NCCL. 'Cannot allocate memory' (ENOMEM) is the locked-memory limit: `ulimit -l` "
+     "must be unlimited on every node (containers: --ulimit memlock=-1; Slurm: PropagateResourceLimits or the "
+     "slurmd's own limit), or the HCA ran out of queues (other jobs on it; fewer NCCL_IB_QPS_PER_CONNECTION). Other "
+     "errors: check the device and port with `ibv_devinfo` and the names NCCL_IB_HCA gives.",
+     NCCL_TROUBLE},
     {"nccl_ib_no_device", R"(NET/IB ?: ?No device found)", codes::kNcclError, kInfo, kContext,
      "NCCL found no InfiniBand device", "", NCCL_ENV},
 
@@ -285,17 +295,26 @@ const std::vector<LogPattern> kCatalogue = {
      NCCL_TROUBLE},
     // With NCCL_DEBUG=INFO every level an error passes through prints "file.cc:LINE -> N" (N an
     // ncclResult_t): the first names where it began.
-    {"nccl_error_chain", R"((?P<where>\w+\.cc):\d+ -> (?P<result>[1-7])\b)",
-     codes::kNcclError, kWarn, kCause, "NCCL: a call failed inside NCCL and its error went up the call chain",
+    {"nccl_error_chain", R"((?P<where>\w+\.cc):\d+ -> (?P<result>[1-7])\b)", codes::kNcclError, kWarn, kCause,
+     "NCCL: a call failed inside NCCL and its error went up the call chain",
      "Each `file:line -> N` line is one level of NCCL passing error N up: 2 a system error (a socket or the network), "
      "3 internal, 4 an invalid argument, 5 invalid usage, 6 a remote error (a peer failed). The first such line says "
      "where it began: misc/socket.cc or bootstrap.cc mean NCCL could not connect (a firewall, or NCCL_SOCKET_IFNAME "
      "picking an interface the peers cannot reach: `dsdoctor check`), transport/net_ib.cc the InfiniBand network. "
      "The NCCL WARN lines just before it say more.",
      NCCL_TROUBLE},
+    // aws-ofi-nccl (NCCL's libfabric plugin: AWS EFA and other fabrics): a transfer the provider failed.
+    {"nccl_ofi_request_error", R"(NET/OFI (?P<message>Request \S+ completed with error[^{\n]*))", codes::kNcclError,
+     kErr, kCause, "NCCL's OFI plugin: a transfer failed on the fabric ({message})",
+     "The libfabric provider under aws-ofi-nccl failed a send or receive (RC is libfabric's error number). On AWS "
+     "EFA: a security group that does not allow all traffic to and from itself, EFA not enabled on an instance, or "
+     "plugin, libfabric and NCCL versions that do not match (`fi_info -p efa` on every node); 'UNDELIVERABLE' means "
+     "the peer's endpoint is gone (the peer process died first: look for its own error) or unreachable.",
+     "https://github.com/aws/aws-ofi-nccl"},
     // NCCL before 2.4 printed "include/socket.h:344 WARN …" without its name.
     {"nccl_warn",
-     R"((?:NCCL WARN|(?:^|[ \t])(?:include|misc|transport|graph|bootstrap|proxy|init|enqueue|group|net|collectives)[\w/]*\.(?:h|cc?):\d+ WARN) (?P<message>.+))", codes::kNcclError, kErr, kCause, "NCCL WARN {message}",
+     R"((?:NCCL WARN|(?:^|[ \t])(?:include|misc|transport|graph|bootstrap|proxy|init|enqueue|group|net|collectives)[\w/]*\.(?:h|cc?):\d+ WARN) (?P<message>.+))",
+     codes::kNcclError, kErr, kCause, "NCCL WARN {message}",
      "NCCL reported an error it has no code for: the message names the call and peer; rerun with NCCL_DEBUG=INFO for "
      "the "
      "lines before it, and run `dsdoctor check` for interfaces, ports and versions.",
@@ -332,6 +351,17 @@ const std::vector<LogPattern> kCatalogue = {
     {"torch_watchdog_takedown", R"(To avoid data inconsistency, we are taking the entire process down)",
      codes::kWatchdogTimeout, kWarn, kConseq, "PyTorch took the process down after a failed or timed-out collective",
      "This is PyTorch reacting to the timeout or NCCL error logged just before on the same rank.", TORCH_DIST},
+    // torch >= 2.3's heartbeat monitor: "Terminating the process after attempting to dump debug info, due to
+    // ProcessGroupNCCL watchdog hang." (or "… due to collective timeout or exception.").
+    {"torch_monitor_terminate",
+     R"((?:Rank (?P<self_rank>\d+)\] )?Terminating the process after attempting to dump debug info(?:, due to (?P<why>.+))?)",
+     codes::kWatchdogTimeout, kErr, kConseq, "PyTorch's heartbeat monitor ended the process ({why})",
+     "PyTorch ended this rank after its NCCL watchdog timed out, saw a failed collective, or itself got stuck: the "
+     "lines before it on this rank say which. With none, the watchdog was blocked by a hung CUDA or NCCL call: check "
+     "`nvidia-smi` and the kernel log (Xid) on that node; TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC sets how long the monitor "
+     "waits, and the Flight Recorder dump it wrote (TORCH_NCCL_DEBUG_INFO_TEMP_FILE) shows each rank's last "
+     "collectives.",
+     TORCH_FR},
     {"torch_wait_timeout", R"((?:^|: )(?:Operation timed out!|NCCL timeout in: (?P<where>\S+)))",
      codes::kWatchdogTimeout, kErr, kCause, "PyTorch: a collective's wait timed out",
      "The rank waited for a collective (work.wait() or the NCCL communicator) until the process group's timeout: "
@@ -351,9 +381,13 @@ const std::vector<LogPattern> kCatalogue = {
      "flight are waiting for it.",
      TORCH_DIST},
     {"torch_work_timeout",
-     R"((?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
-     codes::kWatchdogTimeout, kWarn, kContext,
-     "NCCL work {seq} timed out (last enqueued {enqueued}, completed {completed})", "", TORCH_DIST},
+     R"((?:Rank (?P<self_rank>\d+)\] (?:Exception \(either an error or timeout\) )?)?(?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
+     codes::kWatchdogTimeout, kWarn, kCause,
+     "PyTorch's watchdog: NCCL work {seq} failed or timed out (last enqueued {enqueued}, last completed {completed})",
+     "This rank had entered collective {seq} (its last enqueued work is at or past it) and it did not complete in "
+     "time: the rank is waiting, not the one missing. The ranks that never report work {seq} are the ones the others "
+     "wait for.",
+     TORCH_DIST},
     {"torch_nccl_uniqueid_store",
      R"(\[(?P<self_rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[(?P<subject>\d+)\] via c10d key-value store by key '(?P<key>[^']*)', but store->get\('[^']*'\) got error: (?P<error>[^.]+))",
      codes::kRendezvousError, kErr, kConseq,
@@ -461,7 +495,8 @@ const std::vector<LogPattern> kCatalogue = {
     {"torch_elastic_death_signal", R"(Received (?P<signo>\d+) death signal, shutting down workers)",
      codes::kLaunchError, kErr, kConseq, "torchrun's agent received signal {signo} and stopped its workers",
      "Something outside the job signalled torchrun: the scheduler (a time limit or preemption: Slurm sends SIGTERM "
-     "before SIGKILL), scancel or kill, or Kubernetes evicting the pod. `sacct -j JOBID` or `kubectl describe pod` says "
+     "before SIGKILL), scancel or kill, or Kubernetes evicting the pod. `sacct -j JOBID` or `kubectl describe pod` "
+     "says "
      "who; checkpoint regularly if the job can be preempted.",
      TORCH_ELASTIC},
     // Horovod's stall check (HOROVOD_STALL_CHECK_TIME_SECONDS): the tensors some ranks submitted and
@@ -476,8 +511,8 @@ const std::vector<LogPattern> kCatalogue = {
      "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},
     // Warnings: Horovod warns after HOROVOD_STALL_CHECK_TIME_SECONDS (60 s), and a slow rank (a long
     // checkpoint on rank 0) may still catch up.
-    {"horovod_missing_ranks", R"(\[missing ranks: (?P<peer_ranks>\d[\d, ]*)\])", codes::kRankMissing,
-     kWarn, kCause, "Horovod: a tensor's collective stalled: these ranks had not submitted it",
+    {"horovod_missing_ranks", R"(\[missing ranks: (?P<peer_ranks>\d[\d, ]*)\])", codes::kRankMissing, kWarn, kCause,
+     "Horovod: a tensor's collective stalled: these ranks had not submitted it",
      "The other ranks wait for these ranks' tensor: look at where they are (their stacks or last lines). A "
      "rank-dependent branch, uneven data, or a rank that hung or died is the usual cause.",
      "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},
@@ -522,12 +557,24 @@ const std::vector<LogPattern> kCatalogue = {
      "before any collective: fix the command after the launcher's own options (a typo, an option of another version "
      "of the script, a value of the wrong type), or accept the option in the script.",
      ""},
+    // A launcher passing on a signal it received: the job was stopped (or suspended) from outside.
+    {"launcher_forwarding_signal",
+     R"((?P<launcher>mpirun|mpiexec|prterun|srun): [Ff]orwarding signal (?P<signal>\d+) to job)", codes::kLaunchError,
+     kErr, kCause, "{launcher} received signal {signal} and passed it on to the job",
+     "The launcher itself was signalled, from its terminal, a person or the scheduler, and passed it on: the job "
+     "ended or stopped from outside, not by a fault of its own, and the errors after this line follow from it. "
+     "{meaning}",
+     OMPI_FAQ},
+    // kubectl exec (MPI operators start each worker pod's daemon through it): the pod's process ended.
+    {"k8s_exec_terminated", R"(^command terminated with exit code (?P<exit_code>\d+))", codes::kLaunchError, kErr,
+     kCause, "kubectl exec: the command in the pod ended with exit code {exit_code}",
+     "{meaning} `kubectl describe pod` on the worker pod says whether it was OOMKilled or Evicted and what its "
+     "memory limit is; an MPI job's daemons on that pod end with it, which mpirun then reports as a lost daemon.",
+     "https://kubernetes.io/docs/tasks/debug/debug-application/debug-running-pod/"},
     {"elastic_failed",
      R"(failed \(exitcode: (?P<exit_code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\) of binary)",
      codes::kRankExited, kErr, kExit, "torchrun: local rank {local_rank} failed with exit code {exit_code}",
-     "torchrun saw this worker fail and stopped the others; the worker's own output says why. A negative code is the "
-     "signal that ended it: -9 (SIGKILL) is most often the host's OOM killer (`dmesg | grep -i oom`, or the "
-     "scheduler's memory accounting), -6 an abort (a C++ exception or PyTorch's watchdog), -11 a segmentation fault.",
+     "torchrun saw this worker fail and stopped the others; the worker's own output says why. {meaning}",
      TORCH_ELASTIC},
     {"elastic_closing_signal",
      R"((?:Sending process (?P<pid>\d+) closing signal|Closing process (?P<pid2>\d+) via signal) (?P<signame>SIG\w+))",
@@ -541,14 +588,16 @@ const std::vector<LogPattern> kCatalogue = {
      TORCH_ELASTIC},
     {"elastic_signal_received", R"(Signal (?P<signal>\d+) \((?P<signame>SIG\w+)\) received by PID (?P<pid>\d+))",
      codes::kRankExited, kErr, kExit, "worker {pid} received {signame}",
-     "A signal from outside ended the worker: SIGKILL is usually the host's OOM killer or the scheduler's memory/time "
-     "limit (dmesg, sacct); SIGTERM a launcher or person stopping the job.",
-     TORCH_ELASTIC},
-    {"ds_launcher_exit", R"((?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<exit_code>-?\d+))",
-     codes::kRankExited, kErr, kExit, "DeepSpeed launcher: a worker exited with code {exit_code}",
+     "torchrun's worker died of a signal. {meaning}", TORCH_ELASTIC},
+    {"ds_launcher_exit_rank", R"(--local_rank=(?P<local_rank>\d+).*exits with return code = (?P<exit_code>-?\d+))",
+     codes::kRankExited, kErr, kExit, "DeepSpeed launcher: local rank {local_rank} exited with code {exit_code}",
      "DeepSpeed's launcher saw this worker fail and killed the others on the node; the worker's own lines above say "
-     "why "
-     "(-9: SIGKILL, usually the host's OOM killer).",
+     "why. {meaning}",
+     DS_LAUNCH},
+    {"ds_launcher_exit", R"(exits with return code = (?P<exit_code>-?\d+))", codes::kRankExited, kErr, kExit,
+     "DeepSpeed launcher: a worker exited with code {exit_code}",
+     "DeepSpeed's launcher saw this worker fail and killed the others on the node; the worker's own lines above say "
+     "why. {meaning}",
      DS_LAUNCH},
     {"ds_launcher_killing", R"(\[launch\.py:\d+:sigkill_handler\] Killing subprocess (?P<pid>\d+))", codes::kRankExited,
      kInfo, kContext, "DeepSpeed launcher kills worker {pid}", "", DS_LAUNCH},
@@ -601,7 +650,7 @@ const std::vector<LogPattern> kCatalogue = {
      R"(^srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>Exited with exit code (?P<exit_code>\d+)|Killed|Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction))",
      codes::kRankExited, kErr, kCause, "Slurm: tasks {tasks} on {host}: {what}",
      "srun reports how these tasks ended; the first task to fail (its own output) is the cause, the rest usually "
-     "follow it.",
+     "follow it. {meaning}",
      "https://slurm.schedmd.com/srun.html"},
     {"slurm_oom_kill", R"(Detected (?P<count>\d+) oom[-_ ]kill events?)", codes::kOutOfMemory, kErr, kCause,
      "Slurm: the step's cgroup OOM killer fired ({count} times)",
@@ -688,7 +737,7 @@ const std::vector<LogPattern> kCatalogue = {
     {"mpirun_noticed",
      R"((?:mpirun|mpiexec|prterun) noticed that process rank (?P<subject>\d+) with PID (?P<pid>\d+) on node (?P<host>\S+) exited on signal (?P<signal>\d+))",
      codes::kRankExited, kErr, kExit, "mpirun: rank {subject} on {host} died of signal {signal}",
-     "mpirun saw this rank die and ended the others; the rank's own output says why.", OMPI_FAQ},
+     "mpirun saw this rank die and ended the others; the rank's own output says why. {meaning}", OMPI_FAQ},
     {"mpirun_exited_due_to",
      R"((?:mpirun|mpiexec|prterun) has exited due to process rank (?P<subject>\d+) with PID (?P<pid>\d+) on\s+node (?P<host>\S+))",
      codes::kRankExited, kErr, kExit, "mpirun: rank {subject} on {host} exited without finalizing",
@@ -700,6 +749,17 @@ const std::vector<LogPattern> kCatalogue = {
     {"mpi_abort", R"(MPI_ABORT was invoked on rank (?P<subject>\d+))", codes::kCommError, kErr, kCause,
      "MPI_ABORT was called on rank {subject}", "Rank {subject} aborted the job on purpose: its own output says why.",
      OMPI_FAQ},
+    // MPICH, Intel MPI and Cray MPICH: "Fatal error in PMPI_Allreduce: Other MPI error, error stack:" (Cray
+    // prefixes "MPICH ERROR [Rank N] [job id …] [date] [node] - Abort(…) (rank N in comm 0): ").
+    {"mpich_fatal_error",
+     R"((?:MPICH ERROR \[Rank (?P<self_rank>\d+)\] (?:\[[^\]\n]*\] )*?\[(?P<self_host>[\w.-]+)\] - )?.*?Fatal error in P?MPI_(?P<call>\w+): (?P<error>[^,\n]+))",
+     codes::kCommError, kErr, kCause, "MPI_{call} failed: {error}",
+     "MPICH's (or Intel MPI's, Cray MPICH's) error stack follows this line and names the layer that failed. OFI or "
+     "libfabric errors (`OFI poll failed`, `CANCELED`) are the fabric, or a peer that ended first (scancel, a time "
+     "limit, another rank's crash: find the job's first failure); 'Message truncated' or 'Invalid count' mean the "
+     "ranks' calls do not match; 'Communication failure' or 'Connection refused' over TCP mean the network or a "
+     "firewall between the nodes (`dsdoctor check`).",
+     "https://www.mpich.org/static/docs/latest/www3/MPI_Errhandler_set.html"},
     {"mpi_error", R"((?:MPI_ERR_\w+|An error occurred in MPI_\w+))", codes::kCommError, kErr, kCause,
      "an MPI call failed",
      "The message names the MPI call and error class: with btl/tcp check the interfaces (--mca btl_tcp_if_include) and "
@@ -712,6 +772,21 @@ const std::vector<LogPattern> kCatalogue = {
      codes::kCollectiveMismatch, kErr, kCause, "Gloo: a peer sent {got} bytes where {expected} were expected",
      "The ranks called the same collective with different tensor sizes: every rank must pass tensors of the same shape "
      "(look for rank-dependent shapes or a last batch of another size).",
+     TORCH_DIST},
+    // Gloo builds a connection to every other rank at the address each advertised.
+    {"gloo_full_mesh", R"(Gloo connectFullMesh failed with (?P<reason>.+))", codes::kCommError, kErr, kCause,
+     "Gloo could not connect every rank to every other: {reason}",
+     "A rank advertised an address the others cannot reach: a container's or NAT address, the wrong interface, or a "
+     "host name resolving to 127.0.1.1. Set GLOO_SOCKET_IFNAME to the interface of the network between the nodes on "
+     "every rank (`ip -br addr`; under Ray or vLLM, VLLM_HOST_IP too), and check that no firewall blocks the "
+     "ephemeral ports between them (`dsdoctor check`).",
+     TORCH_DIST},
+    {"gloo_connect_loopback", R"(connect \[(?P<peer>127\.\d+\.\d+\.\d+|::1)\]:(?P<port>\d+): (?P<error>.+))",
+     codes::kCommError, kErr, kCause, "Gloo could not connect to a loopback address {peer}:{port} ({error})",
+     "A rank advertised a loopback address: its host name resolves to 127.0.1.1 (Debian's and Ubuntu's /etc/hosts) "
+     "or GLOO_SOCKET_IFNAME=lo. Peers on other nodes dial themselves. Set GLOO_SOCKET_IFNAME to the cluster "
+     "network's interface on every node, or map the host name to its real address in /etc/hosts. On one node, the "
+     "local peer died or never started (its own first error says why).",
      TORCH_DIST},
     {"gloo_enforce", R"(\[enforce fail at (?P<where>[^\]]+)\] (?P<condition>.+))", codes::kCommError, kErr, kCause,
      "Gloo check failed: {condition}",
@@ -797,8 +872,20 @@ const std::vector<LogPattern> kCatalogue = {
      ""},
     {"python_memory_error", R"(^MemoryError\b)", codes::kOutOfMemory, kErr, kCause, "Python ran out of host memory",
      "The process could not allocate host memory: lower data-loader workers/prefetch or the dataset held in RAM.", ""},
-    {"crash", R"((?:Segmentation fault|Bus error|Fatal Python error|\*\*\* SIGSEGV|signal 11 \(SIGSEGV\)))",
-     codes::kLogError, kErr, kCause, "the process crashed in native code",
+    // UCX's signal handler (Open MPI's pml ucx, NCCL's UCX plugin, HPC-X): "[host:pid :0:tid] Caught signal 7
+    // (Bus error: nonexistent physical address)", then its backtrace.
+    {"ucx_caught_signal",
+     R"((?:\[(?P<self_host>[\w.-]+):(?P<self_pid>\d+) *:\d+:\d+\] +)?Caught signal (?P<signal>\d+) \((?P<what>[^):]+))",
+     codes::kLogError, kErr, kCause, "the process died of signal {signal} ({what})",
+     "{meaning} The backtrace after this line says where (ncclGroupEnd or a proxy thread: inside NCCL).", ""},
+    {"bus_error", R"((?:Bus error|bus error encountered in worker|\bSIGBUS\b))", codes::kLogError, kErr, kCause,
+     "the process died of a bus error (SIGBUS)",
+     "In a training job nearly always a full /dev/shm: containers get 64 MiB unless run with --shm-size=16g or more "
+     "or --ipc=host (Kubernetes: an emptyDir of medium Memory at /dev/shm); NCCL's shared-memory transport and "
+     "DataLoader workers map files there (`df -h /dev/shm`). NCCL_SHM_DISABLE=1 confirms it, at a cost.",
+     NCCL_TROUBLE},
+    {"crash", R"((?:Segmentation fault|Fatal Python error|\*\*\* SIGSEGV|signal 11 \(SIGSEGV\)))", codes::kLogError,
+     kErr, kCause, "the process crashed in native code",
      "The stack in the log (or a core dump, or `py-spy dump --native`) says where; mismatched CUDA/NCCL/PyTorch builds "
      "across "
      "nodes and a full /dev/shm are common causes.",
@@ -874,6 +961,8 @@ std::string PatternMatch::Fill(std::string_view t) const {
     }
     out += t[i];
   }
+  // A field at the end that was not there ("… follow it. {meaning}") leaves no blank.
+  while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 
@@ -992,7 +1081,65 @@ bool LogPatternSet::Match(std::string_view message, PatternMatch* out) const {
   for (const auto& [name, index] : re.NamedCapturingGroups())
     if (sub[index].data() && !sub[index].empty())
       out->fields[name] = std::string(sub[index].data(), std::min<size_t>(sub[index].size(), 300));
+  // How the process ended, in words a remedy can quote ({meaning}).
+  const auto number = [&](const char* name) {
+    auto it = out->fields.find(name);
+    return it == out->fields.end() || it->second.size() > 9 ? 0 : std::atoi(it->second.c_str());
+  };
+  if (out->fields.count("exit_code") || out->fields.count("signal"))
+    out->fields["meaning"] = ExitMeaning(number("exit_code"), number("signal"));
   return true;
+}
+
+std::string ExitMeaning(int exit_code, int signal) {
+  // Why each signal ends a training process, most likely first.
+  static const std::map<int, const char*> kSignals = {
+      {1, "SIGHUP: its terminal or ssh session closed (run the job under nohup, tmux or the scheduler)"},
+      {2, "SIGINT: an interrupt (Ctrl-C, or a launcher passing one on)"},
+      {4, "SIGILL: an illegal instruction, a binary or extension built for another CPU (or GPU) than this node's"},
+      {6,
+       "SIGABRT: an abort, an uncaught C++ exception or a failed check (PyTorch's NCCL watchdog aborts after a "
+       "timeout); the lines just before it say which"},
+      {7,
+       "SIGBUS: a bus error, in a training job nearly always a full /dev/shm (containers get 64 MiB unless run "
+       "with --shm-size or --ipc=host; NCCL's shared-memory transport and DataLoader workers map files there: "
+       "`df -h /dev/shm`)"},
+      {8,
+       "SIGFPE: an arithmetic fault in native code (an integer division by zero, often a kernel or library given "
+       "an empty tensor or a zero size); the stack says where"},
+      {9,
+       "SIGKILL: most often the kernel's OOM killer (`dmesg -T | grep -i oom` on that node, or the scheduler's "
+       "memory accounting), else a scheduler's memory or time limit, or a launcher killing the rest after another "
+       "rank failed"},
+      {11,
+       "SIGSEGV: a crash in native code; its stack (a core dump, faulthandler, `py-spy dump --native`) says "
+       "where. Mismatched CUDA/NCCL/PyTorch builds across nodes, and kernels not built for this GPU, are common "
+       "causes"},
+      {13, "SIGPIPE: it wrote to a connection its peer had closed, a consequence of that peer ending first"},
+      {15,
+       "SIGTERM: it was asked to stop, by a launcher after another rank failed, a scheduler's time limit or "
+       "preemption, or a person"},
+      {20, "SIGTSTP: it was suspended from its terminal (Ctrl-Z); resume it with `fg`, or run the job detached"},
+      {24, "SIGXCPU: it ran past its CPU-time limit (`ulimit -t`, the scheduler's)"},
+      {25, "SIGXFSZ: it wrote past its file-size limit (`ulimit -f`)"},
+  };
+  const auto of_signal = [&](int s) {
+    auto it = kSignals.find(s);
+    return it != kSignals.end() ? std::string(it->second) : "signal " + std::to_string(s);
+  };
+  if (signal > 0) return "Signal " + std::to_string(signal) + " is " + of_signal(signal) + ".";
+  if (exit_code < 0) return "Exit code " + std::to_string(exit_code) + " is " + of_signal(-exit_code) + ".";
+  if (exit_code > 128 && exit_code < 160)
+    return "Exit code " + std::to_string(exit_code) + " is 128 + " + std::to_string(exit_code - 128) +
+           " (how shells and containers report a death by signal), " + of_signal(exit_code - 128) + ".";
+  if (exit_code == 1)
+    return "Exit code 1 is the program failing on its own, most often a Python exception: the traceback above it "
+           "says which.";
+  if (exit_code == 2)
+    return "Exit code 2 is most often the command line (an argument the script's parser refused) or a missing "
+           "file.";
+  if (exit_code == 0) return "Exit code 0 is a normal end: the process left while the others still expected it.";
+  return "Exit code " + std::to_string(exit_code) + " is the program's own: its last lines say why.";
 }
 
 const LogPatternSet& LogPatternSet::Default() {

@@ -44,6 +44,7 @@ struct LogPattern {
 };
 // Field names with a meaning beyond the summary:
 //   self_rank  the rank printing the line (attributes the line when no prefix did)
+//   self_host, self_pid  the node and pid printing the line, where its words name them
 //   subject    the rank the line is about (a launcher or mpirun naming another rank)
 //   local_rank the local rank a launcher line is about; host: the node
 //   exit_code, signal   how that rank ended;  pid
@@ -101,6 +102,12 @@ class LogPatternSet {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// What a process's end says, for a remedy: `signal` > 0 is the signal that ended it; otherwise
+// `exit_code` as a launcher printed it (negative: torchrun's and DeepSpeed's signal; 129..159: a shell's
+// or a container's 128 + signal; others: the program's own code). A matched entry's "exit_code" or
+// "signal" field fills the field "meaning" with this text, so a remedy can say "{meaning}".
+std::string ExitMeaning(int exit_code, int signal);
 
 // The catalogue as Markdown: docs/log-patterns.md is this text (a test keeps them equal), and
 // `dsdoctor analyze --list-patterns` prints it.

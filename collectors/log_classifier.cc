@@ -68,8 +68,12 @@ std::string_view RestOf(std::string_view text, std::string_view field) {
 }  // namespace
 
 std::vector<std::string> LogClassifier::Triggers() {
-  return {R"(Traceback \(most recent call last\))", R"(terminate called after throwing)", R"(ChildFailedError)",
-          R"(Root Cause \(first observed failure\))", R"(-{70})"};
+  return {R"(Traceback \(most recent call last\))",
+          R"(terminate called after throwing)",
+          R"(ChildFailedError)",
+          R"(Root Cause \(first observed failure\))",
+          R"(-{70})",
+          R"(BAD TERMINATION OF ONE OF YOUR APPLICATION)"};
 }
 
 LogEvent LogClassifier::Make(const char* code, const char* kind, std::string summary, std::string_view text,
@@ -93,6 +97,7 @@ LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text, 
   LogEvent e = Make(p.code, p.kind, m.Summary().substr(0, 400), Trim(text), m.Remedy(), p.severity);
   e.consequence = p.role == LogRole::kConsequence;
   e.fields = m.fields;
+  e.fields.erase("meaning");  // the remedy's words, not a fact of the line
   if (auto s = m.Field("subject"); !s.empty()) e.subject_rank = SafeInt(s);
   if (auto c = m.Field("exit_code"); !c.empty()) {
     int code = SafeInt(c);
@@ -115,6 +120,9 @@ LogEvent LogClassifier::FromMatch(const PatternMatch& m, std::string_view text, 
   }
   if (auto h = m.Field("host"); !h.empty() && p.role == LogRole::kExit) e.host = h;
   if (auto pid = m.Field("pid"); !pid.empty() && p.role == LogRole::kExit) e.pid = SafeInt(pid);
+  // The node and pid that printed the line, where its own words carry them (UCX's "[host:pid:…]").
+  if (auto h = m.Field("self_host"); !h.empty()) e.host = h;
+  if (auto pid = m.Field("self_pid"); !pid.empty()) e.pid = SafeInt(pid);
   // An NCCL WARN no entry knows: the format NCCL printed it with names its subsystem. A CUDA error
   // only read generically: the runtime's error string names its kind.
   const std::string_view kind = p.kind;
@@ -483,6 +491,15 @@ void LogClassifier::Classify(std::string_view line, std::vector<LogEvent>& out) 
       }
     }
   }
+  if (in_hydra_ && HydraLine(line, out)) return;
+  if (Has(line, "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")) {
+    in_hydra_ = true;
+    hydra_line_ = line_no_;
+    hydra_offset_ = offset_;
+    hydra_rank_ = -1, hydra_pid_ = 0, hydra_code_ = 0, hydra_signal_ = 0, hydra_rows_ = 0, hydra_has_code_ = false;
+    hydra_host_.clear();
+    return;
+  }
   if (Has(line, "Traceback (most recent call last):")) {
     in_traceback_ = true;
     traceback_line_ = line_no_;
@@ -551,10 +568,12 @@ void LogClassifier::Classify(std::string_view line, std::vector<LogEvent>& out) 
       return;
     } else if (StartsWith(t, "Exit code:") && table_rank_ >= 0) {
       int code = SafeInt(Trim(t.substr(t.find(':') + 1)));
-      auto e = Make(codes::kRankExited, "mpirun_first_failure",
-                    "mpirun: rank " + std::to_string(table_rank_) +
-                        " was the first process to exit non-zero (exit code " + std::to_string(code) + ")",
-                    line, "mpirun ended the job because this rank failed first; its own output says why.");
+      auto e =
+          Make(codes::kRankExited, "mpirun_first_failure",
+               "mpirun: rank " + std::to_string(table_rank_) + " was the first process to exit non-zero (exit code " +
+                   std::to_string(code) + ")",
+               line,
+               "mpirun ended the job because this rank failed first; its own output says why. " + ExitMeaning(code, 0));
       e.subject_rank = table_rank_;
       e.exit_code = code;
       out.push_back(std::move(e));
@@ -568,7 +587,8 @@ void LogClassifier::Classify(std::string_view line, std::vector<LogEvent>& out) 
           codes::kRankExited, "torchrun_failure",
           "torchrun reports rank " + std::to_string(table_rank_) +
               (code < 0 ? " killed by signal " + std::to_string(-code) : " exited with code " + std::to_string(code)),
-          line, "torchrun saw this rank fail and stopped the others; the rank's own log says why.");
+          line,
+          "torchrun saw this rank fail and stopped the others; the rank's own log says why. " + ExitMeaning(code, 0));
       e.subject_rank = table_rank_;
       e.host = table_host_;
       if (code < 0)
@@ -595,8 +615,65 @@ void LogClassifier::Classify(std::string_view line, std::vector<LogEvent>& out) 
   Catalogue(line, out);
 }
 
+bool LogClassifier::HydraLine(std::string_view line, std::vector<LogEvent>& out) {
+  std::string_view t = Trim(line);
+  if (Has(t, "TERMINATED WITH THE EXIT STRING:")) {
+    // "Killed (signal 9)", "Segmentation fault (signal 11)": the signal behind the box's exit code.
+    static const RE2 kSignal(R"(\(signal (\d+)\))", Quiet());
+    std::string sig;
+    if (RE2::PartialMatch(re2::StringPiece(t.data(), t.size()), kSignal, &sig)) hydra_signal_ = SafeInt(sig);
+    EmitHydra(out);
+    return true;
+  }
+  if (!StartsWith(t, "=") || ++hydra_rows_ > 12) {  // the box's rows are few: a program's own "=" lines end it
+    EmitHydra(out);
+    return false;
+  }
+  t = Trim(t.substr(t.find_first_not_of('=') == std::string_view::npos ? t.size() : t.find_first_not_of('=')));
+  static const RE2 kWho(R"(^(?:RANK (\d+) )?PID (\d+) RUNNING AT (\S+))", Quiet());
+  std::string rank, pid, host;
+  if (RE2::PartialMatch(re2::StringPiece(t.data(), t.size()), kWho, &rank, &pid, &host)) {
+    hydra_rank_ = rank.empty() ? -1 : SafeInt(rank);
+    hydra_pid_ = SafeInt(pid);
+    hydra_host_ = host.substr(0, 253);
+  } else if (StartsWith(t, "EXIT CODE:")) {
+    hydra_code_ = SafeInt(Trim(t.substr(10)));
+    hydra_has_code_ = true;
+  } else if (StartsWith(t, "KILLED BY SIGNAL:")) {
+    std::string_view v = Trim(t.substr(17));
+    hydra_signal_ = SafeInt(v.substr(0, v.find(' ')));
+  }
+  return true;  // the box's rules and its other rows ("CLEANING UP REMAINING PROCESSES")
+}
+
+void LogClassifier::EmitHydra(std::vector<LogEvent>& out) {
+  in_hydra_ = false;
+  if (hydra_pid_ == 0 && hydra_signal_ == 0 && !hydra_has_code_) return;  // a box cut off before its rows
+  std::string who = (hydra_rank_ >= 0 ? "rank " + std::to_string(hydra_rank_) + " (pid " : "process (pid ") +
+                    std::to_string(hydra_pid_) + ")" + (hydra_host_.empty() ? "" : " on " + hydra_host_);
+  std::string how = hydra_signal_ > 0 ? "was killed by signal " + std::to_string(hydra_signal_)
+                                      : "ended with exit code " + std::to_string(hydra_code_);
+  auto e = Make(codes::kRankExited, "hydra_bad_termination", "mpiexec (Hydra): " + who + " " + how,
+                "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES: PID " + std::to_string(hydra_pid_) +
+                    " RUNNING AT " + hydra_host_,
+                "MPICH's (or Intel MPI's) mpiexec saw this process end badly and ended the others; its own output "
+                "says why. " +
+                    ExitMeaning(hydra_signal_ > 0 ? 0 : hydra_code_, hydra_signal_));
+  e.line = hydra_line_;
+  e.offset = hydra_offset_;
+  e.subject_rank = hydra_rank_;
+  e.host = hydra_host_;
+  e.pid = hydra_pid_;
+  if (hydra_signal_ > 0)
+    e.signal = hydra_signal_;
+  else
+    e.exit_code = hydra_code_;
+  out.push_back(std::move(e));
+}
+
 std::vector<LogEvent> LogClassifier::Finish() {
   std::vector<LogEvent> out;
+  if (in_hydra_) EmitHydra(out);
   if (!what_pending_.empty()) {
     auto e = Make(codes::kLogError, "cxx_terminate", what_pending_, what_pending_,
                   "An uncaught C++ exception ended the rank (abort).");

@@ -47,7 +47,7 @@ class LogClassifier {
   std::vector<diagnosis::LogEvent> Finish();
 
   // A multi-line construct is open: the next lines of the stream must all be fed.
-  bool pending() const { return in_traceback_ || in_table_ || in_help_ || !what_pending_.empty(); }
+  bool pending() const { return in_traceback_ || in_table_ || in_help_ || in_hydra_ || !what_pending_.empty(); }
   int lines() const { return line_no_; }
   const StreamFacts& facts() const { return facts_; }
 
@@ -67,6 +67,12 @@ class LogClassifier {
   void OpenHelpText();
   bool EmitHelpText(std::vector<diagnosis::LogEvent>& out);
   void EmitTraceback(std::vector<diagnosis::LogEvent>& out, std::string_view exception_line);
+  // MPICH's and Intel MPI's mpiexec (Hydra) box: "BAD TERMINATION OF ONE OF YOUR APPLICATION
+  // PROCESSES", then "=   [RANK r ]PID p RUNNING AT host", "=   EXIT CODE: n" or "=   KILLED BY SIGNAL:
+  // n", and after the box "… EXIT STRING: Killed (signal 9)". HydraLine takes a line of it (true) or
+  // ends the box at one that is not (false: the line is read as usual).
+  bool HydraLine(std::string_view line, std::vector<diagnosis::LogEvent>& out);
+  void EmitHydra(std::vector<diagnosis::LogEvent>& out);
   bool Catalogue(std::string_view text, std::vector<diagnosis::LogEvent>& out);
   diagnosis::LogEvent Make(const char* code, const char* kind, std::string summary, std::string_view text,
                            std::string remedy, diagnosis::Severity severity = diagnosis::Severity::kError) const;
@@ -111,6 +117,13 @@ class LogClassifier {
   int help_line_ = 0;
   int64_t help_offset_ = -1;
   std::string help_text_;
+  // Hydra's box in progress.
+  bool in_hydra_ = false;
+  int hydra_line_ = 0;
+  int64_t hydra_offset_ = -1;
+  int hydra_rank_ = -1, hydra_pid_ = 0, hydra_code_ = 0, hydra_signal_ = 0, hydra_rows_ = 0;
+  bool hydra_has_code_ = false;
+  std::string hydra_host_;
   std::string what_pending_;  // "terminate called after throwing…" waits for its "what():" line
   int what_line_ = 0;
   int64_t what_offset_ = -1;

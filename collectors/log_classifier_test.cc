@@ -168,6 +168,41 @@ TEST(LogClassifierTest, TorchrunChildFailedTableNamesTheFailedRank) {
   EXPECT_EQ(ev[0].signal, 9);
 }
 
+TEST(LogClassifierTest, HydrasBadTerminationBoxIsTheProcessesEnd) {
+  // Intel MPI's box names the rank and the signal; MPICH's gives the signal after the box.
+  auto intel = Classify(
+      "===================================================================================\n"
+      "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+      "=   RANK 3 PID 143 RUNNING AT node2\n"
+      "=   KILLED BY SIGNAL: 9 (Killed)\n"
+      "===================================================================================\n"
+      "step 12\n");
+  ASSERT_EQ(intel.size(), 1u);
+  EXPECT_EQ(intel[0].code, "RANK_EXITED");
+  EXPECT_EQ(intel[0].subject_rank, 3);
+  EXPECT_EQ(intel[0].host, "node2");
+  EXPECT_EQ(intel[0].pid, 143);
+  EXPECT_EQ(intel[0].signal, 9);
+  EXPECT_EQ(intel[0].line, 2);
+  auto mpich = Classify(
+      "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 9665 RUNNING AT gpu7\n=   EXIT CODE: 139\n"
+      "=   CLEANING UP REMAINING PROCESSES\n");
+  ASSERT_EQ(mpich.size(), 1u);  // the log ends inside the box
+  EXPECT_EQ(mpich[0].exit_code, 139);
+  EXPECT_NE(mpich[0].remedy.find("SIGSEGV"), std::string::npos) << mpich[0].remedy;
+  // A box cut off before its rows names nobody.
+  EXPECT_TRUE(Classify("=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\nstep 1\n").empty());
+}
+
+TEST(LogClassifierTest, ExitMeaningReadsEachLaunchersConvention) {
+  EXPECT_NE(ExitMeaning(-9, 0).find("OOM killer"), std::string::npos);
+  EXPECT_NE(ExitMeaning(137, 0).find("128 + 9"), std::string::npos);
+  EXPECT_NE(ExitMeaning(0, 7).find("/dev/shm"), std::string::npos);
+  EXPECT_NE(ExitMeaning(1, 0).find("traceback"), std::string::npos);
+  EXPECT_NE(ExitMeaning(-64, 0).find("signal 64"), std::string::npos);
+  EXPECT_NE(ExitMeaning(3, 0).find("program's own"), std::string::npos);
+}
+
 TEST(LogClassifierTest, OrdinaryOutputIsNotAnEvent) {
   EXPECT_TRUE(Classify("step 10 loss 0.25\nsaving checkpoint to /tmp/x\nNCCL INFO Channel 00/02 : 0 1\n").empty());
 }

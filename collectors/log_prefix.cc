@@ -151,6 +151,14 @@ size_t TorchrunTag(std::string_view s, int* rank, int* local_rank) {
   return i < s.size() && s[i] == ' ' ? i + 1 : i;
 }
 
+// "[80746] " before another prefix: a line number an editor or a paste added ("[80746] [rank0]:[E321 …").
+size_t PasteLineNumber(std::string_view s) {
+  size_t i = 0;
+  int64_t n;
+  if (!Expect(s, &i, '[') || !Digits(s, &i, 9, &n) || !Expect(s, &i, ']') || !Expect(s, &i, ' ')) return 0;
+  return i;
+}
+
 // [pod/<pod>/<container>]
 size_t KubernetesTag(std::string_view s, std::string* host) {
   if (s.substr(0, 5) != "[pod/") return 0;
@@ -322,6 +330,9 @@ std::string_view StripPrefixes(std::string_view line, const PrefixDialect& diale
       // message (the catalogue reads Slurm's lines by that word); nothing follows it but the text.
       out->host = host;
       break;
+    } else if (size_t k = PasteLineNumber(s);
+               k && (TorchrunTag(s.substr(k), &rank, &local) || Timestamp(s.substr(k), &ns))) {
+      n = k;  // the launcher's own prefix after it is read in the next round
     } else if (dialect.srun && (n = SrunLabel(s, &rank))) {
       out->rank = rank;
     } else if ((dialect.pdsh || !dialect.hosts.empty()) && (n = PdshLabel(s, &host)) &&

@@ -31,6 +31,12 @@ TEST(LogPrefixTest, TorchrunRankAndTeePrefixes) {
   // Not a prefix: "[Rank 1]" inside a message, glog headers.
   EXPECT_EQ(Strip("[Rank 1] Watchdog").p.rank, -1);
   EXPECT_EQ(Strip("[E ProcessGroupNCCL.cpp:737] x").message, "[E ProcessGroupNCCL.cpp:737] x");
+  // A paste's line numbers before the launcher's prefix (https://github.com/hiyouga/LlamaFactory/issues/7396);
+  // alone, "[3] " may be a rank tag of some launcher and stays.
+  auto c = Strip("[80749] [rank3]:[E321 02:07:08.465224069 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 3] Exception");
+  EXPECT_EQ(c.p.rank, 3);
+  EXPECT_EQ(c.message, "[E321 02:07:08.465224069 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 3] Exception");
+  EXPECT_EQ(Strip("[3] step 1").message, "[3] step 1");
 }
 
 TEST(LogPrefixTest, OpenMpiTags) {

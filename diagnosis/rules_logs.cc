@@ -117,6 +117,17 @@ void WatchdogCulprits(Ctx& c) {
     return;
   }
   const std::string op = first[reporters[0]].op;
+  // "Exception (either an error or timeout) detected by watchdog at work: N, last enqueued NCCL work:
+  // M": a rank whose watchdog saw work N fail had entered it, whether or not its timeout line is in
+  // the logs at hand.
+  for (const LogEvent& e : c.job.events)
+    if (e.kind == "torch_work_timeout" && e.rank >= 0 && e.Field("seq") == seq && !first.count(e.rank))
+      reporters.push_back(e.rank);
+  std::sort(reporters.begin(), reporters.end());
+  reporters.erase(std::unique(reporters.begin(), reporters.end()), reporters.end());
+  std::vector<const LogEvent*> timeout_lines;  // the evidence: the first three reporters' timeout lines
+  for (int r : reporters)
+    if (auto it = first.find(r); it != first.end() && timeout_lines.size() < 3) timeout_lines.push_back(it->second.e);
   std::vector<int> missing;
   // Ranks with an error of their own are explained by it (the first-failure rule), not missing.
   std::set<int> with_error;
@@ -145,8 +156,7 @@ void WatchdogCulprits(Ctx& c) {
     known.remedy = remedy;
     known.summary +=
         "; " + RankWord(reporters) + " then timed out in " + op + " SeqNum=" + seq + " (PyTorch's watchdog)";
-    for (size_t i = 0; i < reporters.size() && i < 3; ++i)
-      known.evidence.push_back(EventEvidence(*first[reporters[i]].e));
+    for (const LogEvent* e : timeout_lines) known.evidence.push_back(EventEvidence(*e));
     for (const LogEvent& e : c.job.events)
       if (waiting.count(e.rank) && (IsTimeout(e) || e.consequence)) c.echoes[&e] = "waited for " + RankWord(missing);
     return;
@@ -173,7 +183,7 @@ void WatchdogCulprits(Ctx& c) {
           "I/O, or a hang) when the others entered the collective";
     f.evidence.push_back(where);
   }
-  for (size_t i = 0; i < reporters.size() && i < 3; ++i) f.evidence.push_back(EventEvidence(*first[reporters[i]].e));
+  for (const LogEvent* e : timeout_lines) f.evidence.push_back(EventEvidence(*e));
   f.remedy = remedy;
   f.proof = proof::kLog;
   for (int r : missing) c.explained.insert(r);
@@ -498,6 +508,8 @@ void Events(Ctx& c) {
     bool about_peer = false;
     std::vector<int> reporters;
     std::set<int> reporter_set;
+    // A watchdog's SeqNum per rank, the lowest it reported (ranks stuck at different collectives).
+    std::map<int, int64_t> seq_of_rank;
   };
   std::vector<Bucket> buckets;
   std::map<std::string, size_t> index;
@@ -564,6 +576,11 @@ void Events(Ctx& c) {
     } else if (!e.host.empty()) {
       b.hosts.insert(e.host);
     }
+    if (const std::string seq = e.Field("seq"); !seq.empty() && e.rank >= 0 && seq.size() < 19) {
+      const int64_t n = std::atoll(seq.c_str());
+      auto [at, fresh] = b.seq_of_rank.emplace(e.rank, n);
+      if (!fresh) at->second = std::min(at->second, n);
+    }
     if (b.evidence.size() < 4) b.evidence.push_back(EventEvidence(e));
   }
   // Of the peers the ranks name, the one most of them name leads (it is the likeliest culprit;
@@ -594,6 +611,17 @@ void Events(Ctx& c) {
                           ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")
                           : std::string("the log");
     f.summary = who + ": " + b.first->summary;
+    // The ranks timed out at different collectives: each rank's first, not the first line's alone.
+    std::set<int64_t> seqs;
+    for (auto& [r, q] : b.seq_of_rank) seqs.insert(q);
+    if (seqs.size() > 1) {
+      std::vector<std::string> each;
+      for (auto& [r, q] : b.seq_of_rank)
+        if (each.size() < 8) each.push_back(std::to_string(q) + " (rank " + std::to_string(r) + ")");
+      const std::string printed = "SeqNum=" + b.first->Field("seq");
+      if (size_t at = f.summary.find(printed); at != std::string::npos)
+        f.summary.replace(at, printed.size(), "at SeqNum " + Join(each, ", "));
+    }
     if (b.about_peer && !b.reporters.empty()) {
       std::sort(b.reporters.begin(), b.reporters.end());
       f.summary += " (as " + RankWord(b.reporters) + (b.reporters.size() == 1 ? " reports" : " report") + ")";

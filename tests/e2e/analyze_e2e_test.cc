@@ -517,6 +517,157 @@ TEST(AnalyzeE2eTest, APastedStackInNcclsCommunicatorSetupIsNamed) {
   EXPECT_NE(f["remedy"].get<std::string>().find("NCCL_SOCKET_IFNAME"), std::string::npos);
 }
 
+TEST(AnalyzeE2eTest, ARankWhoseWatchdogSawTheWorkFailHadReachedIt) {
+  // torch 2.x (https://github.com/hiyouga/LlamaFactory/issues/7396): ranks 0 and 2 print the timeout,
+  // rank 3 only "Exception … detected by watchdog at work: 1580": rank 3 reached SeqNum 1580 too, so
+  // rank 1 alone is the one the others wait for.
+  std::string text;
+  for (int r : {0, 2})
+    text += "[rank" + std::to_string(r) + "]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank " +
+            std::to_string(r) +
+            "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, "
+            "NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing "
+            "out.\n";
+  text +=
+      "[rank3]:[E321 02:07:08.465224069 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 3] Exception (either an error or "
+      "timeout) detected by watchdog at work: 1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.\n"
+      "[rank1]:step 1579 loss 1.25\n";
+  auto a = Analyze({WriteLog("watchdog-work.log", text)});
+  const auto* missing = FindingOf(a.report, "RANK_MISSING");
+  ASSERT_TRUE(missing) << a.report.dump(2);
+  EXPECT_EQ(Ranks(*missing), std::vector<int>{1}) << a.report.dump(2);
+  // Rank 3's line is a consequence, folded into the warning of the ranks that waited.
+  for (const auto& f : a.report["findings"]) {
+    if (f["code"] == "WATCHDOG_TIMEOUT") {
+      EXPECT_EQ(f["severity"], "warning") << f.dump(2);
+    }
+  }
+}
+
+TEST(AnalyzeE2eTest, WatchdogTimeoutsAtOtherSeqNumsNameEachRanksFirst) {
+  // https://github.com/pytorch/pytorch/issues/118369: rank 0 times out at three SeqNums, rank 7 at
+  // another (other process groups): one finding that names each rank's first, not rank 0's alone.
+  std::string text;
+  for (auto [r, seq] : {std::pair{0, 96120}, std::pair{0, 96117}, std::pair{0, 96125}, std::pair{7, 64088}})
+    text += "[E ProcessGroupNCCL.cpp:458] [Rank " + std::to_string(r) +
+            "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" + std::to_string(seq) +
+            ", OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625613 milliseconds before timing out.\n";
+  auto a = Analyze({WriteLog("watchdog-seqs.log", text)});
+  std::vector<std::string> summaries;
+  for (const auto& f : a.report["findings"])
+    if (f["code"] == "WATCHDOG_TIMEOUT") summaries.push_back(f["summary"]);
+  ASSERT_EQ(summaries.size(), 1u) << a.report.dump(2);
+  EXPECT_NE(summaries[0].find("96117 (rank 0), 64088 (rank 7)"), std::string::npos) << summaries[0];
+}
+
+TEST(AnalyzeE2eTest, HydrasBadTerminationBoxNamesTheProcessAndItsSignal) {
+  // MPICH's mpiexec (https://github.com/openai/jukebox/issues/155) and Intel MPI's (with its rank).
+  auto mpich = Analyze({WriteLog("hydra.log",
+                                 "=============================================================================="
+                                 "=====\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 9665 "
+                                 "RUNNING AT NeuroRTX6000\n=   EXIT CODE: 9\n=   CLEANING UP REMAINING PROCESSES\n"
+                                 "=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n=================================="
+                                 "=================================================\nYOUR APPLICATION TERMINATED WITH "
+                                 "THE EXIT STRING: Killed (signal 9)\nThis typically refers to a problem with your "
+                                 "application.\n")});
+  EXPECT_EQ(mpich.exit_code, 1);
+  const auto* f = FindingOf(mpich.report, "RANK_EXITED");
+  ASSERT_TRUE(f) << mpich.report.dump(2);
+  EXPECT_EQ((*f)["nodes"], nlohmann::json::array({"NeuroRTX6000"})) << f->dump(2);
+  EXPECT_NE((*f)["summary"].get<std::string>().find("pid 9665"), std::string::npos) << f->dump(2);
+  EXPECT_NE((*f)["remedy"].get<std::string>().find("OOM killer"), std::string::npos) << f->dump(2);
+
+  auto intel = Analyze({WriteLog("hydra-intel.log",
+                                 "=============================================================================="
+                                 "=====\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 3 PID "
+                                 "143 RUNNING AT node2\n=   KILLED BY SIGNAL: 11 (Segmentation fault)\n============"
+                                 "=======================================================================\n")});
+  const auto* g = FindingOf(intel.report, "RANK_EXITED");
+  ASSERT_TRUE(g) << intel.report.dump(2);
+  EXPECT_EQ(Ranks(*g), std::vector<int>{3}) << g->dump(2);
+  EXPECT_NE((*g)["summary"].get<std::string>().find("SIGSEGV"), std::string::npos) << g->dump(2);
+}
+
+TEST(AnalyzeE2eTest, ALaunchersExitCodeGetsTheRemedyOfThatCode) {
+  // DeepSpeed's launcher (https://github.com/deepspeedai/DeepSpeedExamples/issues/626): -11 is a native
+  // crash, not the OOM killer; exit code 1 is the program's own exception.
+  const std::string prefix =
+      "[2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['python', '-u', "
+      "'train.py', '--local_rank=";
+  auto segv = Analyze({WriteLog("ds-segv.log", prefix + "1', '--deepspeed'] exits with return code = -11\n")});
+  const auto* f = FindingOf(segv.report, "RANK_EXITED");
+  ASSERT_TRUE(f) << segv.report.dump(2);
+  EXPECT_NE((*f)["summary"].get<std::string>().find("local rank 1"), std::string::npos) << f->dump(2);
+  EXPECT_NE((*f)["remedy"].get<std::string>().find("SIGSEGV"), std::string::npos) << f->dump(2);
+  EXPECT_EQ((*f)["remedy"].get<std::string>().find("OOM"), std::string::npos) << f->dump(2);
+  auto one = Analyze({WriteLog("ds-exit1.log", prefix + "4', '--deepspeed'] exits with return code = 1\n")});
+  const auto* g = FindingOf(one.report, "RANK_EXITED");
+  ASSERT_TRUE(g) << one.report.dump(2);
+  EXPECT_NE((*g)["remedy"].get<std::string>().find("traceback"), std::string::npos) << g->dump(2);
+  EXPECT_EQ((*g)["remedy"].get<std::string>().find("OOM"), std::string::npos) << g->dump(2);
+}
+
+TEST(AnalyzeE2eTest, UcxsCaughtSignalNamesTheNodeAndABusErrorNamesDevShm) {
+  // NCCL in a container (https://github.com/NVIDIA/Megatron-LM/issues/516): UCX's handler prints the
+  // node and pid; SIGBUS there is /dev/shm.
+  auto a = Analyze({WriteLog(
+      "bus.log",
+      "09677202c889:5283:5699 [7] NCCL INFO 24 coll channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per "
+      "peer\n[09677202c889:5283 :0:5704] Caught signal 7 (Bus error: nonexistent physical address)\n==== backtrace "
+      "(tid:   5704) ====\n 0 0x0000000000043090 killpg()  ???:0\n 1 0x000000000008170d ncclGroupEnd()  ???:0\n")});
+  EXPECT_EQ(a.exit_code, 1);
+  const auto* f = FindingOf(a.report, "LOG_ERROR");
+  ASSERT_TRUE(f) << a.report.dump(2);
+  EXPECT_EQ((*f)["nodes"], nlohmann::json::array({"09677202c889"})) << f->dump(2);
+  EXPECT_NE((*f)["remedy"].get<std::string>().find("/dev/shm"), std::string::npos) << f->dump(2);
+}
+
+TEST(AnalyzeE2eTest, MpichGlooAndFabricErrorsAreFindingsNotGreen) {
+  // Each of these logs was a clean "no problems found" (public reports: libfabric#11307, gpustack#2125,
+  // aws-ofi-nccl#156, garyexplains/examples#13).
+  struct Case {
+    const char* name;
+    const char* text;
+    const char* code;
+    const char* remedy_says;
+  } cases[] = {
+      {"cray.log",
+       "MPICH ERROR [Rank 11122] [job id 41595204.0] [Thu Aug 14 08:27:11 2025] [nid006700] - Abort(2695311) (rank "
+       "11122 in comm 0): Fatal error in PMPI_Allreduce: Other MPI error, error stack:\n"
+       "MPIDI_OFI_handle_cq_error(1075)......: OFI poll failed "
+       "(ofi_events.c:1077:MPIDI_OFI_handle_cq_error:Input/output "
+       "error - CANCELED)\n",
+       "COMM_ERROR", "first failure"},
+      {"gloo.log",
+       "(RayWorkerWrapper pid=933, ip=50.147.43.24) [rank1]:[E528 08:52:46.164295950 ProcessGroupGloo.cpp:145] Gloo "
+       "connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:144] no error\n",
+       "COMM_ERROR", "GLOO_SOCKET_IFNAME"},
+      {"gloo-lo.log", "[/opt/gloo/gloo/transport/tcp/pair.cc:761] connect [127.0.1.1]:60817: Connection refused\n",
+       "COMM_ERROR", "127.0.1.1"},
+      {"ofi.log",
+       "[1,13]<stdout>:nccl-tests-worker-1:35:89 [5] ofi_process_cq:1039 NCCL WARN NET/OFI Request 0x7fbb944701b8 "
+       "completed with error. RC: 20. Error: unknown error. Completed length: 0\n",
+       "NCCL_ERROR", "security group"},
+      {"ibv.log",
+       "msm-h200-2:4016:4653 [7] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with error Cannot "
+       "allocate memory\n",
+       "NCCL_ERROR", "ulimit -l"},
+      {"ctrlz.log",
+       "^Zmpiexec: Forwarding signal 20 to job\n-----------------------------------------------------------------------"
+       "---\nORTE has lost communication with a remote daemon.\n",
+       "LAUNCH_ERROR", "Ctrl-Z"},
+  };
+  for (const Case& c : cases) {
+    auto a = Analyze({WriteLog(c.name, c.text)});
+    EXPECT_EQ(a.exit_code, 1) << c.name << "\n" << a.report.dump(2);
+    ASSERT_TRUE(a.report["findings"].is_array() && !a.report["findings"].empty()) << c.name;
+    const auto& first = a.report["findings"][0];
+    EXPECT_EQ(first["code"], c.code) << c.name << "\n" << a.report.dump(2);
+    EXPECT_NE(first["remedy"].get<std::string>().find(c.remedy_says), std::string::npos) << c.name << "\n"
+                                                                                         << first.dump(2);
+  }
+}
+
 TEST(AnalyzeE2eTest, HorovodStalledOpsNameTheMissingRanks) {
   // Horovod's stall check under mpirun (https://github.com/horovod/horovod/issues/1012): rank 0 reports
   // the tensors ranks 1 and 3 never submitted.

@@ -265,7 +265,8 @@ TEST_F(CoordinatorE2eTest, AKilledCoordinatorsRunIsTakenOverByAttach) {
   auto r = InNamespace(
       "$DSD run --local 2 --agent-port 47955 --quiet --log-dir $DIR/logs -- "
       "sh -c 'for i in $(seq 10); do echo tick $i; sleep 0.4; done; [ \"$RANK\" = 1 ] && exit 3; exit 0' & C=$!; "
-      "for i in $(seq 100); do [ -e $DIR/logs/agents.json ] && [ -s $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
+      "for i in $(seq 100); do [ -e $DIR/logs/agents.json ] && [ -s $DIR/logs/rank-0.log ] && "
+      "[ -s $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
       "$DSD attach $DIR/logs > $DIR/alive.out 2>&1; echo alive=$?; "
       "sleep 0.5; kill -9 $C; wait $C; echo run=$?; sleep 1; "
       "$DSD attach $DIR/logs --json $DIR/attach.json > $DIR/attach.out 2>&1; echo attach=$?; "
@@ -302,8 +303,11 @@ TEST_F(CoordinatorE2eTest, AKilledCoordinatorsRunIsTakenOverByAttach) {
 TEST_F(CoordinatorE2eTest, AttachAfterTheRanksEndedCollectsTheirEndsWithinTheWindow) {
   auto r = InNamespace(
       "$DSD run --local 2 --agent-port 47960 --quiet --log-dir $DIR/logs --reattach-window 60 -- "
-      "sh -c 'sleep 1.5; echo done-$RANK' & C=$!; "
-      "for i in $(seq 100); do [ -e $DIR/logs/agents.json ] && break; sleep 0.1; done; "
+      "sh -c 'echo start-$RANK; sleep 1.5; echo done-$RANK' & C=$!; "
+      // Both ranks must have started: an agent whose coordinator dies before its rank starts has
+      // nothing to keep and exits (agents.json is written before the ranks start).
+      "for i in $(seq 100); do [ -e $DIR/logs/agents.json ] && [ -s $DIR/logs/rank-0.log ] && "
+      "[ -s $DIR/logs/rank-1.log ] && break; sleep 0.1; done; "
       "kill -9 $C; wait $C; "
       "for i in $(seq 100); do [ -s $DIR/logs/rank-0.exit ] && [ -s $DIR/logs/rank-1.exit ] && break; sleep 0.1; done; "
       "sleep 1; pgrep -f '[a]gent --listen 127.0.0.[23]:47960' >/dev/null && echo agents-wait; "
@@ -312,7 +316,8 @@ TEST_F(CoordinatorE2eTest, AttachAfterTheRanksEndedCollectsTheirEndsWithinTheWin
       "pgrep -f '[a]gent --listen 127.0.0.[23]:47960' || echo no-agents-left; "
       "$DSD attach $DIR/logs > $DIR/again.out 2>&1; echo again=$?");
   EXPECT_NE(r.out.find("agents-wait"), std::string::npos) << r.out << r.err;
-  EXPECT_NE(r.out.find("attach=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("attach=0"), std::string::npos)
+      << r.out << r.err << ReadFile((dir_ / "attach.out").string()).value_or("");
   EXPECT_NE(r.out.find("no-agents-left"), std::string::npos) << r.out;
   json a = ReadJson("attach.json");
   ASSERT_EQ(a["ranks"].size(), 2u) << a.dump(2);
