@@ -13,28 +13,14 @@
 #include "common/file.h"
 #include "common/strings.h"
 #include "common/subprocess.h"
+#include "common/temp_dirs_testing.h"
 
 namespace dsd::collectors {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The tests' folders, removed when the test binary ends.
-struct TempDirs : ::testing::Environment {
-  std::vector<std::string> dirs;
-  void TearDown() override {
-    for (auto& d : dirs) fs::remove_all(d);
-  }
-};
-TempDirs* temp_dirs = static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
-
-std::string Dir(const std::string& name) {
-  std::string d = fs::temp_directory_path() / ("dsd-node-ranks-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  temp_dirs->dirs.push_back(d);
-  return d;
-}
+std::string RanksDir(const std::string& name) { return testing::TempDir("node-ranks", name); }
 
 NodeRanksOptions Options(const std::string& dir, std::vector<std::string> argv) {
   NodeRanksOptions o;
@@ -74,7 +60,7 @@ class FakeStacks final : public StackTaker {
 };
 
 TEST(NodeRanksTest, RanksGetTheJobAndTheirOwnEnvironmentAndLeaveTheirFiles) {
-  const std::string d = Dir("env");
+  const std::string d = RanksDir("env");
   FakeClock clock;
   NodeRanks ranks(Options(d, {"/bin/sh", "-c", "echo \"$JOB $RANK_ONLY\"; exit $EXIT"}), &clock);
   ASSERT_TRUE(ranks
@@ -102,7 +88,7 @@ TEST(NodeRanksTest, RanksGetTheJobAndTheirOwnEnvironmentAndLeaveTheirFiles) {
 // A stop that SIGTERM does not end becomes SIGKILL once the escalation delay has passed on the
 // node's clock, and not before.
 TEST(NodeRanksTest, AStopEscalatesToSigkillAfterTheDelay) {
-  const std::string d = Dir("escalate");
+  const std::string d = RanksDir("escalate");
   FakeClock clock;
   auto o = Options(d, {"/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"});
   o.stop_escalation = std::chrono::seconds(3);
@@ -126,7 +112,7 @@ TEST(NodeRanksTest, AStopEscalatesToSigkillAfterTheDelay) {
 // MPI programs: mpirun starts each rank through a rank-exec shim, which hands it over. The node
 // treats it as its own: the rank's environment and trace file, its log, its exit file, its stop.
 TEST(NodeRanksTest, RanksHandedOverByShimsAreWatchedAndStoppedAsTheNodesOwn) {
-  const std::string d = Dir("handed-over");
+  const std::string d = RanksDir("handed-over");
   FakeClock clock;
   auto o = Options(d, {"unused: the shims run the program"});
   o.rank_exec_socket = "dsdoctor-test/node-ranks/" + std::to_string(::getpid());
@@ -180,7 +166,7 @@ void Say(const net::Fd& fd, const std::string& line) {
 // A rank granted before a stop and started after it gets the stop; a pid that is not the shim's
 // child (it ended, and another process took the number) is never signalled.
 TEST(NodeRanksTest, AHandedOverRankIsSignalledOnlyWhileItIsTheShimsChild) {
-  const std::string d = Dir("late-start");
+  const std::string d = RanksDir("late-start");
   FakeClock clock;
   auto o = Options(d, {"unused"});
   o.rank_exec_socket = "dsdoctor-test/late/" + std::to_string(::getpid());
@@ -224,7 +210,7 @@ TEST(NodeRanksTest, AHandedOverRankIsSignalledOnlyWhileItIsTheShimsChild) {
 
 // A stop ends the wait for ranks mpirun never handed over (it failed to start them).
 TEST(NodeRanksTest, AfterAStopARankNeverHandedOverIsNotAwaited) {
-  const std::string d = Dir("never-handed");
+  const std::string d = RanksDir("never-handed");
   FakeClock clock;
   auto o = Options(d, {"unused"});
   o.rank_exec_socket = "dsdoctor-test/never/" + std::to_string(::getpid());
@@ -244,7 +230,7 @@ TEST(NodeRanksTest, AfterAStopARankNeverHandedOverIsNotAwaited) {
 }
 
 TEST(NodeRanksTest, StacksAreTakenOfRunningRanksAndWrittenBesideTheirLogs) {
-  const std::string d = Dir("stacks");
+  const std::string d = RanksDir("stacks");
   FakeClock clock;
   FakeStacks fake;
   auto o = Options(d, {"/bin/sh", "-c", "if [ \"$RANK\" = 1 ]; then exit 0; fi; exec sleep 30"});
@@ -277,7 +263,7 @@ TEST(NodeRanksTest, StacksAreTakenOfRunningRanksAndWrittenBesideTheirLogs) {
 // A rank whose files cannot be made is an error naming the rank, and the ranks already started are
 // killed with it (a node never runs half a job).
 TEST(NodeRanksTest, AFailedStartNamesTheRankAndKillsTheStartedOnes) {
-  const std::string d = Dir("fail");
+  const std::string d = RanksDir("fail");
   FakeClock clock;
   auto o = Options(d + "/missing", {"/bin/sleep", "30"});
   NodeRanks ranks(o, &clock);
@@ -288,7 +274,7 @@ TEST(NodeRanksTest, AFailedStartNamesTheRankAndKillsTheStartedOnes) {
 
 // The node's run dir file system is reported once a second with the first tick.
 TEST(NodeRanksTest, TheFirstTickReportsTheRunDirFileSystem) {
-  const std::string d = Dir("space");
+  const std::string d = RanksDir("space");
   FakeClock clock;
   NodeRanks ranks(Options(d, {"/bin/true"}), &clock);
   ASSERT_TRUE(ranks.Start({{0, 0, {}}}).ok());

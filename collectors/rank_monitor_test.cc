@@ -11,26 +11,13 @@
 #include <vector>
 
 #include "common/file.h"
+#include "common/temp_dirs_testing.h"
 #include "runtime/trace.h"
 
 namespace dsd::collectors {
 namespace {
 
-// The tests' folders, removed when the test binary ends.
-struct TempDirs : ::testing::Environment {
-  std::vector<std::string> dirs;
-  void TearDown() override {
-    for (auto& d : dirs) std::filesystem::remove_all(d);
-  }
-};
-TempDirs* temp_dirs = static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
-
-std::string Dir(const std::string& name) {
-  std::string d = std::filesystem::temp_directory_path() / ("dsd-monitor-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  temp_dirs->dirs.push_back(d);
-  return d;
-}
+std::string MonitorDir(const std::string& name) { return testing::TempDir("monitor", name); }
 
 // Ticks for `seconds` at 100 ms, returning everything the rank printed.
 std::string TickFor(RankMonitor& m, double seconds) {
@@ -63,7 +50,7 @@ TEST(RankMonitorTest, TheOpenFileLimitIsRaisedForTheRanksOrNamed) {
 // A running rank's output is read 4 MiB a tick at most; once it has exited, all that is left is
 // read in the tick that sees the exit, so nothing it wrote is missing when its exit is reported.
 TEST(RankMonitorTest, EverythingARankWroteIsReadByTheTickThatSeesItExit) {
-  std::string d = Dir("tail");
+  std::string d = MonitorDir("tail");
   RankMonitor m(0, 0, "n", RunDir(d));
   const size_t bytes = 9u << 20;
   ASSERT_TRUE(m.Start({"/bin/sh", "-c", "head -c " + std::to_string(bytes) + " /dev/zero | tr '\\0' x"}, {}, "").ok());
@@ -77,7 +64,7 @@ TEST(RankMonitorTest, EverythingARankWroteIsReadByTheTickThatSeesItExit) {
 }
 
 TEST(RankMonitorTest, TellsSpinningFromBlocked) {
-  std::string d = Dir("cpu");
+  std::string d = MonitorDir("cpu");
   RankMonitor spin(0, 0, "n", RunDir(d));
   RankMonitor block(1, 1, "n", RunDir(d));
   ASSERT_TRUE(spin.Start({"/bin/sh", "-c", "while :; do :; done"}, {}, "").ok());
@@ -113,7 +100,7 @@ TEST(RankMonitorTest, TellsSpinningFromBlocked) {
 }
 
 TEST(RankMonitorTest, LogIsCompleteOnDiskAndStreamedOnce) {
-  std::string d = Dir("log");
+  std::string d = MonitorDir("log");
   RankMonitor m(3, 0, "n", RunDir(d));
   ASSERT_TRUE(
       m.Start({"/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.1; done; printf '\\377 bad byte'; exit 4"},
