@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "collectors/pickle.h"
+#include "collectors/run_dir.h"  // kMaxRanks
 #include "common/file.h"
 #include "common/json_get.h"
 #include "common/strings.h"
@@ -18,7 +19,6 @@ namespace dsd::collectors {
 namespace {
 
 constexpr size_t kMaxDumpBytes = size_t{1} << 30;  // a 2,000-entry dump is a few MiB
-constexpr int kMaxRanks = 1 << 20;
 // The entries of each dump the diagnosis reads (RankStateFromDump's default).
 constexpr size_t kKeepEntries = 64;
 

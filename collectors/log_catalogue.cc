@@ -355,7 +355,7 @@ const std::vector<LogPattern> kCatalogue = {
     // ProcessGroupNCCL watchdog hang." (or "… due to collective timeout or exception.").
     {"torch_monitor_terminate",
      R"((?:Rank (?P<self_rank>\d+)\] )?Terminating the process after attempting to dump debug info(?:, due to (?P<why>.+))?)",
-     codes::kWatchdogTimeout, kErr, kConseq, "PyTorch's heartbeat monitor ended the process ({why})",
+     codes::kWatchdogTimeout, kErr, kConseq, "PyTorch's heartbeat monitor ended the process: {why}",
      "PyTorch ended this rank after its NCCL watchdog timed out, saw a failed collective, or itself got stuck: the "
      "lines before it on this rank say which. With none, the watchdog was blocked by a hung CUDA or NCCL call: check "
      "`nvidia-smi` and the kernel log (Xid) on that node; TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC sets how long the monitor "
@@ -381,7 +381,7 @@ const std::vector<LogPattern> kCatalogue = {
      "flight are waiting for it.",
      TORCH_DIST},
     {"torch_work_timeout",
-     R"((?:Rank (?P<self_rank>\d+)\] (?:Exception \(either an error or timeout\) )?)?(?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
+     R"((?:PG ID (?P<pg>\d+)[^\]\n]*?)?(?:Rank (?P<self_rank>\d+)\] (?:Exception \(either an error or timeout\) )?)?(?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
      codes::kWatchdogTimeout, kWarn, kCause,
      "PyTorch's watchdog: NCCL work {seq} failed or timed out (last enqueued {enqueued}, last completed {completed})",
      "This rank had entered collective {seq} (its last enqueued work is at or past it) and it did not complete in "
@@ -479,6 +479,16 @@ const std::vector<LogPattern> kCatalogue = {
      "init_process_group or a new_group/barrier (preprocessing data, downloading, compiling) or had died. Do slow "
      "per-rank-0 work before every rank reaches the collective setup, or raise init_process_group(timeout=...).",
      TORCH_DIST},
+    // torchrun's agents keep the rendezvous alive while the job runs: this one could not reach its store.
+    {"torch_rendezvous_keepalive",
+     R"(The node '(?P<node>[^'\n]+)' has failed to send a keep-alive heartbeat to the rendezvous '(?P<rdzv>[^'\n]*)' due to an error of type (?P<error>\w+))",
+     codes::kRendezvousError, kErr, kCause,
+     "torchrun on {node} lost the rendezvous store while the job ran (keep-alive heartbeat: {error})",
+     "The store torchrun's agents share (the c10d store at --rdzv-endpoint, on the first node) stopped answering "
+     "mid-run, and torchrun stopped its workers: the node or agent hosting it died or restarted (its own log says "
+     "why), or the network dropped the idle connection (NAT, WSL2, a firewall's connection-tracking timeout). Look "
+     "at the endpoint host first; behind NAT or on WSL2, use an address every node reaches directly.",
+     TORCH_ELASTIC},
     {"torch_rendezvous_timeout",
      R"((?:RendezvousTimeoutError|RendezvousClosedError|RendezvousConnectionError|rendezvous .*timed out))",
      codes::kRendezvousError, kErr, kCause,
@@ -559,8 +569,8 @@ const std::vector<LogPattern> kCatalogue = {
      ""},
     // A launcher passing on a signal it received: the job was stopped (or suspended) from outside.
     {"launcher_forwarding_signal",
-     R"((?P<launcher>mpirun|mpiexec|prterun|srun): [Ff]orwarding signal (?P<signal>\d+) to job)", codes::kLaunchError,
-     kErr, kCause, "{launcher} received signal {signal} and passed it on to the job",
+     R"((?P<launcher>mpirun|mpiexec|prterun|srun): [Ff]orwarding signal (?P<signal>1|2|3|9|15|20) to job)",
+     codes::kLaunchError, kErr, kCause, "{launcher} received signal {signal} and passed it on to the job",
      "The launcher itself was signalled, from its terminal, a person or the scheduler, and passed it on: the job "
      "ended or stopped from outside, not by a fault of its own, and the errors after this line follow from it. "
      "{meaning}",
@@ -746,13 +756,20 @@ const std::vector<LogPattern> kCatalogue = {
      codes::kRankExited, kErr, kContext, "mpirun: a process exited with a non-zero status (the rank follows)",
      "The first failing process is named in the lines that follow (Process name / Exit code); its own output says why.",
      OMPI_FAQ},
+    // MPICH and Cray MPICH: "Abort(1) (rank 3 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 1) -
+    // process 3".
+    {"mpich_abort", R"(application called MPI_Abort\((?P<comm>[^,\n]*), (?P<code>-?\d+)\) - process (?P<subject>\d+))",
+     codes::kCommError, kErr, kCause, "rank {subject} called MPI_Abort (error code {code})",
+     "Rank {subject} ended the job on purpose: the program, or a library on that rank, met an error it could not go "
+     "on from. Its own output just before this line says which.",
+     "https://www.mpich.org/static/docs/latest/www3/MPI_Abort.html"},
     {"mpi_abort", R"(MPI_ABORT was invoked on rank (?P<subject>\d+))", codes::kCommError, kErr, kCause,
      "MPI_ABORT was called on rank {subject}", "Rank {subject} aborted the job on purpose: its own output says why.",
      OMPI_FAQ},
     // MPICH, Intel MPI and Cray MPICH: "Fatal error in PMPI_Allreduce: Other MPI error, error stack:" (Cray
     // prefixes "MPICH ERROR [Rank N] [job id …] [date] [node] - Abort(…) (rank N in comm 0): ").
     {"mpich_fatal_error",
-     R"((?:MPICH ERROR \[Rank (?P<self_rank>\d+)\] (?:\[[^\]\n]*\] )*?\[(?P<self_host>[\w.-]+)\] - )?.*?Fatal error in P?MPI_(?P<call>\w+): (?P<error>[^,\n]+))",
+     R"((?:MPICH ERROR \[Rank \d+\] (?:\[[^\]\n]*\] )*?\[(?P<self_host>[\w.-]+)\] - )?(?:.*?\(rank (?P<self_rank>\d+) in comm \d+\): )?.*?Fatal error in P?MPI_(?P<call>\w+): (?P<error>[^,\n]+))",
      codes::kCommError, kErr, kCause, "MPI_{call} failed: {error}",
      "MPICH's (or Intel MPI's, Cray MPICH's) error stack follows this line and names the layer that failed. OFI or "
      "libfabric errors (`OFI poll failed`, `CANCELED`) are the fabric, or a peer that ended first (scancel, a time "
@@ -773,6 +790,13 @@ const std::vector<LogPattern> kCatalogue = {
      "The ranks called the same collective with different tensor sizes: every rank must pass tensors of the same shape "
      "(look for rank-dependent shapes or a last batch of another size).",
      TORCH_DIST},
+    {"gloo_connect_loopback", R"(connect \[(?P<peer>127\.\d+\.\d+\.\d+|::1)\]:(?P<port>\d+): (?P<error>.+))",
+     codes::kCommError, kErr, kCause, "Gloo could not connect to a loopback address {peer}:{port} ({error})",
+     "A rank advertised a loopback address: its host name resolves to 127.0.1.1 (Debian's and Ubuntu's /etc/hosts) "
+     "or GLOO_SOCKET_IFNAME=lo. Peers on other nodes dial themselves. Set GLOO_SOCKET_IFNAME to the cluster "
+     "network's interface on every node, or map the host name to its real address in /etc/hosts. On one node, the "
+     "local peer died or never started (its own first error says why).",
+     TORCH_DIST},
     // Gloo builds a connection to every other rank at the address each advertised.
     {"gloo_full_mesh", R"(Gloo connectFullMesh failed with (?P<reason>.+))", codes::kCommError, kErr, kCause,
      "Gloo could not connect every rank to every other: {reason}",
@@ -780,13 +804,6 @@ const std::vector<LogPattern> kCatalogue = {
      "host name resolving to 127.0.1.1. Set GLOO_SOCKET_IFNAME to the interface of the network between the nodes on "
      "every rank (`ip -br addr`; under Ray or vLLM, VLLM_HOST_IP too), and check that no firewall blocks the "
      "ephemeral ports between them (`dsdoctor check`).",
-     TORCH_DIST},
-    {"gloo_connect_loopback", R"(connect \[(?P<peer>127\.\d+\.\d+\.\d+|::1)\]:(?P<port>\d+): (?P<error>.+))",
-     codes::kCommError, kErr, kCause, "Gloo could not connect to a loopback address {peer}:{port} ({error})",
-     "A rank advertised a loopback address: its host name resolves to 127.0.1.1 (Debian's and Ubuntu's /etc/hosts) "
-     "or GLOO_SOCKET_IFNAME=lo. Peers on other nodes dial themselves. Set GLOO_SOCKET_IFNAME to the cluster "
-     "network's interface on every node, or map the host name to its real address in /etc/hosts. On one node, the "
-     "local peer died or never started (its own first error says why).",
      TORCH_DIST},
     {"gloo_enforce", R"(\[enforce fail at (?P<where>[^\]]+)\] (?P<condition>.+))", codes::kCommError, kErr, kCause,
      "Gloo check failed: {condition}",
@@ -875,7 +892,7 @@ const std::vector<LogPattern> kCatalogue = {
     // UCX's signal handler (Open MPI's pml ucx, NCCL's UCX plugin, HPC-X): "[host:pid :0:tid] Caught signal 7
     // (Bus error: nonexistent physical address)", then its backtrace.
     {"ucx_caught_signal",
-     R"((?:\[(?P<self_host>[\w.-]+):(?P<self_pid>\d+) *:\d+:\d+\] +)?Caught signal (?P<signal>\d+) \((?P<what>[^):]+))",
+     R"((?:\[(?P<self_host>[\w.-]+):(?P<self_pid>\d+) *:\d+:\d+\] +)?Caught signal (?P<signal>\d+) \((?P<what>[^):\n]+))",
      codes::kLogError, kErr, kCause, "the process died of signal {signal} ({what})",
      "{meaning} The backtrace after this line says where (ncclGroupEnd or a proxy thread: inside NCCL).", ""},
     {"bus_error", R"((?:Bus error|bus error encountered in worker|\bSIGBUS\b))", codes::kLogError, kErr, kCause,
@@ -919,8 +936,8 @@ const std::vector<LogPattern> kCatalogue = {
     // termination reason ("      Reason:       OOMKilled"). Looked up among the messages the kubelet, the
     // scheduler and the training operator print (source_formats.h).
     {"k8s_event",
-     R"(^[ \t]*(?:Warning|Normal)[ \t]+(?P<reason>[A-Z][A-Za-z]+)[ \t]+(?:<unknown>|<invalid>|\d+[smhd][\dsmhd]*(?: \(x\d+ over \d+[smhd][\dsmhd]*\))?)[ \t]+(?P<from>[a-z][\w.-]*(?:, [\w.-]+)?)[ \t]+(?P<message>\S.*))",
-     codes::kLaunchError, kInfo, kContext, "Kubernetes event {reason}: {message}", "",
+     R"(^[ \t]*(?:Warning|Normal)[ \t]+(?P<reason>[A-Z][A-Za-z]+)[ \t]+(?:<unknown>|<invalid>|\d+[smhd][\dsmhd]*(?: \(x\d+ over \d+[smhd][\dsmhd]*\))?)[ \t]+(?P<from>[a-z][\w.-]*(?:, [\w.-]+)?)[ \t]+(?P<message>\S.*))", codes::kLaunchError,
+     kInfo, kContext, "Kubernetes event {reason}: {message}", "",
      "https://kubernetes.io/docs/tasks/debug/debug-application/debug-pods/"},
     {"k8s_get_events",
      R"(^[ \t]*(?:<unknown>|\d+[smhd][\dsmhd]*)[ \t]+(?:Warning|Normal)[ \t]+(?P<reason>[A-Z][A-Za-z]+)[ \t]+(?P<object>[a-z]+/[\w.-]+)[ \t]+(?P<message>\S.*))",
@@ -961,8 +978,9 @@ std::string PatternMatch::Fill(std::string_view t) const {
     }
     out += t[i];
   }
-  // A field at the end that was not there ("… follow it. {meaning}") leaves no blank.
-  while (!out.empty() && out.back() == ' ') out.pop_back();
+  // A field at the end that was not there ("… follow it. {meaning}", "… failed: {error}") leaves no blank
+  // and no colon.
+  while (!out.empty() && (out.back() == ' ' || out.back() == ':')) out.pop_back();
   return out;
 }
 

@@ -105,6 +105,7 @@ const std::vector<CatalogueExample> kExamples = {
   {"torch_store_wait_clients", "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined.", "seconds=1801;joined=1;total=3", "https://github.com/OpenRLHF/OpenRLHF/issues/1040"},
   {"torch_store_get_timeout", "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /broadcast_from/0/75465", "ms=300000;keys=/broadcast_from/0/75465", "https://github.com/modelscope/ms-swift/issues/4906"},
   {"torch_store_get_timeout", "RuntimeError: Socket Timeout", "", "https://github.com/pytorch/pytorch/issues/55571"},
+  {"torch_rendezvous_keepalive", "[2023-11-16 15:09:18,364] torch.distributed.elastic.rendezvous.dynamic_rendezvous: [WARNING] The node 'LINK._7678_0' has failed to send a keep-alive heartbeat to the rendezvous '123' due to an error of type RendezvousConnectionError.", "node=LINK._7678_0;rdzv=123;error=RendezvousConnectionError", "https://github.com/pytorch/pytorch/issues/113868"},
   {"torch_rendezvous_timeout", "    \"message\": \"RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.\",", "", "https://github.com/pytorch/pytorch/issues/64926"},
   {"torch_rendezvous_timeout", "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", "", "https://pytorch.org/docs/stable/elastic/rendezvous.html"},
   {"torch_dist_store_error", "torch.distributed.DistStoreError: Failed to recv, got 0 bytes. Connection was likely closed.", "message=Failed to recv, got 0 bytes. Connection was likely closed.", "torch/csrc/distributed/c10d/Utils.hpp recvBytes (format)"},
@@ -164,6 +165,8 @@ const std::vector<CatalogueExample> kExamples = {
   {"mpirun_exit_code", "mpirun detected that one or more processes exited with non-zero status, thus causing the job to be terminated. The first process to do so was:", "", "Open MPI help-mpirun.txt (format)"},
   {"mpi_abort", "MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD", "subject=3", "Open MPI help-mpi-api.txt (format)"},
   {"mpich_fatal_error", "MPICH ERROR [Rank 11122] [job id 41595204.0] [Thu Aug 14 08:27:11 2025] [nid006700] - Abort(2695311) (rank 11122 in comm 0): Fatal error in PMPI_Allreduce: Other MPI error, error stack:", "self_rank=11122;self_host=nid006700;call=Allreduce;error=Other MPI error", "https://github.com/ofiwg/libfabric/issues/11307"},
+  {"mpich_fatal_error", "Abort(1007285775) (rank 5 in comm 0): Fatal error in PMPI_Recv: Message truncated, error stack:", "self_rank=5;call=Recv;error=Message truncated", "MPICH src/mpi/errhan/errutil.c (format)"},
+  {"mpich_abort", "MPICH ERROR [Rank 3] [job id 123.0] [Mon Jan  8 10:00:00 2024] [nid001234] - Abort(1) (rank 3 in comm 0): application called MPI_Abort(MPI_COMM_WORLD, 1) - process 3", "comm=MPI_COMM_WORLD;code=1;subject=3", "MPICH src/mpi/init/abort.c (format, Cray prefix)"},
   {"mpich_fatal_error", "Fatal error in PMPI_Barrier: Unknown error class, error stack:", "call=Barrier;error=Unknown error class", "MPICH src/mpi/errhan (format)"},
   {"mpi_error", "[worker-1:01234] *** An error occurred in MPI_Allreduce", "", "Open MPI errhandler output (format)"},
   // ---- Gloo and sockets

@@ -617,6 +617,10 @@ void LogClassifier::Classify(std::string_view line, std::vector<LogEvent>& out) 
 
 bool LogClassifier::HydraLine(std::string_view line, std::vector<LogEvent>& out) {
   std::string_view t = Trim(line);
+  if (Has(t, "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")) {
+    EmitHydra(out);  // the next box, right after this one: it opens afresh
+    return false;
+  }
   if (Has(t, "TERMINATED WITH THE EXIT STRING:")) {
     // "Killed (signal 9)", "Segmentation fault (signal 11)": the signal behind the box's exit code.
     static const RE2 kSignal(R"(\(signal (\d+)\))", Quiet());
@@ -625,10 +629,14 @@ bool LogClassifier::HydraLine(std::string_view line, std::vector<LogEvent>& out)
     EmitHydra(out);
     return true;
   }
-  if (!StartsWith(t, "=") || ++hydra_rows_ > 12) {  // the box's rows are few: a program's own "=" lines end it
+  // The box's rows are few, and a program's own lines end it. Hydra's cleanup lines ("[proxy:0:0@node]
+  // …", "[mpiexec@node] …") may come between the box and its exit string.
+  const bool cleanup = StartsWith(t, "[proxy:") || StartsWith(t, "[mpiexec@");
+  if ((!StartsWith(t, "=") && !cleanup) || ++hydra_rows_ > 12) {
     EmitHydra(out);
     return false;
   }
+  if (cleanup) return true;
   t = Trim(t.substr(t.find_first_not_of('=') == std::string_view::npos ? t.size() : t.find_first_not_of('=')));
   static const RE2 kWho(R"(^(?:RANK (\d+) )?PID (\d+) RUNNING AT (\S+))", Quiet());
   std::string rank, pid, host;
@@ -649,16 +657,22 @@ bool LogClassifier::HydraLine(std::string_view line, std::vector<LogEvent>& out)
 void LogClassifier::EmitHydra(std::vector<LogEvent>& out) {
   in_hydra_ = false;
   if (hydra_pid_ == 0 && hydra_signal_ == 0 && !hydra_has_code_) return;  // a box cut off before its rows
-  std::string who = (hydra_rank_ >= 0 ? "rank " + std::to_string(hydra_rank_) + " (pid " : "process (pid ") +
-                    std::to_string(hydra_pid_) + ")" + (hydra_host_.empty() ? "" : " on " + hydra_host_);
+  std::string who = hydra_rank_ >= 0 ? "rank " + std::to_string(hydra_rank_) : std::string("a process");
+  if (hydra_pid_ > 0) who += " (pid " + std::to_string(hydra_pid_) + ")";
+  if (!hydra_host_.empty()) who += " on " + hydra_host_;
   std::string how = hydra_signal_ > 0 ? "was killed by signal " + std::to_string(hydra_signal_)
                                       : "ended with exit code " + std::to_string(hydra_code_);
+  std::string meaning = ExitMeaning(hydra_signal_ > 0 ? 0 : hydra_code_, hydra_signal_);
+  // MPICH prints a killed process's signal number as its exit code ("EXIT CODE: 9", then "Killed
+  // (signal 9)"): without that string, a small code may be either.
+  if (hydra_signal_ == 0 && hydra_code_ > 0 && hydra_code_ < 32)
+    meaning +=
+        " MPICH's mpiexec prints a killed process's signal number here: if it was one, " + ExitMeaning(0, hydra_code_);
   auto e = Make(codes::kRankExited, "hydra_bad_termination", "mpiexec (Hydra): " + who + " " + how,
-                "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES: PID " + std::to_string(hydra_pid_) +
-                    " RUNNING AT " + hydra_host_,
+                "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES: " + who,
                 "MPICH's (or Intel MPI's) mpiexec saw this process end badly and ended the others; its own output "
                 "says why. " +
-                    ExitMeaning(hydra_signal_ > 0 ? 0 : hydra_code_, hydra_signal_));
+                    meaning);
   e.line = hydra_line_;
   e.offset = hydra_offset_;
   e.subject_rank = hydra_rank_;

@@ -190,6 +190,25 @@ TEST(LogClassifierTest, HydrasBadTerminationBoxIsTheProcessesEnd) {
   ASSERT_EQ(mpich.size(), 1u);  // the log ends inside the box
   EXPECT_EQ(mpich[0].exit_code, 139);
   EXPECT_NE(mpich[0].remedy.find("SIGSEGV"), std::string::npos) << mpich[0].remedy;
+  // Two boxes back to back are two ends; Hydra's cleanup lines between a box and its exit string
+  // do not hide the signal.
+  auto two = Classify(
+      "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 0 PID 11 RUNNING AT a\n"
+      "=   KILLED BY SIGNAL: 11 (Segmentation fault)\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+      "=   RANK 1 PID 12 RUNNING AT b\n=   KILLED BY SIGNAL: 9 (Killed)\nstep 1\n");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].subject_rank, 0);
+  EXPECT_EQ(two[0].signal, 11);
+  EXPECT_EQ(two[1].subject_rank, 1);
+  EXPECT_EQ(two[1].signal, 9);
+  auto cleanup = Classify(
+      "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 9665 RUNNING AT gpu7\n=   EXIT CODE: 9\n"
+      "==============================\n[proxy:0:0@gpu7] HYD_pmcd_pmip_control_cmd_cb (pm/pmiserv/pmip_cb.c:887): "
+      "assert (!closed) failed\n[mpiexec@gpu7] HYDT_bscu_wait_for_completion (tools/bootstrap/utils/bscu_wait.c:76): "
+      "one of the processes terminated badly; aborting\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed "
+      "(signal 9)\n");
+  ASSERT_EQ(cleanup.size(), 1u);
+  EXPECT_EQ(cleanup[0].signal, 9);
   // A box cut off before its rows names nobody.
   EXPECT_TRUE(Classify("=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\nstep 1\n").empty());
 }

@@ -121,7 +121,8 @@ void WatchdogCulprits(Ctx& c) {
   // M": a rank whose watchdog saw work N fail had entered it, whether or not its timeout line is in
   // the logs at hand.
   for (const LogEvent& e : c.job.events)
-    if (e.kind == "torch_work_timeout" && e.rank >= 0 && e.Field("seq") == seq && !first.count(e.rank))
+    if (e.kind == "torch_work_timeout" && e.rank >= 0 && e.Field("seq") == seq && !first.count(e.rank) &&
+        (e.Field("pg").empty() || e.Field("pg") == "0"))
       reporters.push_back(e.rank);
   std::sort(reporters.begin(), reporters.end());
   reporters.erase(std::unique(reporters.begin(), reporters.end()), reporters.end());
@@ -576,7 +577,8 @@ void Events(Ctx& c) {
     } else if (!e.host.empty()) {
       b.hosts.insert(e.host);
     }
-    if (const std::string seq = e.Field("seq"); !seq.empty() && e.rank >= 0 && seq.size() < 19) {
+    if (const std::string seq = e.Field("seq");
+        !seq.empty() && e.rank >= 0 && seq.size() < 19 && (e.Field("pg").empty() || e.Field("pg") == "0")) {
       const int64_t n = std::atoll(seq.c_str());
       auto [at, fresh] = b.seq_of_rank.emplace(e.rank, n);
       if (!fresh) at->second = std::min(at->second, n);
@@ -611,13 +613,15 @@ void Events(Ctx& c) {
                           ? (b.hosts.size() == 1 ? "node " : "nodes ") + Join({b.hosts.begin(), b.hosts.end()}, ", ")
                           : std::string("the log");
     f.summary = who + ": " + b.first->summary;
-    // The ranks timed out at different collectives: each rank's first, not the first line's alone.
-    std::set<int64_t> seqs;
-    for (auto& [r, q] : b.seq_of_rank) seqs.insert(q);
-    if (seqs.size() > 1) {
+    // The ranks timed out at different collectives (of the default group): each rank's first, grouped by
+    // SeqNum, not the first line's alone.
+    std::map<int64_t, std::vector<int>> ranks_at;
+    for (auto& [r, q] : b.seq_of_rank) ranks_at[q].push_back(r);
+    if (ranks_at.size() > 1) {
       std::vector<std::string> each;
-      for (auto& [r, q] : b.seq_of_rank)
-        if (each.size() < 8) each.push_back(std::to_string(q) + " (rank " + std::to_string(r) + ")");
+      for (auto& [q, ranks] : ranks_at)
+        if (each.size() < 6) each.push_back(std::to_string(q) + " (" + RankWord(ranks) + ")");
+      if (ranks_at.size() > each.size()) each.push_back("…");
       const std::string printed = "SeqNum=" + b.first->Field("seq");
       if (size_t at = f.summary.find(printed); at != std::string::npos)
         f.summary.replace(at, printed.size(), "at SeqNum " + Join(each, ", "));
