@@ -637,7 +637,7 @@ bool LogClassifier::HydraLine(std::string_view line, std::vector<LogEvent>& out)
     return false;
   }
   if (cleanup) return true;
-  t = Trim(t.substr(t.find_first_not_of('=') == std::string_view::npos ? t.size() : t.find_first_not_of('=')));
+  t = Trim(t.substr(std::min(t.find_first_not_of('='), t.size())));
   static const RE2 kWho(R"(^(?:RANK (\d+) )?PID (\d+) RUNNING AT (\S+))", Quiet());
   std::string rank, pid, host;
   if (RE2::PartialMatch(re2::StringPiece(t.data(), t.size()), kWho, &rank, &pid, &host)) {

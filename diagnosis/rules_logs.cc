@@ -65,6 +65,11 @@ bool Before(const LogEvent& a, const LogEvent& b) {
   return a.file == b.file && !a.file.empty() && a.offset >= 0 && b.offset >= 0 ? a.offset < b.offset
                                                                                : a.time_ns < b.time_ns;
 }
+// A watchdog line of the default process group: "PG ID 0", or no group named (torch before 2.3).
+bool InDefaultGroup(const LogEvent& e) {
+  const std::string pg = e.Field("pg");
+  return pg.empty() || pg == "0";
+}
 bool IsTimeout(const LogEvent& e) {
   return e.code == codes::kWatchdogTimeout || e.kind.find("timeout") != std::string::npos ||
          !e.Field("timeout_ms").empty() || e.summary.find("timed out") != std::string::npos ||
@@ -83,7 +88,7 @@ void WatchdogCulprits(Ctx& c) {
   for (const LogEvent& e : c.job.events) {
     if ((e.kind != "torch_watchdog" && e.kind != "torch_blocking_wait_timeout") || e.rank < 0 || e.Field("seq").empty())
       continue;
-    if (!e.Field("pg").empty() && e.Field("pg") != "0") continue;
+    if (!InDefaultGroup(e)) continue;
     first.emplace(e.rank, Report{&e, e.Field("op")});
   }
   if (first.empty()) return;
@@ -122,7 +127,7 @@ void WatchdogCulprits(Ctx& c) {
   // the logs at hand.
   for (const LogEvent& e : c.job.events)
     if (e.kind == "torch_work_timeout" && e.rank >= 0 && e.Field("seq") == seq && !first.count(e.rank) &&
-        (e.Field("pg").empty() || e.Field("pg") == "0"))
+        InDefaultGroup(e))
       reporters.push_back(e.rank);
   std::sort(reporters.begin(), reporters.end());
   reporters.erase(std::unique(reporters.begin(), reporters.end()), reporters.end());
@@ -577,8 +582,7 @@ void Events(Ctx& c) {
     } else if (!e.host.empty()) {
       b.hosts.insert(e.host);
     }
-    if (const std::string seq = e.Field("seq");
-        !seq.empty() && e.rank >= 0 && seq.size() < 19 && (e.Field("pg").empty() || e.Field("pg") == "0")) {
+    if (const std::string seq = e.Field("seq"); !seq.empty() && e.rank >= 0 && seq.size() < 19 && InDefaultGroup(e)) {
       const int64_t n = std::atoll(seq.c_str());
       auto [at, fresh] = b.seq_of_rank.emplace(e.rank, n);
       if (!fresh) at->second = std::min(at->second, n);
