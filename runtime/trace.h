@@ -193,7 +193,7 @@ class TraceWriter {
   TraceRecordRaw* Slot(uint64_t index) const;
   void End(uint64_t index, RecordState state);
   // Puts `site` into the record's field, and its whole text into the callsite table when longer.
-  void PutCallsite(TraceRecordRaw* rec, std::string_view site);
+  void PutCallsite(char (&field)[kCallsiteBytes], std::string_view site);
 
   std::string path_;
   void* base_;

@@ -52,7 +52,9 @@ class TraceClock {
   void AfterFork();
 
   const Source source_;
-  const TickSource ticks_;
+  uint64_t ReadTicks() const;
+
+  const TickSource ticks_;            // nullptr: the CPU's counter
   std::atomic<uint64_t> version_{0};  // sequence lock of base_tsc_, base_ns_, mult_: odd while refitting
   std::atomic<uint64_t> base_tsc_{0};
   std::atomic<int64_t> base_ns_{0};

@@ -35,6 +35,7 @@
 
 #include "runtime/trace_c_api.h"
 #include "runtime/types.h"
+#include "tracers/flat_map.h"
 #include "tracers/launcher_env.h"
 
 namespace {
@@ -47,9 +48,9 @@ constexpr int kAsync = 0x100;  // dsd_trace_begin: `op | 0x100` marks an asynchr
 
 struct Comm {
   uint32_t id = 0;
-  uint64_t seq = 0;                                // collectives begun on it
-  std::vector<int> world;                          // comm rank -> world rank; empty: MPI_COMM_WORLD
-  std::unordered_map<uint64_t, uint64_t> p2p_seq;  // (op << 32 | world peer) -> sends/recvs begun
+  uint64_t seq = 0;                                      // collectives begun on it
+  std::vector<int> world;                                // comm rank -> world rank; empty: MPI_COMM_WORLD
+  dsd::tracers::FlatMap<uint64_t, uint64_t> p2p_seq{0};  // (op << 32 | world peer) -> sends/recvs begun
 };
 
 // What one call is, as the trace records it.
@@ -110,7 +111,7 @@ class Tracer {
     uint64_t seq;
     int peer = call.root < 0 ? -1 : WorldRank(c, call.root);  // MPI_ROOT, MPI_PROC_NULL: -1
     if (call.op == Op::kSend || call.op == Op::kRecv)
-      seq = ++c.p2p_seq[static_cast<uint64_t>(call.op) << 32 | static_cast<uint32_t>(peer)];
+      seq = ++c.p2p_seq.Get(static_cast<uint64_t>(call.op) << 32 | static_cast<uint32_t>(peer));
     else
       seq = ++c.seq;
     int size = 0;
@@ -140,26 +141,25 @@ class Tracer {
       return;
     }
     auto lock = Lock();
-    auto [it, fresh] = requests_.try_emplace(request, handle);
+    bool fresh = false;
+    uint64_t& stored = requests_.Get(request, &fresh);
     // A handle MPI reused: the call it stood for completed where we did not see it (a wait we do
     // not wrap), so it ends here rather than staying in flight for good.
-    if (!fresh) {
-      dsd_trace_end(it->second, 1, nullptr);
-      it->second = handle;
-    }
+    if (!fresh) dsd_trace_end(stored, 1, nullptr);
+    stored = handle;
   }
   uint64_t Lookup(MPI_Request request) {
     if (request == MPI_REQUEST_NULL) return 0;
     auto lock = Lock();
-    auto it = requests_.find(request);
-    return it == requests_.end() ? 0 : it->second;
+    const uint64_t* handle = requests_.Find(request);
+    return handle ? *handle : 0;
   }
   // Forgets `request` if it still stands for `handle`: another thread may have been given the same
   // handle value for a new call since MPI freed it (MPI_THREAD_MULTIPLE).
   void Forget(MPI_Request request, uint64_t handle) {
     auto lock = Lock();
-    auto it = requests_.find(request);
-    if (it != requests_.end() && it->second == handle) requests_.erase(it);
+    const uint64_t* stored = requests_.Find(request);
+    if (stored && *stored == handle) requests_.Erase(request);
   }
 
   // Communicators made by the program: registered at creation, so every member numbers them alike.
@@ -290,14 +290,16 @@ class Tracer {
 
   // "MPI_Allreduce@prog+0x11a9": the MPI function and where the program called it, as a module
   // and an offset that `addr2line -e` resolves (or the nearest exported symbol). Cached per return
-  // address: dladdr walks symbol tables. Caller holds mu_.
+  // address: dladdr walks symbol tables. A loop's few call sites (an Irecv, an Isend, a Waitall)
+  // are answered by a small direct-mapped cache in front of the map. Caller holds mu_.
   const std::string& Callsite(const char* name, const void* caller) {
     auto key = std::make_pair(static_cast<const void*>(name), caller);
-    if (last_callsite_ && last_callsite_key_ == key) return *last_callsite_;
+    const uintptr_t mix = reinterpret_cast<uintptr_t>(caller) ^ reinterpret_cast<uintptr_t>(name) >> 4;
+    RecentCallsite& recent = recent_callsites_[(mix ^ mix >> 7) % kRecentCallsites];
+    if (recent.text && recent.key == key) return *recent.text;
     auto it = callsites_.find(key);
     if (it != callsites_.end()) {
-      last_callsite_key_ = key;
-      last_callsite_ = &it->second;
+      recent = {key, &it->second};
       return it->second;
     }
     std::string where;
@@ -318,10 +320,12 @@ class Tracer {
         where = module + off;
       }
     }
-    if (callsites_.size() > 4096) callsites_.clear();  // bounded however many call sites a program has
-    last_callsite_key_ = key;
-    last_callsite_ = &(callsites_[key] = where.empty() ? std::string(name) : std::string(name) + "@" + where);
-    return *last_callsite_;
+    if (callsites_.size() > 4096) {  // bounded however many call sites a program has
+      callsites_.clear();
+      for (RecentCallsite& r : recent_callsites_) r = {};
+    }
+    recent = {key, &(callsites_[key] = where.empty() ? std::string(name) : std::string(name) + "@" + where)};
+    return *recent.text;
   }
 
   struct PairHash {
@@ -342,11 +346,15 @@ class Tracer {
   std::mutex mu_;
   MPI_Comm last_comm_key_ = MPI_COMM_NULL;  // CommOf's last answer (nullptr: none); mu_
   Comm* last_comm_ = nullptr;
-  std::pair<const void*, const void*> last_callsite_key_{};  // Callsite's last answer; mu_
-  const std::string* last_callsite_ = nullptr;
+  struct RecentCallsite {
+    std::pair<const void*, const void*> key;
+    const std::string* text = nullptr;  // in callsites_; nullptr: none
+  };
+  static constexpr size_t kRecentCallsites = 32;
+  RecentCallsite recent_callsites_[kRecentCallsites] = {};  // Callsite's recent answers; mu_
   std::unordered_map<MPI_Comm, Comm> comms_;
   std::unordered_map<uint64_t, uint64_t> made_;  // members' hash -> communicators made with them
-  std::unordered_map<MPI_Request, uint64_t> requests_;
+  dsd::tracers::FlatMap<MPI_Request, uint64_t> requests_{MPI_REQUEST_NULL};
   std::unordered_map<std::pair<const void*, const void*>, std::string, PairHash> callsites_;
 };
 
@@ -355,7 +363,9 @@ Tracer& T() {
   return *t;
 }
 
-thread_local int t_depth = 0;  // > 0 inside a traced call: nested MPI calls belong to it
+// > 0 inside a traced call: nested MPI calls belong to it. initial-exec: a preloaded library's TLS
+// is in the static block, read at a fixed offset instead of through __tls_get_addr.
+__attribute__((tls_model("initial-exec"))) thread_local int t_depth = 0;
 
 // Runs a blocking call between its begin and end.
 template <class F>
