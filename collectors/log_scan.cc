@@ -20,6 +20,7 @@
 #include "collectors/log_classifier.h"
 #include "collectors/log_matcher.h"
 #include "collectors/log_prefix.h"
+#include "collectors/log_unwrap.h"
 #include "common/strings.h"
 
 namespace dsd::collectors {
@@ -162,6 +163,8 @@ struct LogScanner::Impl {
   int file = -1;
   size_t first_stream = 0;  // streams[first_stream..] belong to this file
   PrefixDialect dialect;
+  WrapShape wrap;                           // the file's terminal width when it is a wrapped paste (log_unwrap.h)
+  int64_t unwrap_joins = 0;                 // line breaks undone in it
   int64_t line_no = 0;                      // lines of the file before the current block
   int64_t offset = 0;                       // byte offset of the current block in the file
   std::set<size_t> pending;                 // streams with an open traceback or table
@@ -341,8 +344,23 @@ struct LogScanner::Impl {
   }
 
   // Complete lines: `block` ends at a line end (its '\n' excluded: `newline`) or at the end of the
-  // input.
+  // input. In a terminal-wrapped paste the broken lines are joined first (log_unwrap.h); a line
+  // broken across two blocks (one in 4 MiB at most) stays broken.
   void Block(std::string_view block, bool newline) {
+    if (!wrap.width) return Lines(block, newline, nullptr);
+    const int64_t base = line_no;
+    std::vector<LineOrigin> origins;
+    int64_t joins = 0;
+    const std::string joined =
+        Unwrap(block, wrap.width, dialect, base + 1, offset, options.max_line_bytes, &origins, &joins);
+    unwrap_joins += joins;
+    Lines(joined, newline, &origins);
+    line_no = base + CountNewlines(block.data(), block.data() + block.size()) + (newline || !block.empty() ? 1 : 0);
+  }
+
+  // The lines of `block`; `origins` (one per line), where a line of it began in the file when the
+  // block is a joined one.
+  void Lines(std::string_view block, bool newline, const std::vector<LineOrigin>* origins) {
     if (!upgraded && std::max(expected, result.bytes) >= kHyperscanFromBytes) {
       upgraded = true;
       if (auto hs = CatalogueScanner(true)) {
@@ -351,6 +369,7 @@ struct LogScanner::Impl {
       }
     }
     size_t pos = 0;
+    const int64_t base = line_no;
     int64_t counted_to = 0, lines_before = line_no;  // newlines in block[0, counted_to)
     auto number_of = [&](size_t at) {
       if (static_cast<int64_t>(at) > counted_to)
@@ -358,15 +377,22 @@ struct LogScanner::Impl {
       counted_to = std::max<int64_t>(counted_to, at);
       return lines_before + 1;
     };
+    // The line starting at `at`: its number and offset in the file.
+    auto origin_of = [&](size_t at) {
+      const int64_t n = number_of(at);
+      const size_t index = static_cast<size_t>(n - base - 1);
+      if (origins && index < origins->size()) return (*origins)[index];
+      return LineOrigin{n, offset + static_cast<int64_t>(at)};
+    };
     while (pos < block.size()) {
       // Line by line while a multi-line construct is open.
       while (LineByLine() && pos < block.size()) {
         const void* nl = std::memchr(block.data() + pos, '\n', block.size() - pos);
         size_t end = nl ? static_cast<const char*>(nl) - block.data() : block.size();
-        int64_t n = number_of(pos);
+        const LineOrigin at = origin_of(pos);
         ++result.candidate_lines;
-        Line(block.substr(pos, end - pos), n, offset + static_cast<int64_t>(pos));
-        if ((n & 63) == 0) CloseStale(n);
+        Line(block.substr(pos, end - pos), at.line, at.offset);
+        if ((at.line & 63) == 0) CloseStale(at.line);
         pos = end + 1;
       }
       if (pos >= block.size()) break;
@@ -374,7 +400,8 @@ struct LogScanner::Impl {
       scanner->Scan(block.substr(pos), [&](size_t b, size_t e) {
         b += pos, e += pos;
         ++result.candidate_lines;
-        Line(block.substr(b, e - b), number_of(b), offset + static_cast<int64_t>(b));
+        const LineOrigin at = origin_of(b);
+        Line(block.substr(b, e - b), at.line, at.offset);
         if (LineByLine()) {
           resume = e + 1;
           return false;
@@ -400,6 +427,8 @@ struct LogScanner::Impl {
     pending.clear();
     partials.clear();
     dialect = PrefixDialect{};
+    wrap = WrapShape{};
+    unwrap_joins = 0;
   }
 
   void Learn(std::string_view head) {
@@ -420,11 +449,16 @@ struct LogScanner::Impl {
       pos = end + 1;
     }
     dialect = learner.Dialect();
+    wrap = DetectWrap(head, dialect);
   }
 
   // Streams are created file by file, so this file's are the ones from first_stream on (and the
   // shared overflow stream, which is per file too).
   void EndFile() {
+    if (unwrap_joins > 0)
+      result.warnings.push_back(files[file] + ": looks hard-wrapped at " + std::to_string(wrap.width) +
+                                " columns (copied from a terminal of that width): " + std::to_string(unwrap_joins) +
+                                " line breaks inside records were undone before reading; line numbers are the file's");
     FlushPartials(0);
     for (size_t id = first_stream; id < streams.size(); ++id) FinishStream(*streams[id]);
     pending.clear();

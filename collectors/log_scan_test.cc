@@ -557,5 +557,47 @@ TEST(LogScanTest, MissingFileIsNamed) {
   EXPECT_NE(st.message().find("/nonexistent/job.log"), std::string::npos);
 }
 
+// A paste copied from a terminal 100 columns wide: its records read as if whole, with the line
+// numbers of the paste, and the output says the paste was rejoined.
+TEST(LogScanTest, ATerminalWrappedPasteReadsAsTheLogItWas) {
+  const std::string log =
+      "[default0]:step 1 loss 2.31\n"
+      "[rank1]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation "
+      "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800012 "
+      "milliseconds before timing out.\n"
+      "[rank2]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation "
+      "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800015 "
+      "milliseconds before timing out.\n"
+      "[rank3]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation "
+      "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800020 "
+      "milliseconds before timing out.\n";
+  std::string folded;
+  std::vector<std::string> physical;
+  for (size_t pos = 0; pos < log.size();) {
+    size_t nl = log.find('\n', pos);
+    for (size_t at = pos; at < nl; at += 100) physical.push_back(log.substr(at, std::min<size_t>(100, nl - at)));
+    pos = nl + 1;
+  }
+  for (const std::string& line : physical) folded += line + "\n";
+  LogScanResult whole = Scan(log), pasted = Scan(folded);
+  auto kinds = [](const LogScanResult& r) {
+    std::vector<std::pair<std::string, int>> out;
+    for (const LogEvent& e : r.events) out.emplace_back(e.kind, e.rank);
+    return out;
+  };
+  ASSERT_FALSE(whole.events.empty());
+  EXPECT_EQ(kinds(pasted), kinds(whole));
+  for (const LogEvent& e : pasted.events) {
+    ASSERT_GE(e.line, 1);
+    ASSERT_LE(e.line, static_cast<int>(physical.size()));
+    EXPECT_EQ(physical[e.line - 1].substr(0, 7), "[rank" + std::to_string(e.rank) + "]") << e.line;
+    EXPECT_EQ(folded.substr(e.offset, 8), physical[e.line - 1].substr(0, 8));
+  }
+  bool said = false;
+  for (const std::string& w : pasted.warnings) said |= w.find("hard-wrapped at 100 columns") != std::string::npos;
+  EXPECT_TRUE(said);
+  for (const std::string& w : whole.warnings) EXPECT_EQ(w.find("hard-wrapped"), std::string::npos) << w;
+}
+
 }  // namespace
 }  // namespace dsd::collectors
