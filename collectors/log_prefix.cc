@@ -85,6 +85,16 @@ size_t Timestamp(std::string_view s, int64_t* ns) {
   return i;
 }
 
+// "stderr F " after a CRI timestamp (containerd's and CRI-O's container logs, /var/log/pods/…):
+// the stream, and F (a full line) or P (a part of a longer one).
+size_t CriStream(std::string_view s, std::string* channel) {
+  if (s.size() < 9 || (s.substr(0, 7) != "stdout " && s.substr(0, 7) != "stderr ") || (s[7] != 'F' && s[7] != 'P') ||
+      s[8] != ' ')
+    return 0;
+  *channel = std::string(s.substr(0, 6));
+  return 9;
+}
+
 // "Mon Jan  1 12:00:00 2024" (mpirun --timestamp-output) right before "[1,3]<stdout>:".
 size_t CTimeBeforeTag(std::string_view s) {
   if (s.size() < 25 || !IsAlpha(s[0]) || s[3] != ' ' || s[7] != ' ' || s[10] != ' ' || s[13] != ':' || s[16] != ':' ||
@@ -303,13 +313,18 @@ size_t FindMpiTag(std::string_view s, size_t from, LinePrefix* out, size_t* len)
 
 std::string_view StripPrefixes(std::string_view line, const PrefixDialect& dialect, LinePrefix* out) {
   std::string_view s = line;
+  bool after_time = false;  // the previous prefix was a timestamp: a CRI stream may follow
   for (int round = 0; round < 8 && !s.empty(); ++round) {
     size_t n = 0;
     int64_t ns = 0;
     std::string host;
     int rank = -1, local = -1, pid = 0;
+    const bool cri_position = after_time;
+    after_time = false;
     if ((n = Timestamp(s, &ns))) {
       out->time_ns = ns;
+      after_time = true;
+    } else if (cri_position && (n = CriStream(s, &out->channel))) {
     } else if ((n = KubernetesTag(s, &host))) {
       out->host = host;
     } else if (size_t ct = CTimeBeforeTag(s); (n = MpiTag(s.substr(ct), &rank, &host))) {
@@ -356,6 +371,137 @@ std::string_view StripProgressBar(std::string_view segment) {
   size_t i = 0;
   while (i < rest.size() && rest[i] == ' ') ++i;
   return rest.substr(i);
+}
+
+}  // namespace dsd::collectors
+
+namespace dsd::collectors {
+namespace {
+
+// The JSON string starting at s[*i] (its opening quote), decoded into *out (\uXXXX, surrogate pairs
+// included, as UTF-8); false when it is not a whole string.
+bool JsonString(std::string_view s, size_t* i, std::string* out) {
+  if (*i >= s.size() || s[*i] != '"') return false;
+  auto hex4 = [&](size_t at, uint32_t* v) {
+    if (at + 4 > s.size()) return false;
+    *v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      char c = s[k];
+      int d = IsDigit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      *v = *v * 16 + static_cast<uint32_t>(d);
+    }
+    return true;
+  };
+  auto utf8 = [&](uint32_t cp) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xC0 | cp >> 6);
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xE0 | cp >> 12);
+      *out += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      *out += static_cast<char>(0xF0 | cp >> 18);
+      *out += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
+      *out += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  };
+  for (size_t k = *i + 1; k < s.size(); ++k) {
+    char c = s[k];
+    if (c == '"') {
+      *i = k + 1;
+      return true;
+    }
+    if (c != '\\') {
+      *out += c;
+      continue;
+    }
+    if (++k >= s.size()) return false;
+    switch (s[k]) {
+      case 'n':
+        *out += '\n';
+        break;
+      case 't':
+        *out += '\t';
+        break;
+      case 'r':
+        *out += '\r';
+        break;
+      case 'b':
+        *out += '\b';
+        break;
+      case 'f':
+        *out += '\f';
+        break;
+      case 'u': {
+        uint32_t cp = 0, low = 0;
+        if (!hex4(k + 1, &cp)) return false;
+        k += 4;
+        if (cp >= 0xD800 && cp < 0xDC00 && k + 6 < s.size() && s[k + 1] == '\\' && s[k + 2] == 'u' &&
+            hex4(k + 3, &low) && low >= 0xDC00 && low < 0xE000) {
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          k += 6;
+        } else if (cp >= 0xD800 && cp < 0xE000) {
+          cp = 0xFFFD;  // a lone surrogate
+        }
+        utf8(cp);
+        break;
+      }
+      default:
+        *out += s[k];  // \" \\ \/
+    }
+  }
+  return false;
+}
+
+// The string value of "key" in `s` (the first occurrence, at any depth), decoded; false when none.
+bool JsonStringField(std::string_view s, std::string_view key, std::string* out) {
+  std::string quoted = "\"" + std::string(key) + "\"";
+  for (size_t at = s.find(quoted); at != std::string_view::npos; at = s.find(quoted, at + 1)) {
+    size_t i = SkipSpaces(s, at + quoted.size());
+    if (i >= s.size() || s[i] != ':') continue;
+    i = SkipSpaces(s, i + 1);
+    out->clear();
+    if (JsonString(s, &i, out)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool DecodeJsonLogLine(std::string_view line, JsonLogLine* out) {
+  std::string_view s = Trim(line);
+  if (s.size() < 8 || s.front() != '{' || s.back() != '}') return false;
+  static constexpr std::string_view kText[] = {"log", "textPayload", "MESSAGE", "message", "msg"};
+  bool found = false;
+  for (std::string_view key : kText)
+    if ((found = JsonStringField(s, key, &out->text))) break;
+  if (!found) return false;
+  while (!out->text.empty() && (out->text.back() == '\n' || out->text.back() == '\r')) out->text.pop_back();
+  std::string value;
+  out->stream.clear();
+  if (JsonStringField(s, "stream", &value) && (value == "stdout" || value == "stderr")) out->stream = value;
+  out->time_ns = 0;
+  for (std::string_view key : {"time", "timestamp", "@timestamp"}) {
+    int64_t ns = 0;
+    if (JsonStringField(s, key, &value) && Timestamp(value, &ns)) {
+      out->time_ns = ns;
+      break;
+    }
+  }
+  out->host.clear();
+  for (std::string_view key : {"pod_name", "_HOSTNAME", "hostname", "host"}) {
+    if (JsonStringField(s, key, &value) && !value.empty() && value.size() <= 253 &&
+        std::all_of(value.begin(), value.end(), IsHostChar)) {
+      out->host = value;
+      break;
+    }
+  }
+  return true;
 }
 
 }  // namespace dsd::collectors

@@ -1,6 +1,7 @@
 // Launcher prefixes of a combined log line: which rank, node or process printed it, and when.
 // Recognised, nested in any order at the start of a line:
 //   timestamps  2024-05-01T12:00:00.123Z / 2024-05-01 12:00:00,123 / [2024-05-01 12:00:00]
+//   CRI         <timestamp> stderr F                (containerd / CRI-O container logs) → stream
 //   Kubernetes  [pod/<pod>/<container>]            (kubectl logs --prefix) → host
 //   OpenMPI     [<job>,<rank>]<stdout|stderr>:     (mpirun --tag-output; PRRTE's [ns@job,rank],
 //               SageMaker's [job,mpirank:rank,host]) → rank
@@ -60,6 +61,19 @@ std::string_view StripPrefixes(std::string_view line, const PrefixDialect& diale
 // Returns its position (npos when none), sets *len to its length and the tag's fields in *out
 // (rank, host when it names one, mpi_tag, channel); other fields of *out are left as they were.
 size_t FindMpiTag(std::string_view s, size_t from, LinePrefix* out, size_t* len);
+
+// A container runtime's or log shipper's JSON line: Docker's json-file ({"log":"…\n","stream":
+// "stderr","time":"…"}), Fluent Bit / Fluentd records (with "kubernetes":{"pod_name":…}), journald's
+// JSON (MESSAGE, _HOSTNAME), Cloud Logging's textPayload. The text it carries (its final newline
+// removed) and what it says of it.
+struct JsonLogLine {
+  std::string text;
+  std::string stream;   // "stdout" | "stderr" | ""
+  int64_t time_ns = 0;  // 0: none
+  std::string host;     // the pod or host it names, "" when none
+};
+// False when `line` is no JSON object with a text field (log, textPayload, MESSAGE, message, msg).
+bool DecodeJsonLogLine(std::string_view line, JsonLogLine* out);
 
 // The text after a tqdm progress bar glued in front of it ("45%|####  | 45/100 [00:10<00:12]Traceback…"),
 // or "" when the segment is only a progress bar; other text is returned as it is.

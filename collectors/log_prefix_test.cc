@@ -145,5 +145,49 @@ TEST(LogPrefixTest, HostileInputIsTotal) {
   Strip("host:1:2 [");
 }
 
+// containerd / CRI-O write each container line as "<RFC 3339 time> <stream> <F|P> <line>"
+// (/var/log/pods/…, what a node's log shipper reads).
+TEST(LogPrefixTest, CriContainerLogLines) {
+  auto a =
+      Strip("2024-05-01T12:30:00.123456789Z stderr F [rank1]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] x");
+  EXPECT_EQ(a.p.rank, 1);
+  EXPECT_EQ(a.p.channel, "stderr");
+  EXPECT_GT(a.p.time_ns, 0);
+  EXPECT_EQ(a.message, "[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] x");
+  auto b = Strip("2024-05-01T12:30:00.123456789+00:00 stdout P step 1 loss 2.31");
+  EXPECT_EQ(b.p.channel, "stdout");
+  EXPECT_EQ(b.message, "step 1 loss 2.31");
+  // Only after a timestamp: a program's own "stdout F …" stays its text.
+  EXPECT_EQ(Strip("stdout F went wrong").message, "stdout F went wrong");
+}
+
+// Docker's json-file driver, Fluent Bit with Kubernetes metadata, journald's JSON: the program's
+// line is the decoded string, and the record's fields say its stream, time and pod.
+TEST(LogPrefixTest, JsonLogRecords) {
+  JsonLogLine j;
+  // Go's encoder escapes <, > and & (docker logs of a Python traceback).
+  ASSERT_TRUE(DecodeJsonLogLine(R"({"log":"[rank1]:  File \"/w/train.py\", line 42, in \u003cmodule\u003e\n",)"
+                                R"("stream":"stderr","time":"2024-05-01T12:30:00.123456789Z"})",
+                                &j));
+  EXPECT_EQ(j.text, "[rank1]:  File \"/w/train.py\", line 42, in <module>");
+  EXPECT_EQ(j.stream, "stderr");
+  EXPECT_GT(j.time_ns, 0);
+  EXPECT_EQ(j.host, "");
+  ASSERT_TRUE(DecodeJsonLogLine(R"({"date":1714566600.1,"log":"NCCL WARN oops\ttab","stream":"stdout",)"
+                                R"("kubernetes":{"pod_name":"trainer-worker-3","namespace_name":"ml"}})",
+                                &j));
+  EXPECT_EQ(j.text, "NCCL WARN oops\ttab");
+  EXPECT_EQ(j.host, "trainer-worker-3");
+  EXPECT_EQ(j.time_ns, 0);
+  ASSERT_TRUE(DecodeJsonLogLine(R"({ "_HOSTNAME" : "gpu-node-7", "MESSAGE" : "caf\u00e9 \ud83d\ude00 \ud800" })", &j));
+  EXPECT_EQ(j.text, "caf\xc3\xa9 \xf0\x9f\x98\x80 \xef\xbf\xbd");
+  EXPECT_EQ(j.host, "gpu-node-7");
+  // Not such records: text, JSON without a text field, a string cut off.
+  EXPECT_FALSE(DecodeJsonLogLine("[rank1]: {\"log\":\"x\"}", &j));
+  EXPECT_FALSE(DecodeJsonLogLine(R"({"step": 3, "loss": 2.31})", &j));
+  EXPECT_FALSE(DecodeJsonLogLine(R"({"log":"cut \"})", &j));
+  EXPECT_FALSE(DecodeJsonLogLine(R"({"log":"bad \u12"})", &j));
+}
+
 }  // namespace
 }  // namespace dsd::collectors

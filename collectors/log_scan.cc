@@ -246,6 +246,15 @@ struct LogScanner::Impl {
   }
   void LineOnce(std::string_view line, int64_t number, int64_t line_offset) {
     LinePrefix p;
+    // A container runtime's JSON line carries the program's line as an escaped string: that line is
+    // read, under what the record says of it (its stream, time, pod) where the line itself is silent.
+    JsonLogLine json;
+    if (!line.empty() && (line.front() == '{' || line.front() == ' ') && DecodeJsonLogLine(line, &json)) {
+      line = json.text;
+      if (json.time_ns) p.time_ns = json.time_ns;
+      if (!json.host.empty()) p.host = json.host;
+      if (!json.stream.empty()) p.channel = json.stream;
+    }
     std::string_view message = StripPrefixes(line, dialect, &p);
     if (!p.mpi_tag.empty()) return TaggedLine(line, p, message, number, line_offset);
     Feed(StreamFor(p), message, p, number, line_offset);

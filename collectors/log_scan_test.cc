@@ -599,5 +599,45 @@ TEST(LogScanTest, ATerminalWrappedPasteReadsAsTheLogItWas) {
   for (const std::string& w : whole.warnings) EXPECT_EQ(w.find("hard-wrapped"), std::string::npos) << w;
 }
 
+// Container logs as a node keeps them: Docker's JSON records and CRI's tagged lines. The traceback
+// spread over records is one exception of rank 1, and the record's stream keeps stdout apart.
+TEST(LogScanTest, ContainerRuntimeLogsReadAsTheProgramsLines) {
+  const std::vector<std::string> lines = {
+      "[rank1]:Traceback (most recent call last):",
+      "[rank1]:  File \"/home/user/train.py\", line 42, in <module>",
+      "[rank1]:    dist.all_reduce(t)",
+      "[rank1]:torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+      "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+  };
+  std::string docker, cri;
+  for (const std::string& l : lines) {
+    std::string escaped;
+    for (char c : l) {
+      if (c == '"')
+        escaped += "\\\"";
+      else if (c == '<')
+        escaped += "\\u003c";
+      else if (c == '>')
+        escaped += "\\u003e";
+      else
+        escaped += c;
+    }
+    docker += "{\"log\":\"" + escaped + "\\n\",\"stream\":\"stderr\",\"time\":\"2024-05-01T12:30:00.5Z\"}\n";
+    docker += "{\"log\":\"step 7 loss 2.31\\n\",\"stream\":\"stdout\",\"time\":\"2024-05-01T12:30:00.6Z\"}\n";
+    cri += "2024-05-01T12:30:00.5Z stderr F " + l + "\n";
+    cri += "2024-05-01T12:30:00.6Z stdout F step 7 loss 2.31\n";
+  }
+  for (const std::string& text : {docker, cri}) {
+    LogScanResult r = Scan(text);
+    const LogEvent* e = Find(r, "python_traceback");
+    ASSERT_NE(e, nullptr) << text;
+    EXPECT_EQ(e->rank, 1);
+    EXPECT_EQ(e->line, 1);
+    EXPECT_EQ(e->location, "train.py:42");
+    EXPECT_NE(e->summary.find("DistBackendError"), std::string::npos) << e->summary;
+    EXPECT_GT(e->time_ns, 0);
+  }
+}
+
 }  // namespace
 }  // namespace dsd::collectors

@@ -439,15 +439,22 @@ void InternalErrorsOfALostPeer(Ctx& c) {
   for (const LogEvent& e : c.job.events)
     if (kSocketKinds.count(e.kind)) closed.push_back(&e);
   if (closed.empty()) return;
+  // NCCL 2.19+ reports the same failures as a system error ("unhandled system error … Last error:
+  // socketStartConnect: Connect to … failed"): the socket's line is the finding there too.
+  const auto generic = [](std::string_view kind) {
+    return kind == "nccl_internal_error" || kind == "nccl_system_error";
+  };
   for (const LogEvent& e : c.job.events) {
-    if (e.kind != "nccl_internal_error" &&
-        !(e.kind == "python_traceback" && e.Field("cause_kind") == "nccl_internal_error"))
-      continue;
+    if (!generic(e.kind) && !(e.kind == "python_traceback" && generic(e.Field("cause_kind")))) continue;
     // The exception's line, NCCL's "ncclInternalError: …", "Last error:", the socket's words and the
     // traceback are a few lines of one report.
+    // A traceback's event is on its first line and its exception (with "Last error:") at its end.
+    const int after = e.kind == "python_traceback" ? 200 : 6;
     for (const LogEvent* s : closed)
-      if (s->file == e.file && s->rank == e.rank && std::abs(s->line - e.line) <= 6) {
-        c.echoes[&e] = "NCCL reports the socket error beside it as an internal error";
+      if (s->file == e.file && s->rank == e.rank && s->line >= e.line - 6 && s->line <= e.line + after) {
+        c.echoes[&e] = e.kind == "nccl_system_error" || e.Field("cause_kind") == "nccl_system_error"
+                           ? "NCCL reports the socket error beside it as a system error"
+                           : "NCCL reports the socket error beside it as an internal error";
         break;
       }
   }

@@ -491,6 +491,29 @@ TEST(AnalyzeE2eTest, AnNcclInternalErrorWhoseLastErrorIsAClosedSocketIsTheLostPe
     }
 }
 
+TEST(AnalyzeE2eTest, AnNcclSystemErrorWhoseLastErrorIsAFailedConnectNamesThePeer) {
+  // NCCL 2.19+ reports a connect that failed as "unhandled system error"; its "Last error:" names the
+  // peer, which is the finding, whether the exception is alone or at the end of a traceback.
+  const std::string exception =
+      "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+      "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+      "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+      "Last error:\nsocketStartConnect: Connect to 10.0.0.2<43215> failed : Software caused connection abort\n";
+  std::string frames = "Traceback (most recent call last):\n";
+  for (int i = 0; i < 12; ++i) frames += "  File \"/w/lib" + std::to_string(i) + ".py\", line 3, in f\n    f()\n";
+  for (const std::string& text : {exception, frames + exception}) {
+    auto a = Analyze({WriteLog("system.log", text)});
+    EXPECT_EQ(a.exit_code, 1);
+    const auto& first = a.report["findings"][0];
+    EXPECT_NE(first["summary"].get<std::string>().find("could not connect to 10.0.0.2"), std::string::npos)
+        << a.report.dump(2);
+    for (const auto& f : a.report["findings"])
+      if (f["summary"].get<std::string>().find("system error") != std::string::npos) {
+        EXPECT_EQ(f["severity"], "warning") << f.dump(2);
+      }
+  }
+}
+
 TEST(AnalyzeE2eTest, NcclsInitTimingsLineIsNoStack) {
   // NCCL >= 2.23 prints its setup's timings naming the init function: a healthy line, no stack.
   auto a = Analyze({WriteLog("init-timings.log",
