@@ -163,12 +163,14 @@ struct LogScanner::Impl {
   int file = -1;
   size_t first_stream = 0;  // streams[first_stream..] belong to this file
   PrefixDialect dialect;
-  WrapShape wrap;                           // the file's terminal width when it is a wrapped paste (log_unwrap.h)
-  int64_t unwrap_joins = 0;                 // line breaks undone in it
-  int64_t line_no = 0;                      // lines of the file before the current block
-  int64_t offset = 0;                       // byte offset of the current block in the file
-  std::set<size_t> pending;                 // streams with an open traceback or table
-  std::map<std::string, Partial> partials;  // by mpirun tag: this file's lines not yet ended
+  WrapShape wrap;                            // the file's terminal width when it is a wrapped paste (log_unwrap.h)
+  bool json_records = false;                 // the file is JSON log records (DecodeJsonLogLine), decoded block by block
+  const JsonLogLine* line_record = nullptr;  // while Lines() hands a decoded line on: its record
+  int64_t unwrap_joins = 0;                  // line breaks undone in it
+  int64_t line_no = 0;                       // lines of the file before the current block
+  int64_t offset = 0;                        // byte offset of the current block in the file
+  std::set<size_t> pending;                  // streams with an open traceback or table
+  std::map<std::string, Partial> partials;   // by mpirun tag: this file's lines not yet ended
 
   // The index of the stream a line with these prefixes belongs to (created on first use).
   size_t StreamFor(const LinePrefix& p) {
@@ -248,12 +250,18 @@ struct LogScanner::Impl {
     LinePrefix p;
     // A container runtime's JSON line carries the program's line as an escaped string: that line is
     // read, under what the record says of it (its stream, time, pod) where the line itself is silent.
+    // In a file of such records the block was decoded before the pre-scan (Block): the record's
+    // fields come with the line. A record in a file of text is decoded here.
     JsonLogLine json;
-    if (!line.empty() && (line.front() == '{' || line.front() == ' ') && DecodeJsonLogLine(line, &json)) {
+    const JsonLogLine* record = line_record;
+    if (!record && !line.empty() && (line.front() == '{' || line.front() == ' ') && DecodeJsonLogLine(line, &json)) {
       line = json.text;
-      if (json.time_ns) p.time_ns = json.time_ns;
-      if (!json.host.empty()) p.host = json.host;
-      if (!json.stream.empty()) p.channel = json.stream;
+      record = &json;
+    }
+    if (record) {
+      if (record->time_ns) p.time_ns = record->time_ns;
+      if (!record->host.empty()) p.host = record->host;
+      if (!record->stream.empty()) p.channel = record->stream;
     }
     std::string_view message = StripPrefixes(line, dialect, &p);
     if (!p.mpi_tag.empty()) return TaggedLine(line, p, message, number, line_offset);
@@ -355,21 +363,69 @@ struct LogScanner::Impl {
   // Complete lines: `block` ends at a line end (its '\n' excluded: `newline`) or at the end of the
   // input. In a terminal-wrapped paste the broken lines are joined first (log_unwrap.h); a line
   // broken across two blocks (one in 4 MiB at most) stays broken.
+  // A file of JSON log records is decoded the same way, block by block, so that the pre-scan and
+  // the multi-line constructs see the program's lines (Go's encoder writes '<' as \u003c; a record
+  // of Cloud Logging may hold a whole traceback).
   void Block(std::string_view block, bool newline) {
-    if (!wrap.width) return Lines(block, newline, nullptr);
+    if (!wrap.width && !json_records) return Lines(block, newline, nullptr, nullptr);
     const int64_t base = line_no;
     std::vector<LineOrigin> origins;
-    int64_t joins = 0;
-    const std::string joined =
-        Unwrap(block, wrap.width, dialect, base + 1, offset, options.max_line_bytes, &origins, &joins);
-    unwrap_joins += joins;
-    Lines(joined, newline, &origins);
+    std::vector<JsonLogLine> records;
+    std::string text;
+    if (json_records) {
+      text = DecodeRecords(block, base + 1, &origins, &records);
+    } else {
+      int64_t joins = 0;
+      text = Unwrap(block, wrap.width, dialect, base + 1, offset, options.max_line_bytes, &origins, &joins);
+      unwrap_joins += joins;
+    }
+    Lines(text, newline, &origins, json_records ? &records : nullptr);
     line_no = base + CountNewlines(block.data(), block.data() + block.size()) + (newline || !block.empty() ? 1 : 0);
   }
 
+  // The program's lines of a block of JSON log records: each record's text (every line of it, when
+  // it holds several), a line that is no record as it is. `records[i]` is line i's record (its text
+  // left empty; an empty stream and host, and time 0, for a line that is no record).
+  std::string DecodeRecords(std::string_view block, int64_t first_line, std::vector<LineOrigin>* origins,
+                            std::vector<JsonLogLine>* records) {
+    std::string out;
+    out.reserve(block.size());
+    size_t pos = 0;
+    int64_t number = first_line;
+    JsonLogLine json;
+    auto add = [&](std::string_view line, const JsonLogLine& record, size_t at) {
+      if (!origins->empty()) out += '\n';
+      out.append(line);
+      origins->push_back({number, offset + static_cast<int64_t>(at)});
+      records->push_back(record);
+      records->back().text.clear();
+    };
+    while (pos <= block.size()) {
+      const void* nl = std::memchr(block.data() + pos, '\n', block.size() - pos);
+      const size_t end = nl ? static_cast<const char*>(nl) - block.data() : block.size();
+      std::string_view line = block.substr(pos, end - pos);
+      if (!line.empty() && DecodeJsonLogLine(line, &json)) {
+        std::string_view text = json.text;
+        for (size_t from = 0;;) {
+          size_t cut = text.find('\n', from);
+          add(text.substr(from, cut == std::string_view::npos ? std::string_view::npos : cut - from), json, pos);
+          if (cut == std::string_view::npos) break;
+          from = cut + 1;
+        }
+      } else {
+        add(line, JsonLogLine{}, pos);
+      }
+      ++number;
+      if (!nl || end + 1 == block.size()) break;
+      pos = end + 1;
+    }
+    return out;
+  }
+
   // The lines of `block`; `origins` (one per line), where a line of it began in the file when the
-  // block is a joined one.
-  void Lines(std::string_view block, bool newline, const std::vector<LineOrigin>* origins) {
+  // block is a joined or decoded one; `records`, the JSON record each line came from.
+  void Lines(std::string_view block, bool newline, const std::vector<LineOrigin>* origins,
+             const std::vector<JsonLogLine>* records) {
     if (!upgraded && std::max(expected, result.bytes) >= kHyperscanFromBytes) {
       upgraded = true;
       if (auto hs = CatalogueScanner(true)) {
@@ -390,6 +446,11 @@ struct LogScanner::Impl {
     auto origin_of = [&](size_t at) {
       const int64_t n = number_of(at);
       const size_t index = static_cast<size_t>(n - base - 1);
+      line_record = nullptr;
+      if (records && index < records->size()) {
+        const JsonLogLine& r = (*records)[index];
+        if (r.time_ns || !r.stream.empty() || !r.host.empty()) line_record = &r;
+      }
       if (origins && index < origins->size()) return (*origins)[index];
       return LineOrigin{n, offset + static_cast<int64_t>(at)};
     };
@@ -420,6 +481,7 @@ struct LogScanner::Impl {
       if (resume == std::string_view::npos) break;
       pos = resume;
     }
+    line_record = nullptr;
     number_of(block.size());
     // The block's last line counts, even empty, when a newline ends it.
     line_no = lines_before + (newline || !block.empty() ? 1 : 0);
@@ -437,6 +499,8 @@ struct LogScanner::Impl {
     partials.clear();
     dialect = PrefixDialect{};
     wrap = WrapShape{};
+    json_records = false;
+    line_record = nullptr;
     unwrap_joins = 0;
   }
 
@@ -459,6 +523,18 @@ struct LogScanner::Impl {
     }
     dialect = learner.Dialect();
     wrap = DetectWrap(head, dialect);
+    // A file of JSON log records: most of its first lines decode as one.
+    JsonLogLine json;
+    int lines = 0, records = 0;
+    for (size_t at = 0; at < head.size() && lines < 200;) {
+      const void* nl = std::memchr(head.data() + at, '\n', head.size() - at);
+      size_t end = nl ? static_cast<const char*>(nl) - head.data() : head.size();
+      std::string_view line = head.substr(at, end - at);
+      if (!Trim(line).empty()) ++lines, records += DecodeJsonLogLine(line, &json);
+      at = end + 1;
+    }
+    json_records = lines > 0 && records * 5 >= lines * 4;
+    if (json_records) wrap = WrapShape{};
   }
 
   // Streams are created file by file, so this file's are the ones from first_stream on (and the

@@ -639,5 +639,29 @@ TEST(LogScanTest, ContainerRuntimeLogsReadAsTheProgramsLines) {
   }
 }
 
+// A file of JSON records is decoded before the pre-scan: a line whose pattern needs '<' (escaped
+// \u003c by Go's encoder) is found, and a record holding a whole traceback (Cloud Logging's
+// textPayload) is read as its lines, all named by the record's line.
+TEST(LogScanTest, JsonRecordsAreDecodedBeforeThePreScan) {
+  std::string text =
+      R"({"log":"node-2:812:901 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2\u003c0\u003e\n","stream":"stdout","time":"2024-05-01T12:29:59Z"})"
+      "\n"
+      R"({"log":"[rank1]:socketStartConnect: Connect to 10.0.0.3\u003c43215\u003e failed : Connection refused\n","stream":"stderr","time":"2024-05-01T12:30:00Z"})"
+      "\n"
+      R"({"textPayload":"Traceback (most recent call last):\n  File \"/w/train.py\", line 9, in \u003cmodule\u003e\n    main()\nRuntimeError: CUDA error: an illegal memory access was encountered\n","resource":{"labels":{"pod_name":"trainer-0"}},"timestamp":"2024-05-01T12:30:01Z"})"
+      "\n";
+  LogScanResult r = Scan(text);
+  const LogEvent* connect = Find(r, "nccl_connect_failed");
+  ASSERT_NE(connect, nullptr) << r.events.size();
+  EXPECT_EQ(connect->rank, 1);
+  EXPECT_EQ(connect->line, 2);
+  const LogEvent* tb = Find(r, "python_traceback");
+  ASSERT_NE(tb, nullptr);
+  EXPECT_EQ(tb->line, 3);
+  EXPECT_EQ(tb->location, "train.py:9");
+  EXPECT_EQ(tb->host, "trainer-0");
+  EXPECT_NE(tb->summary.find("illegal memory access"), std::string::npos) << tb->summary;
+}
+
 }  // namespace
 }  // namespace dsd::collectors
