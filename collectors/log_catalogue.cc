@@ -85,6 +85,21 @@ const std::vector<LogPattern> kCatalogue = {
      "give "
      "each job its own port and take WORLD_SIZE from the launcher.",
      NCCL_TROUBLE},
+    // Two processes claimed one rank: the bootstrap root counts check-ins by rank.
+    {"nccl_bootstrap_duplicate_rank",
+     R"(Bootstrap Root : rank (?P<dup>\d+) of (?P<nranks>\d+) ranks has already checked in)", codes::kNcclError, kErr,
+     kCause, "NCCL bootstrap: two processes claimed rank {dup} (of {nranks})",
+     "Two processes were given the same rank: the launcher and the program disagree on who sets RANK/LOCAL_RANK (srun "
+     "starting one task per GPU under torchrun, or Lightning/Accelerate reading SLURM_PROCID while torchrun also sets "
+     "RANK), more tasks than the program expects (--ntasks-per-node against devices), or a restarted process joining "
+     "the old communicator. Print RANK, LOCAL_RANK and WORLD_SIZE in every process: each rank must appear once.",
+     NCCL_TROUBLE},
+    // NCCL told to use loopback only: fine on one node, never across nodes.
+    {"nccl_ifname_loopback", R"(NCCL_SOCKET_IFNAME set (?:by environment )?to lo\b)", codes::kSocketIfnameInvalid, kWarn,
+     kCause, "NCCL_SOCKET_IFNAME=lo: NCCL talks over loopback only",
+     "Loopback reaches no other node: a job on more than one node hangs or fails to connect. Set NCCL_SOCKET_IFNAME "
+     "to the interface of the network between the nodes (`ip -br addr`; `^lo,docker` excludes), on every node.",
+     NCCL_ENV},
     // A rank advertised a loopback address: NCCL picked lo (NCCL_SOCKET_IFNAME=lo, or a host name that
     // resolves to 127.0.1.1), so its peers dial themselves.
     {"nccl_connect_loopback",
@@ -104,12 +119,15 @@ const std::vector<LogPattern> kCatalogue = {
      "on every node; `dsdoctor check` verifies it under the job's env.",
      NCCL_ENV},
     {"nccl_connect_failed",
-     R"((?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: Connect to (?P<peer>\S+) failed ?: ?(?P<error>.+))",
-     codes::kNcclError, kErr, kCause, "NCCL could not connect to {peer}: {error}",
+     R"((?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: Connect to (?P<peer>\S+) (?:failed ?: ?(?P<error>.+)|returned (?P<errno>\d+)\((?P<reason>[^)\n]*)\)))",
+     codes::kNcclError, kErr, kCause, "NCCL could not connect to {peer}: {error}{reason}",
      "A firewall between the nodes (NCCL uses random high ports unless NCCL_PORT_RANGE is set; open them or set a "
      "range "
      "the firewall allows), or NCCL_SOCKET_IFNAME picks an interface the peer cannot reach (a docker/NAT address): "
-     "`dsdoctor check` tells DROP, REJECT and no route apart.",
+     "`dsdoctor check` tells DROP, REJECT and no route apart. 'No route to host' (113) and 'Network is unreachable' "
+     "(101): this node has no route to that address (an interface the peer is not on, or a firewall answering "
+     "host-unreachable); 'Connection refused' (111): nothing listened there (the peer died, or a REJECT rule); timed "
+     "out (110): packets dropped (a DROP rule).",
      NCCL_TROUBLE " " NCCL_ENV},
     {"nccl_connect_exhausted",
      R"((?P<function>\w+): connect (?:to (?P<peer>\S+) )?returned (?P<error>.+?), exceeded error retry count)",
@@ -127,7 +145,8 @@ const std::vector<LogPattern> kCatalogue = {
      NCCL_TROUBLE},
     {"nccl_socket_closed",
      R"((?:Connection closed by remote peer(?: (?P<peer>\S+))?|(?:Net :|\w*[sS]ocketProgress\w*:) Call to (?:recv from|send to) (?P<peer2>\S+) failed|NET/Socket : peer \S+ shutdown|communicator encountered a fatal error))",
-     codes::kNcclError, kErr, kConseq, "NCCL: a peer closed its connection", kPeerDiedRemedy, NCCL_TROUBLE},
+     codes::kNcclError, kErr, kConseq, "NCCL: a peer closed its connection: {peer}{peer2}", kPeerDiedRemedy,
+     NCCL_TROUBLE},
     {"nccl_proxy_failed", R"(Proxy Call to rank (?P<peer>\d+) failed)", codes::kNcclError, kErr, kConseq,
      "NCCL proxy call to rank {peer} failed",
      "Rank {peer}'s NCCL proxy did not answer: that rank died or hung first (look for its own error), or the "
@@ -163,6 +182,15 @@ const std::vector<LogPattern> kCatalogue = {
      codes::kNcclError, kErr, kCause, "InfiniBand completion error {status} talking to {peer}",
      "The HCA reported a failed work request (ibv_wc_status {status}): check the link (`ibstat`, `ibv_devinfo`), the "
      "peer node, and the fabric's error counters.",
+     IBV_WC},
+    // libmlx5 (the Mellanox/NVIDIA NIC's user-space driver) reports a failed work request itself,
+    // before NCCL's own line (or instead of it, under Ray or in a trimmed paste).
+    {"mlx5_completion_error", R"(mlx5: (?P<where>[\w.:-]+): got completion with error)", codes::kNcclError, kErr, kCause,
+     "RDMA: the mlx5 NIC reported a failed work request (on {where})",
+     "The InfiniBand/RoCE transfer failed at the NIC: a link or switch port going down, the peer's process or NIC "
+     "going away, or a RoCE setting the fabric does not carry (GID index, PFC/ECN). Check `ibstat`/`ibv_devinfo` on "
+     "this node and its peers, the switch's port counters, and the NCCL WARN lines (NET/IB, with the status) beside "
+     "it.",
      IBV_WC},
     {"nccl_ib_async_event",
      R"(NET/IB ?: (?:\S+:\d+ )?(?:Got (?:non-fatal )?async event ?: ?|async fatal event(?: on \w+ \([^)]*\))?: )(?P<event>.+))",
@@ -509,6 +537,16 @@ const std::vector<LogPattern> kCatalogue = {
      "says "
      "who; checkpoint regularly if the job can be preempted.",
      TORCH_ELASTIC},
+    // Horovod stops every rank's pending operations once one rank raised or finished: this rank's
+    // error is the echo of that one (TensorFlow prints it as AbortedError / "User function raise error").
+    {"horovod_shut_down", R"(Horovod has been shut down)", codes::kCommError, kErr, kConseq,
+     "Horovod shut down: another rank raised an exception or finished its loop before this one",
+     "This rank's collective was cancelled because Horovod stopped; the cause is elsewhere. Look for the first "
+     "exception in any rank's log (the earliest Traceback), or a rank that finished before the others: uneven data "
+     "per rank, early stopping decided on one rank, a different number of steps. Every rank must make the same "
+     "collective calls: compute steps per epoch identically (drop_last, the same dataset size), broadcast stop "
+     "decisions, or call hvd.join() at the end.",
+     "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},
     // Horovod's stall check (HOROVOD_STALL_CHECK_TIME_SECONDS): the tensors some ranks submitted and
     // the ranks that never did ("missing ranks"), or the ranks that did ("ready ranks", older releases).
     {"horovod_stall",
@@ -526,6 +564,23 @@ const std::vector<LogPattern> kCatalogue = {
      "The other ranks wait for these ranks' tensor: look at where they are (their stacks or last lines). A "
      "rank-dependent branch, uneven data, or a rank that hung or died is the usual cause.",
      "https://horovod.readthedocs.io/en/stable/troubleshooting_include.html"},
+    // Ray: the raylet's notice of a worker process that died (on the head or in the driver's error),
+    // naming its node and pid when it has them; the driver's ActorDiedError is its echo.
+    {"ray_worker_died",
+     R"((?:Worker IP address: (?P<self_host>[\w.:-]+) Worker port: \d+ Worker PID: (?P<self_pid>\d+) )?Worker exit type: (?P<type>SYSTEM_ERROR|NODE_OUT_OF_MEMORY|USER_ERROR) Worker exit detail: (?P<detail>[^.\n]{1,200}))",
+     codes::kRankExited, kErr, kCause, "Ray: a worker process died ({type}): {detail}",
+     "Ray names the usual causes: the OOM killer (check `dmesg` and the node's memory; NODE_OUT_OF_MEMORY is Ray's own "
+     "memory monitor: fewer workers per node or a smaller batch), a crash of the process (SIGSEGV, a CUDA or NCCL abort: "
+     "its own log on that node, /tmp/ray/session_latest/logs/worker-*-PID.err, has the first error), or `ray stop`. A "
+     "'connection error code 2' means the worker vanished without saying why: that log says it.",
+     "https://docs.ray.io/en/latest/ray-core/fault_tolerance/actors.html"},
+    {"ray_actor_died",
+     R"((?:ActorDiedError: The actor died unexpectedly|The actor is dead because its worker process has died|ray\.exceptions\.RayActorError))",
+     codes::kRankExited, kErr, kConseq, "Ray: an actor died before finishing its task",
+     "The actor's worker process died; the driver only sees that. The worker's own log (its node and pid follow this "
+     "line, or the raylet's 'Worker exit type' line names them) has the first error: an OOM kill, a crash, or a NCCL "
+     "or CUDA error in that worker.",
+     "https://docs.ray.io/en/latest/ray-core/fault_tolerance/actors.html"},
     // jax.distributed's barriers before the coordination service's "Id:" wording (jax 0.4).
     {"jax_barrier_timeout", R"(DEADLINE_EXCEEDED: Barrier timed out\. Barrier_id: (?P<id>[\w.:-]*[\w:-]))",
      codes::kRankMissing, kErr, kCause, "JAX: barrier {id} timed out: some processes never reached it",
@@ -551,6 +606,15 @@ const std::vector<LogPattern> kCatalogue = {
      "mpiexec, or a typo. Use Hydra's own (-genv NAME VALUE, -env), or run the Open MPI mpirun the program was "
      "built with (`which mpiexec; mpiexec --version`).",
      "https://github.com/pmodels/mpich/blob/main/doc/wiki/how_to/Using_the_Hydra_Process_Manager.md"},
+    // DeepSpeed ZeRO-3 found a parameter still partitioned where it was about to be used.
+    {"deepspeed_zero3_param_unavailable", R"(ds_status == ZeroParamStatus\.AVAILABLE)", codes::kLogError, kErr, kCause,
+     "DeepSpeed ZeRO-3: a parameter was used while still partitioned (not gathered)",
+     "A module's parameters were used outside the hooks ZeRO-3 gathers them in: a submodule called directly or "
+     "through another module's forward, weights tied or shared across modules, parameters read in a custom hook, "
+     "or ranks running different code paths so that the prefetch order differs between them. Wrap such uses in "
+     "`deepspeed.zero.GatheredParameters(...)`, make every rank run the same modules in the same order, and try "
+     "`stage3_prefetch_bucket_size: 0` to rule out prefetching; newer DeepSpeed releases fix several such cases.",
+     "https://deepspeed.readthedocs.io/en/latest/zero3.html"},
     // The legacy launchers (torch.distributed.launch, deepspeed) pass every rank --local_rank (torch
     // 2.x spells it --local-rank); a script whose argparse lacks that spelling exits with code 2.
     {"script_rejects_local_rank", R"(: error: unrecognized arguments: (?P<option>(?:\S+ )*--local[_-]rank\b(?:=\d+)?))",
@@ -814,6 +878,13 @@ const std::vector<LogPattern> kCatalogue = {
      "not), "
      "or the link between them is blocked.",
      TORCH_DIST},
+    // slurmstepd could not tell srun that a task ended: srun was gone already (the step was being torn
+    // down). Not the job's own connection, whatever the words.
+    {"slurm_task_exit_unsent", R"(slurmstepd(?:-[\w.-]+)?: error: Failed to send MESSAGE_TASK_EXIT)", codes::kLaunchError,
+     kWarn, kConseq, "slurmstepd could not report a task's exit to srun (srun had already gone)",
+     "A consequence of the step ending (cancelled, timed out, or srun killed): the other Slurm lines say why. It is "
+     "Slurm's own connection, not the job's.",
+     "https://slurm.schedmd.com/srun.html"},
     {"peer_closed", R"(Connection closed by peer(?: \[(?P<peer>[^\]]+)\]:(?P<port>\d+))?)", codes::kCommError, kErr,
      kConseq, "connection closed by peer", kPeerDiedRemedy, ""},
     {"peer_reset", R"((?:Connection reset by peer|\bECONNRESET\b))", codes::kCommError, kErr, kConseq,
@@ -832,6 +903,17 @@ const std::vector<LogPattern> kCatalogue = {
      "NCCL_SOCKET_IFNAME), or a firewall answering with host-unreachable.",
      ""},
 
+    // The store-based barrier of init_process_group (torch < 2.1): how many processes checked in.
+    {"torch_store_barrier_timeout",
+     R"(store based barrier on rank: (?P<self_rank>\d+), for key: \S+ \(world_size=(?P<world>\d+), worker_count=(?P<workers>\d+))",
+     codes::kRendezvousError, kErr, kCause,
+     "init_process_group's barrier timed out: {workers} processes checked in for a world of {world}",
+     "Fewer processes than the world size: some ranks never reached init_process_group (died, hung, or started late: "
+     "their logs say where). More than the world size: processes of another attempt or job use the same "
+     "MASTER_ADDR:MASTER_PORT store (a requeued or preempted Slurm job whose old processes still run, two jobs on one "
+     "port): use a port of its own per job and attempt (derive it from SLURM_JOB_ID and the restart count) and make "
+     "sure the old processes are gone.",
+     TORCH_DIST},
     // ---- CUDA and memory --------------------------------------------------------------------------------
     {"cuda_oom",
      R"((?:CUDA out of memory|OutOfMemoryError: CUDA|CUBLAS_STATUS_ALLOC_FAILED|CUDA error: out of memory))",

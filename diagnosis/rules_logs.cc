@@ -533,10 +533,12 @@ void Events(Ctx& c) {
   // connection after a crash) is a consequence wherever the logs also hold an error of a cause's kind.
   // Only a cause logged before it, a few lines after it (srun's notices reach the log before
   // slurmstepd's cancellation line), or where the logs cannot say which came first explains it.
+  // A launcher's exit line is no cause; Ray's notice of a worker's death is, for the driver's
+  // ActorDiedError: it says how the worker died.
   std::vector<const LogEvent*> causes;
   for (const LogEvent& e : c.job.events)
     if (e.severity == Severity::kError && !e.consequence && !c.echoes.count(&e) && !IsTimeout(e) &&
-        e.code != codes::kRankExited)
+        (e.code != codes::kRankExited || e.kind == "ray_worker_died"))
       causes.push_back(&e);
   const auto caused = [&](const LogEvent& e) {
     return std::any_of(causes.begin(), causes.end(), [&](const LogEvent* cause) {

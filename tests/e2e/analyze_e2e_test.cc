@@ -514,6 +514,27 @@ TEST(AnalyzeE2eTest, AnNcclSystemErrorWhoseLastErrorIsAFailedConnectNamesThePeer
   }
 }
 
+TEST(AnalyzeE2eTest, RaysActorDiedIsTheEchoOfTheWorkersDeath) {
+  // verl/vLLM under Ray (https://github.com/volcengine/verl/issues/1003): the driver's ActorDiedError, then
+  // the worker's death with its exit detail. That death is the finding; the actor's is its echo.
+  auto a = Analyze({WriteLog(
+      "ray.log",
+      "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+      "        pid: 1009098\n        ip: 172.23.166.108\n"
+      "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+      "Worker unexpectedly exits with a connection error code 2. End of file.\n")});
+  EXPECT_EQ(a.exit_code, 1);
+  const auto& findings = a.report["findings"];
+  ASSERT_GE(findings.size(), 2u) << a.report.dump(2);
+  EXPECT_NE(findings[0]["summary"].get<std::string>().find("a worker process died (SYSTEM_ERROR)"), std::string::npos)
+      << a.report.dump(2);
+  EXPECT_EQ(findings[0]["severity"], "error");
+  for (const auto& f : findings)
+    if (f["summary"].get<std::string>().find("an actor died") != std::string::npos) {
+      EXPECT_EQ(f["severity"], "warning") << f.dump(2);
+    }
+}
+
 TEST(AnalyzeE2eTest, NcclsInitTimingsLineIsNoStack) {
   // NCCL >= 2.23 prints its setup's timings naming the init function: a healthy line, no stack.
   auto a = Analyze({WriteLog("init-timings.log",
