@@ -530,6 +530,16 @@ const std::vector<LogPattern> kCatalogue = {
      "The rendezvous store failed: check MASTER_ADDR/MASTER_PORT and that rank 0 is alive and reachable.", TORCH_DIST},
 
     // ---- launchers: torchrun / elastic, DeepSpeed, pdsh/ssh, OpenMPI ----------------------------------
+    // torchrun's agent restarting its workers (--max-restarts): a failure came first, and what follows
+    // is another attempt (its errors may repeat the first's).
+    {"torch_elastic_restart",
+     R"(\[(?P<role>[\w-]+)\] Worker group FAILED\. (?P<left>\d+)/(?P<max>\d+) attempts left; will restart worker group)",
+     codes::kLaunchError, kWarn, kConseq,
+     "torchrun restarted its workers after a failure ({left} of {max} restarts left)",
+     "A worker of this node failed, or another node's agent left the rendezvous, and torchrun started the workers "
+     "again: the first error before this line is the cause, and the errors after it are the next attempt's (the same "
+     "cause again, unless it was transient).",
+     TORCH_ELASTIC},
     {"torch_elastic_death_signal", R"(Received (?P<signo>\d+) death signal, shutting down workers)",
      codes::kLaunchError, kErr, kConseq, "torchrun's agent received signal {signo} and stopped its workers",
      "Something outside the job signalled torchrun: the scheduler (a time limit or preemption: Slurm sends SIGTERM "
@@ -1003,6 +1013,18 @@ const std::vector<LogPattern> kCatalogue = {
     {"torch_log_error",
      R"(^(?:\[[EW](?:\d{4} [\d:.]+)? +(?:\d+ )?[\w./-]+:\d+\]|[EW]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]|(?:ERROR|WARNING):torch\.distributed[\w.]*:) ?(?P<message>.+))",
      codes::kLogError, kInfo, kContext, "PyTorch log line: {message}", "", TORCH_DIST},
+    // After torch_log_error: c10d's "[W socket.cpp] The IPv6 network addresses of (host, port) cannot be
+    // retrieved (gai error: -2 - Name or service not known)" is a harmless warning.
+    // getaddrinfo's failures: a host name (MASTER_ADDR, a hostfile's node, a peer's advertised name)
+    // that does not resolve where the rank runs.
+    {"name_resolution_failed",
+     R"((?:Temporary failure in name resolution|Name or service not known|nodename nor servname provided|No address associated with hostname|getaddrinfo(?: failed|\(\) failed| error)))",
+     codes::kRendezvousError, kErr, kCause, "a host name did not resolve",
+     "A name the job dials (MASTER_ADDR, a hostfile's node, the rendezvous endpoint, a peer's host name) has no "
+     "address where this rank runs: the node's DNS or /etc/hosts lacks it, the container has its own resolver, or "
+     "under Kubernetes the headless service has no address until the pod is ready. Use a name every node resolves "
+     "(`getent hosts NAME` on each) or the IP address itself.",
+     ""},
     // XLA's fatal glog lines (JAX's coordination service ending the process: "F1207 10:11:12.123456 4242
     // client.h:82] Terminating process because …"): looked up like torch_log_error's. Apart from it, with
     // the file's extension as a literal: a class of three first letters slows the pre-scanner by a fifth.
