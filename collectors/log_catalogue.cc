@@ -95,8 +95,8 @@ const std::vector<LogPattern> kCatalogue = {
      "the old communicator. Print RANK, LOCAL_RANK and WORLD_SIZE in every process: each rank must appear once.",
      NCCL_TROUBLE},
     // NCCL told to use loopback only: fine on one node, never across nodes.
-    {"nccl_ifname_loopback", R"(NCCL_SOCKET_IFNAME set (?:by environment )?to lo\b)", codes::kSocketIfnameInvalid, kWarn,
-     kCause, "NCCL_SOCKET_IFNAME=lo: NCCL talks over loopback only",
+    {"nccl_ifname_loopback", R"(NCCL_SOCKET_IFNAME set (?:by environment )?to lo(?:\s|$))", codes::kSocketIfnameInvalid, kWarn,
+     kCause, "NCCL_SOCKET_IFNAME=lo: NCCL talks over loopback only (fine on one node, never across nodes)",
      "Loopback reaches no other node: a job on more than one node hangs or fails to connect. Set NCCL_SOCKET_IFNAME "
      "to the interface of the network between the nodes (`ip -br addr`; `^lo,docker` excludes), on every node.",
      NCCL_ENV},
@@ -617,7 +617,10 @@ const std::vector<LogPattern> kCatalogue = {
      "built with (`which mpiexec; mpiexec --version`).",
      "https://github.com/pmodels/mpich/blob/main/doc/wiki/how_to/Using_the_Hydra_Process_Manager.md"},
     // DeepSpeed ZeRO-3 found a parameter still partitioned where it was about to be used.
-    {"deepspeed_zero3_param_unavailable", R"(ds_status == ZeroParamStatus\.AVAILABLE)", codes::kLogError, kErr, kCause,
+    // Its assertion's source line, or the exception line that ends the traceback (the parameter's summary).
+    {"deepspeed_zero3_param_unavailable",
+     R"((?:ds_status == ZeroParamStatus\.AVAILABLE|AssertionError: \{'id': \d+, 'status': '(?:NOT_AVAILABLE|INFLIGHT)'))",
+     codes::kLogError, kErr, kCause,
      "DeepSpeed ZeRO-3: a parameter was used while still partitioned (not gathered)",
      "A module's parameters were used outside the hooks ZeRO-3 gathers them in: a submodule called directly or "
      "through another module's forward, weights tied or shared across modules, parameters read in a custom hook, "
@@ -1015,10 +1018,11 @@ const std::vector<LogPattern> kCatalogue = {
      codes::kLogError, kInfo, kContext, "PyTorch log line: {message}", "", TORCH_DIST},
     // After torch_log_error: c10d's "[W socket.cpp] The IPv6 network addresses of (host, port) cannot be
     // retrieved (gai error: -2 - Name or service not known)" is a harmless warning.
-    // getaddrinfo's failures: a host name (MASTER_ADDR, a hostfile's node, a peer's advertised name)
-    // that does not resolve where the rank runs.
+    // getaddrinfo's failures where the job dials: a host name (MASTER_ADDR, a hostfile's node, a peer's
+    // advertised name) that does not resolve where the rank runs. Not the bare words: an offline
+    // Hugging Face Hub or wandb retry says "Temporary failure in name resolution" harmlessly.
     {"name_resolution_failed",
-     R"((?:Temporary failure in name resolution|Name or service not known|nodename nor servname provided|No address associated with hostname|getaddrinfo(?: failed|\(\) failed| error)))",
+     R"((?:socket\.gaierror|gaierror: \[Errno -?\d+\]|host not found: (?:Temporary failure in name resolution|Name or service not known)|getaddrinfo(?: failed|\(\) failed| error)))",
      codes::kRendezvousError, kErr, kCause, "a host name did not resolve",
      "A name the job dials (MASTER_ADDR, a hostfile's node, the rendezvous endpoint, a peer's host name) has no "
      "address where this rank runs: the node's DNS or /etc/hosts lacks it, the container has its own resolver, or "

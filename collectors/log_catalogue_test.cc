@@ -104,14 +104,21 @@ TEST(CatalogueTest, TriggerDropsGroupsAndAnchors) {
 }
 
 TEST(CatalogueTest, OrdinaryTrainingOutputIsNoEvent) {
-  for (const char* line : {"step 10 loss 0.25 lr 1e-4",
-                           "[2024-05-01 12:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0",
-                           "node1:1234:1300 [0] NCCL INFO Channel 00/02 :    0   1",
-                           "node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
-                           "node1:1234:1300 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
-                           "node1:1234:1300 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.",
-                           "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12,  4.41it/s, loss=0.123]",
-                           "saving checkpoint to /ckpt/step100"}) {
+  for (const char* line :
+       {"step 10 loss 0.25 lr 1e-4",
+        "[2024-05-01 12:00:00,123] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0",
+        "node1:1234:1300 [0] NCCL INFO Channel 00/02 :    0   1",
+        "node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+        "node1:1234:1300 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
+        "node1:1234:1300 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.",
+        "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12,  4.41it/s, loss=0.123]", "saving checkpoint to /ckpt/step100",
+        // Offline Hugging Face Hub and wandb retries: name resolution that is no job's.
+        "WARNING:huggingface_hub.utils._http:'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', "
+        "port=443): Max retries exceeded with url: /api/models (Caused by NewConnectionError('<urllib3."
+        "connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection: [Errno -3] "
+        "Temporary failure in name resolution'))\"), '(Request ID: 1)')' thrown while requesting HEAD",
+        "hostname: Name or service not known",
+        "node1:1234:1300 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to lo,eth0"}) {
     // At most a context entry (the interface NCCL uses is a fact for attribution), and no event.
     PatternMatch m;
     if (LogPatternSet::Default().Match(line, &m))

@@ -104,6 +104,7 @@ size_t CTimeBeforeTag(std::string_view s) {
 }
 
 // [1,3]<stdout>:  (Open MPI 4)   [prterun-host-123@1,3]<stdout>:  (5)   [1,mpirank:3,algo-1]<stdout>:  (SageMaker)
+// [3]<stderr>:  (horovodrun, after its ctime)
 size_t MpiTag(std::string_view s, int* rank, std::string* host) {
   size_t i = 0;
   int64_t job, r;
@@ -113,7 +114,13 @@ size_t MpiTag(std::string_view s, int* rank, std::string* host) {
   if (size_t at = s.substr(0, 128).find('@', i);
       at != std::string_view::npos && s.substr(i, at - i).find_first_of("],") == std::string_view::npos)
     i = at + 1, prrte = true;  // the PRRTE namespace
-  if (!Digits(s, &i, 9, &job) || !Expect(s, &i, ',')) return 0;
+  if (!Digits(s, &i, 9, &job)) return 0;
+  // horovodrun's own launcher: "[3]<stderr>:" (after a ctime), the rank alone.
+  if (!prrte && (s.substr(i, 10) == "]<stdout>:" || s.substr(i, 10) == "]<stderr>:")) {
+    *rank = static_cast<int>(job);
+    return i + 10;
+  }
+  if (!Expect(s, &i, ',')) return 0;
   if (s.substr(i, 8) == "mpirank:") i += 8;
   if (!Digits(s, &i, 9, &r)) return 0;
   if (Expect(s, &i, ',')) {
@@ -476,13 +483,16 @@ bool JsonStringField(std::string_view s, std::string_view key, std::string* out)
 bool DecodeJsonLogLine(std::string_view line, JsonLogLine* out) {
   std::string_view s = Trim(line);
   if (s.size() < 8 || s.front() != '{' || s.back() != '}') return false;
-  static constexpr std::string_view kText[] = {"log", "textPayload", "MESSAGE", "message", "msg"};
-  bool found = false;
-  for (std::string_view key : kText)
-    if ((found = JsonStringField(s, key, &out->text))) break;
+  // Only the records of a container runtime or a log shipper carry a program's whole line: a program's
+  // own structured log ({"level":"error","msg":…,"error":…}) keeps the words of its failure in other
+  // fields, and is read as the line it is.
+  std::string value;
+  const bool found = JsonStringField(s, "textPayload", &out->text) || JsonStringField(s, "MESSAGE", &out->text) ||
+                     (JsonStringField(s, "log", &out->text) &&
+                      (JsonStringField(s, "stream", &value) || JsonStringField(s, "time", &value) ||
+                       s.find("\"kubernetes\"") != std::string_view::npos));
   if (!found) return false;
   while (!out->text.empty() && (out->text.back() == '\n' || out->text.back() == '\r')) out->text.pop_back();
-  std::string value;
   out->stream.clear();
   if (JsonStringField(s, "stream", &value) && (value == "stdout" || value == "stderr")) out->stream = value;
   out->time_ns = 0;

@@ -72,7 +72,8 @@ struct JsonLogLine {
   int64_t time_ns = 0;  // 0: none
   std::string host;     // the pod or host it names, "" when none
 };
-// False when `line` is no JSON object with a text field (log, textPayload, MESSAGE, message, msg).
+// False when `line` is no such record: a JSON object with "log" beside "stream", "time" or
+// "kubernetes", or with "textPayload" or "MESSAGE". A program's own structured log line is no record.
 bool DecodeJsonLogLine(std::string_view line, JsonLogLine* out);
 
 // The text after a tqdm progress bar glued in front of it ("45%|####  | 45/100 [00:10<00:12]Traceback…"),

@@ -39,6 +39,15 @@ TEST(LogPrefixTest, TorchrunRankAndTeePrefixes) {
   EXPECT_EQ(Strip("[3] step 1").message, "[3] step 1");
 }
 
+TEST(LogPrefixTest, HorovodrunTags) {
+  // horovodrun's gloo launcher (https://github.com/horovod/horovod/issues/2271).
+  auto a = Strip("Fri Sep 25 16:52:53 2020[1]<stderr>:2020-09-25 16:52:53.640992: W tensorflow/core/x.cc:1] boom");
+  EXPECT_EQ(a.p.rank, 1);
+  EXPECT_EQ(a.message, "W tensorflow/core/x.cc:1] boom");  // TensorFlow's timestamp is a prefix too
+  EXPECT_EQ(Strip("[3]<stdout>:step 1").p.rank, 3);
+  EXPECT_EQ(Strip("[3] <stdout>: step 1").p.rank, -1);
+}
+
 TEST(LogPrefixTest, OpenMpiTags) {
   EXPECT_EQ(Strip("[1,3]<stderr>:Traceback (most recent call last):").p.rank, 3);
   EXPECT_EQ(Strip("[1,3]<stderr>:Traceback").message, "Traceback");
@@ -185,6 +194,10 @@ TEST(LogPrefixTest, JsonLogRecords) {
   // Not such records: text, JSON without a text field, a string cut off.
   EXPECT_FALSE(DecodeJsonLogLine("[rank1]: {\"log\":\"x\"}", &j));
   EXPECT_FALSE(DecodeJsonLogLine(R"({"step": 3, "loss": 2.31})", &j));
+  // A program's own structured log keeps its failure in other fields: read as the line it is.
+  EXPECT_FALSE(DecodeJsonLogLine(
+      R"({"level":"error","msg":"allreduce failed","error":"torch.OutOfMemoryError: CUDA out of memory"})", &j));
+  EXPECT_FALSE(DecodeJsonLogLine(R"({"log":"a program's own field"})", &j));
   EXPECT_FALSE(DecodeJsonLogLine(R"({"log":"cut \"})", &j));
   EXPECT_FALSE(DecodeJsonLogLine(R"({"log":"bad \u12"})", &j));
 }

@@ -44,7 +44,12 @@ bool StartsRecord(std::string_view line, const PrefixDialect& dialect) {
   LinePrefix p;
   std::string_view message = StripPrefixes(line, dialect, &p);
   if (message.size() < line.size()) return true;
-  static constexpr std::string_view kStarts[] = {"Traceback (most recent call last)",
+  static constexpr std::string_view kStarts[] = {"Killed",
+                                                 "srun:",
+                                                 "slurmstepd",
+                                                 "terminate called",
+                                                 "Segmentation fault",
+                                                 "Traceback (most recent call last)",
                                                  "During handling of the above exception",
                                                  "The above exception was the direct cause",
                                                  "  File \"",
@@ -66,6 +71,16 @@ bool StartsRecord(std::string_view line, const PrefixDialect& dialect) {
                                                  "I1"};
   for (std::string_view s : kStarts)
     if (StartsWith(line, s)) return true;
+  // A Python exception or warning line: "RuntimeError: …", "torch.distributed.DistBackendError: …".
+  size_t word = 0;
+  while (word < line.size() && word < 128 &&
+         (std::isalnum(static_cast<unsigned char>(line[word])) || line[word] == '_' || line[word] == '.'))
+    ++word;
+  if (word < line.size() && line[word] == ':') {
+    const std::string_view name = line.substr(0, word);
+    for (std::string_view tail : {"Error", "Exception", "Warning", "Interrupt", "Exit"})
+      if (name.size() > tail.size() && name.substr(name.size() - tail.size()) == tail) return true;
+  }
   return false;
 }
 
@@ -85,6 +100,19 @@ WrapShape DetectWrap(std::string_view head, const PrefixDialect& dialect) {
     pos = end + 1;
   }
   if (width < kMinWidth || width > kMaxWidth) return {};
+  // The signal is a line that starts no record after a full-width one: it says something only in a
+  // log whose records do start with a prefix, a timestamp or a level (in a log of plain prints every
+  // line "starts no record", and a fixed-format progress line followed by a checkpoint message, or a
+  // warning followed by its source line, would read as wrapped). So lines that follow a shorter
+  // line (which begin a record) must be seen to start one: a quarter at least, since a torchrun log's
+  // prints have no prefix where its C++ lines do.
+  int starts = 0, started = 0;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    if (cols[i] >= width || lines[i + 1].empty()) continue;
+    ++starts;
+    started += StartsRecord(lines[i + 1], dialect);
+  }
+  if (starts < 3 || started < 2 || started * 4 < starts) return {};
   int at_width = 0, continued = 0, ended = 0;
   for (size_t i = 0; i + 1 < lines.size(); ++i) {
     if (cols[i] != width || IsRule(lines[i])) continue;

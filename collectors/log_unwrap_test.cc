@@ -152,5 +152,33 @@ TEST(LogUnwrapTest, AJoinedLineStopsGrowingAtTheLimit) {
   EXPECT_GT(origins.size(), 1u);
 }
 
+// Logs of plain prints (no prefix, timestamp or level on their records) give the signal nothing to
+// stand on: a fixed-format progress line followed by a checkpoint message and a final "Killed", a
+// warning followed by its source line, an exception followed by NCCL's explanation.
+TEST(LogUnwrapTest, LogsOfPlainPrintsAreNotTakenForWrapped) {
+  std::string killed;
+  for (int i = 1; i <= 13; ++i) {
+    killed += "step " + std::to_string(1000 + i * 100) +
+              "/100000 | loss 2.3456 | lr 1.00e-04 | grad norm 0.5123 | 0.52 s/it | tok/s 123456 | mem 12.34 GiB\n";
+    if (i % 3 == 0) killed += "saved checkpoint to /ckpt/step" + std::to_string(i) + "\n";
+  }
+  killed += "Killed\n";
+  EXPECT_EQ(DetectWrap(killed, {}).width, 0);
+  std::string warned;
+  for (int r = 0; r < 4; ++r)
+    warned += "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py:" + std::to_string(100 + r) +
+              ": UserWarning: barrier(): using the device under current context. You can specify device_id in "
+              "init_process_group to mute this warning and make the barrier use the device of the process group.\n"
+              "  warnings.warn(\n";
+  EXPECT_EQ(DetectWrap(warned, {}).width, 0);
+  // Never joined either: a line that starts like a record of its own.
+  std::vector<LineOrigin> origins;
+  int64_t joins = 0;
+  const std::string a(80, 'a');
+  Unwrap(a + "\nKilled\n" + a + "\nRuntimeError: boom\n" + a + "\nsrun: error: node7: task 3: Out Of Memory\n", 80, {},
+         1, 0, 64 << 10, &origins, &joins);
+  EXPECT_EQ(joins, 0);
+}
+
 }  // namespace
 }  // namespace dsd::collectors
