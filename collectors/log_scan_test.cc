@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "collectors/log_matcher.h"
+#include "collectors/log_samples_testing.h"
 #include "common/file.h"
 
 namespace dsd::collectors {
@@ -560,17 +561,9 @@ TEST(LogScanTest, MissingFileIsNamed) {
 // A paste copied from a terminal 100 columns wide: its records read as if whole, with the line
 // numbers of the paste, and the output says the paste was rejoined.
 TEST(LogScanTest, ATerminalWrappedPasteReadsAsTheLogItWas) {
-  const std::string log =
-      "[default0]:step 1 loss 2.31\n"
-      "[rank1]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation "
-      "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800012 "
-      "milliseconds before timing out.\n"
-      "[rank2]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation "
-      "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800015 "
-      "milliseconds before timing out.\n"
-      "[rank3]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation "
-      "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800020 "
-      "milliseconds before timing out.\n";
+  const std::string log = "[default0]:step 1 loss 2.31\n" + log_samples::TorchWatchdogTimeoutLine(1, "1800012") +
+                          log_samples::TorchWatchdogTimeoutLine(2, "1800015") +
+                          log_samples::TorchWatchdogTimeoutLine(3, "1800020");
   std::string folded;
   std::vector<std::string> physical;
   for (size_t pos = 0; pos < log.size();) {

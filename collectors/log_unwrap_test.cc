@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "collectors/log_samples_testing.h"
+
 namespace dsd::collectors {
 namespace {
 
@@ -29,13 +31,8 @@ std::string Fold(const std::string& text, size_t width) {
 const std::string kWatchdogLog =
     "[2024-05-01 12:00:00,001] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS environment variable for "
     "each process to be 1\n"
-    "[default0]:step 1 loss 2.31\n"
-    "[rank1]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation "
-    "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800012 "
-    "milliseconds before timing out.\n"
-    "[rank2]:[E501 12:30:00.000000000 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation "
-    "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800015 "
-    "milliseconds before timing out.\n"
+    "[default0]:step 1 loss 2.31\n" +
+    log_samples::TorchWatchdogTimeoutLine(1, "1800012") + log_samples::TorchWatchdogTimeoutLine(2, "1800015") +
     "[rank1]:[E501 12:30:00.100000000 ProcessGroupNCCL.cpp:1570] [PG ID 0 PG GUID 0(default_pg) Rank 1] Timeout at "
     "NCCL work: 2, last enqueued NCCL work: 2, last completed NCCL work: 1.\n"
     "Traceback (most recent call last):\n"
