@@ -376,6 +376,12 @@ const std::vector<LogPattern> kCatalogue = {
      "and the "
      "kernel log (Xid) on that node; TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC sets how long it waits.",
      TORCH_DIST},
+    // torch 2.0-2.2 prints this just before the takedown line: the same reaction, not a cause.
+    {"torch_nccl_ops_failed", R"(Some NCCL operations have failed or timed out\. Due to the asynchronous nature)",
+     codes::kWatchdogTimeout, kWarn, kConseq, "PyTorch: this rank's NCCL operations failed or timed out",
+     "This is PyTorch reacting to the timeout or NCCL error logged just before on the same rank (the watchdog's "
+     "line names the collective and its SeqNum): that one is the finding.",
+     TORCH_DIST},
     {"torch_watchdog_takedown", R"(To avoid data inconsistency, we are taking the entire process down)",
      codes::kWatchdogTimeout, kWarn, kConseq, "PyTorch took the process down after a failed or timed-out collective",
      "This is PyTorch reacting to the timeout or NCCL error logged just before on the same rank.", TORCH_DIST},

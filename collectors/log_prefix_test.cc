@@ -40,7 +40,7 @@ TEST(LogPrefixTest, TorchrunRankAndTeePrefixes) {
 }
 
 TEST(LogPrefixTest, HorovodrunTags) {
-  // horovodrun's gloo launcher (https://github.com/horovod/horovod/issues/2271).
+  // horovodrun's launcher (https://github.com/horovod/horovod/issues/2097).
   auto a = Strip("Fri Sep 25 16:52:53 2020[1]<stderr>:2020-09-25 16:52:53.640992: W tensorflow/core/x.cc:1] boom");
   EXPECT_EQ(a.p.rank, 1);
   EXPECT_EQ(a.message, "W tensorflow/core/x.cc:1] boom");  // TensorFlow's timestamp is a prefix too

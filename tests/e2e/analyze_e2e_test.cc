@@ -515,7 +515,7 @@ TEST(AnalyzeE2eTest, AnNcclSystemErrorWhoseLastErrorIsAFailedConnectNamesThePeer
 }
 
 TEST(AnalyzeE2eTest, RaysActorDiedIsTheEchoOfTheWorkersDeath) {
-  // verl/vLLM under Ray (https://github.com/volcengine/verl/issues/1003): the driver's ActorDiedError, then
+  // EasyR1 under Ray (https://github.com/hiyouga/EasyR1/issues/300): the driver's ActorDiedError, then
   // the worker's death with its exit detail. That death is the finding; the actor's is its echo.
   auto a = Analyze({WriteLog(
       "ray.log",
