@@ -393,22 +393,24 @@ struct LogScanner::Impl {
     size_t pos = 0;
     int64_t number = first_line;
     JsonLogLine json;
+    std::string text;  // the record's text, moved out so that each of its lines copies the record without it
     auto add = [&](std::string_view line, const JsonLogLine& record, size_t at) {
       if (!origins->empty()) out += '\n';
       out.append(line);
       origins->push_back({number, offset + static_cast<int64_t>(at)});
       records->push_back(record);
-      records->back().text.clear();
     };
     while (pos <= block.size()) {
       const void* nl = std::memchr(block.data() + pos, '\n', block.size() - pos);
       const size_t end = nl ? static_cast<const char*>(nl) - block.data() : block.size();
       std::string_view line = block.substr(pos, end - pos);
       if (!line.empty() && DecodeJsonLogLine(line, &json)) {
-        std::string_view text = json.text;
+        text = std::move(json.text);
+        json.text.clear();
+        const std::string_view lines = text;
         for (size_t from = 0;;) {
-          size_t cut = text.find('\n', from);
-          add(text.substr(from, cut == std::string_view::npos ? std::string_view::npos : cut - from), json, pos);
+          size_t cut = lines.find('\n', from);
+          add(lines.substr(from, cut == std::string_view::npos ? std::string_view::npos : cut - from), json, pos);
           if (cut == std::string_view::npos) break;
           from = cut + 1;
         }
@@ -514,27 +516,21 @@ struct LogScanner::Impl {
                                 ": looks like UTF-16 text (NUL bytes between characters); convert it first: "
                                 "iconv -f UTF-16 -t UTF-8 < FILE > FILE.utf8");
     DialectLearner learner;
+    // A file of JSON log records: most of its first 200 non-empty lines decode as one.
+    JsonLogLine json;
+    int lines = 0, records = 0;
     size_t pos = 0;
     for (int i = 0; i < kDialectLines && pos < head.size(); ++i) {
       const void* nl = std::memchr(head.data() + pos, '\n', head.size() - pos);
       size_t end = nl ? static_cast<const char*>(nl) - head.data() : head.size();
-      learner.Add(head.substr(pos, std::min<size_t>(end - pos, 4096)));
+      const std::string_view line = head.substr(pos, end - pos);
+      learner.Add(line.substr(0, 4096));
+      if (lines < 200 && !Trim(line).empty()) ++lines, records += DecodeJsonLogLine(line, &json);
       pos = end + 1;
     }
     dialect = learner.Dialect();
-    wrap = DetectWrap(head, dialect);
-    // A file of JSON log records: most of its first lines decode as one.
-    JsonLogLine json;
-    int lines = 0, records = 0;
-    for (size_t at = 0; at < head.size() && lines < 200;) {
-      const void* nl = std::memchr(head.data() + at, '\n', head.size() - at);
-      size_t end = nl ? static_cast<const char*>(nl) - head.data() : head.size();
-      std::string_view line = head.substr(at, end - at);
-      if (!Trim(line).empty()) ++lines, records += DecodeJsonLogLine(line, &json);
-      at = end + 1;
-    }
     json_records = lines > 0 && records * 5 >= lines * 4;
-    if (json_records) wrap = WrapShape{};
+    wrap = json_records ? WrapShape{} : DetectWrap(head, dialect);
   }
 
   // Streams are created file by file, so this file's are the ones from first_stream on (and the
