@@ -103,7 +103,7 @@ const std::vector<LogPattern> kCatalogue = {
     // A rank advertised a loopback address: NCCL picked lo (NCCL_SOCKET_IFNAME=lo, or a host name that
     // resolves to 127.0.1.1), so its peers dial themselves.
     {"nccl_connect_loopback",
-     R"((?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: Connect to (?P<peer>127\.\d+\.\d+\.\d+|::1)<\d+> failed)",
+     R"((?:(?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: |NCCL WARN )Connect to (?P<peer>127\.\d+\.\d+\.\d+|::1)<\d+> failed)",
      codes::kNcclError, kErr, kCause, "NCCL could not connect to a loopback address ({peer})",
      "On one node, NCCL over lo is fine and a failed connection means the local peer rank died or never started "
      "(its own first error says why). In a job over several nodes, a rank advertised its loopback interface "
@@ -118,8 +118,18 @@ const std::vector<LogPattern> kCatalogue = {
      "empty, its family garbage): list the interfaces with `ip -br addr` and set NCCL_SOCKET_IFNAME to one that exists "
      "on every node; `dsdoctor check` verifies it under the job's env.",
      NCCL_ENV},
+    // A link-local address (fe80::/10, 169.254/16) reaches only its own link: NCCL picked an interface
+    // whose only address is link-local (an IPv6-only bridge, a USB or BMC NIC) and advertised it.
+    {"nccl_connect_link_local",
+     R"((?:(?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: |NCCL WARN )Connect to (?P<peer>(?:fe80:[0-9a-fA-F:]*(?:%[\w.-]+)?|169\.254\.\d+\.\d+)<\d+>) failed)",
+     codes::kNcclError, kErr, kCause, "NCCL dialed a link-local address ({peer})",
+     "A rank advertised a link-local address, which other nodes cannot reach (and which only works on the interface "
+     "after the %): NCCL picked an interface with no routable address. Set NCCL_SOCKET_IFNAME to the interface of "
+     "the network between the nodes (`ip -br addr`; the same name on every node), or NCCL_SOCKET_FAMILY=AF_INET to "
+     "keep NCCL on IPv4; `dsdoctor check` shows what NCCL picks under the job's env.",
+     NCCL_ENV},
     {"nccl_connect_failed",
-     R"((?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: Connect to (?P<peer>\S+) (?:failed ?: ?(?P<error>.+)|returned (?P<errno>\d+)\((?P<reason>[^)\n]*)\)))",
+     R"((?:(?:socketStartConnect|socketPollConnect|socketConnect|bootstrap)[^:]*: |NCCL WARN )Connect to (?P<peer>\S+) (?:failed ?: ?(?P<error>.+)|returned (?P<errno>\d+)\((?P<reason>[^)\n]*)\)))",
      codes::kNcclError, kErr, kCause, "NCCL could not connect to {peer}: {error}{reason}",
      "A firewall between the nodes (NCCL uses random high ports unless NCCL_PORT_RANGE is set; open them or set a "
      "range "
@@ -362,6 +372,15 @@ const std::vector<LogPattern> kCatalogue = {
      "the "
      "network stalled. init_process_group(timeout=...) only hides slow steps such as checkpoints.",
      TORCH_DIST},
+    // The same line cut after its head (a paste word-wrapped by a browser or an editor): the collective and
+    // its SeqNum went to the next line.
+    {"torch_watchdog_cut", R"((?:Rank (?P<self_rank>\d+)\] )?Watchdog caught collective operation timeout:\s*$)",
+     codes::kWatchdogTimeout, kErr, kCause,
+     "PyTorch watchdog: a collective timed out (the line is cut: its op and SeqNum follow on the next line)",
+     "The collective ran past the process group's timeout on this rank: compare which ranks report the same SeqNum. A "
+     "rank that never reports it never got there (its stack or last log line says where it is); if every rank "
+     "reports it, the network stalled. init_process_group(timeout=...) only hides slow steps such as checkpoints.",
+     TORCH_DIST},
     {"torch_blocking_wait_timeout",
      R"(Work \w+\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:[^()]|\([^()]*\))*\) timed out in blocking wait)",
      codes::kWatchdogTimeout, kErr, kCause, "PyTorch: {op} SeqNum={seq} timed out (blocking wait)",
@@ -378,12 +397,12 @@ const std::vector<LogPattern> kCatalogue = {
      TORCH_DIST},
     // torch 2.0-2.2 prints this just before the takedown line: the same reaction, not a cause.
     {"torch_nccl_ops_failed", R"(Some NCCL operations have failed or timed out\. Due to the asynchronous nature)",
-     codes::kWatchdogTimeout, kWarn, kConseq, "PyTorch: this rank's NCCL operations failed or timed out",
+     codes::kWatchdogTimeout, kErr, kConseq, "PyTorch: this rank's NCCL operations failed or timed out",
      "This is PyTorch reacting to the timeout or NCCL error logged just before on the same rank (the watchdog's "
      "line names the collective and its SeqNum): that one is the finding.",
      TORCH_DIST},
     {"torch_watchdog_takedown", R"(To avoid data inconsistency, we are taking the entire process down)",
-     codes::kWatchdogTimeout, kWarn, kConseq, "PyTorch took the process down after a failed or timed-out collective",
+     codes::kWatchdogTimeout, kErr, kConseq, "PyTorch took the process down after a failed or timed-out collective",
      "This is PyTorch reacting to the timeout or NCCL error logged just before on the same rank.", TORCH_DIST},
     // torch >= 2.3's heartbeat monitor: "Terminating the process after attempting to dump debug info, due to
     // ProcessGroupNCCL watchdog hang." (or "… due to collective timeout or exception.").
@@ -414,8 +433,19 @@ const std::vector<LogPattern> kCatalogue = {
      "setup); look at where it was instead (its stack: `py-spy dump`, or its last lines). The ranks with work in "
      "flight are waiting for it.",
      TORCH_DIST},
+    // torch >= 2.3's watchdog says a work timed out in a line of its own (beside, or in a paste instead of,
+    // "Watchdog caught collective operation timeout"): the rank waited in that collective past the timeout.
+    {"torch_work_timed_out",
+     R"((?:PG ID (?P<pg>\d+)[^\]\n]*?)?(?:Rank (?P<self_rank>\d+)\] )?Timeout at NCCL work: (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
+     codes::kWatchdogTimeout, kErr, kCause,
+     "PyTorch's watchdog: NCCL work {seq} timed out (last enqueued {enqueued}, last completed {completed})",
+     "This rank had entered collective {seq} (its last enqueued work is at or past it) and waited in it past the "
+     "process group's timeout: the rank is waiting, not the one missing. The ranks that never report work {seq} are "
+     "the ones the others wait for (their last lines or stacks say where they are); if every rank reports it, the "
+     "network stalled.",
+     TORCH_DIST},
     {"torch_work_timeout",
-     R"((?:PG ID (?P<pg>\d+)[^\]\n]*?)?(?:Rank (?P<self_rank>\d+)\] (?:Exception \(either an error or timeout\) )?)?(?:Timeout at NCCL work|detected by watchdog at work): (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
+     R"((?:PG ID (?P<pg>\d+)[^\]\n]*?)?(?:Rank (?P<self_rank>\d+)\] )?Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+), last enqueued NCCL work: (?P<enqueued>-?\d+), last completed NCCL work: (?P<completed>-?\d+))",
      codes::kWatchdogTimeout, kWarn, kCause,
      "PyTorch's watchdog: NCCL work {seq} failed or timed out (last enqueued {enqueued}, last completed {completed})",
      "This rank had entered collective {seq} (its last enqueued work is at or past it) and it did not complete in "
@@ -786,6 +816,26 @@ const std::vector<LogPattern> kCatalogue = {
      "A node's daemon died or became unreachable (node crash, OOM, network cut): check that node's kernel log and the "
      "network between it and the launching node.",
      OMPI_FAQ},
+    // UCX's InfiniBand completion errors (ib_mlx5_log.c): "[host:pid:0:tid] ib_mlx5_log.c:143  Transport retry
+    // count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)" (UCX 1.9), or "… Error on QP 0x… wqe[…]:
+    // Transport retry count exceeded (synd …)" (later releases); the failed request follows with the peer's LID.
+    {"ucx_ib_completion_error",
+     R"((?:\[(?P<self_host>[A-Za-z][\w.-]*):(?P<self_pid>\d+)(?::\d+){1,2}\] +)?ib_(?:mlx5_)?log\.c:\d+ +(?:UCX +\w+ +)?(?:Error on QP 0x[0-9a-fA-F]+ wqe\[\d+\]: )?(?P<what>Transport retry count exceeded|Receive-no-ready retry count exceeded|Remote side aborted|Remote access|Remote QP|Remote OP|Local protection|Local access|Local length|Local QP operation|Invalid request|Bad response|WR flushed because QP in error state|Memory window bind)(?: error)?(?: on (?P<device>[\w:/.-]+))?)",
+     codes::kCommError, kErr, kCause, "UCX: an InfiniBand request failed: {what}",
+     "'Transport retry count exceeded': the HCA resent until it gave up, so the peer (the LID on the next line; "
+     "nodes that all name one LID point at it) was unreachable: a bad cable, port or switch, the peer node hung or "
+     "rebooted, or the fabric being reconfigured. Check `ibstat` and the port counters on both ends (`perfquery`, "
+     "`ibqueryerrors`); UCX_RC_TIMEOUT and UCX_RC_RETRY_COUNT only tolerate a flaky fabric. 'Remote access' or "
+     "'Local protection': memory registration (GPUDirect RDMA: nvidia-peermem) or a peer that freed its buffer. "
+     "'Remote side aborted' or 'WR flushed': the connection was torn down, usually because the peer process died "
+     "first: find its first error.",
+     IBV_WC},
+    {"ucx_ib_failed_request",
+     R"(wqe\[\d+\]: \w+[^\n]*\[rqpn 0x[0-9a-fA-F]+ (?P<peer>rlid (?P<lid>\d+))\])", codes::kCommError, kWarn, kConseq,
+     "UCX: the failed InfiniBand request went to the port with LID {lid}",
+     "Several nodes naming one LID point at that port's node (`ibaddr -l {lid}` or `smpquery nodedesc -L {lid}` "
+     "names it): check it and its link first.",
+     IBV_WC},
     // UCX (Open MPI's pml ucx, NCCL's UCX plugin): "rc_iface.c:966  UCX  ERROR failed to create qp: …".
     {"ucx_create_qp", R"(UCX +ERROR +(?:failed to create qp|ibv_create_qp\w*\(\) failed)(?P<rest>.*))",
      codes::kCommError, kErr, kCause, "UCX could not create an InfiniBand queue pair{rest}",
@@ -960,6 +1010,52 @@ const std::vector<LogPattern> kCatalogue = {
      "CUDA_LAUNCH_BLOCKING=1 "
      "(and TORCH_USE_CUDA_DSA=1) for the failing op.",
      CUDA_ERR},
+    // ---- the GPU itself: the kernel driver's Xid events, a GPU the driver lost, PCIe errors -----------
+    // "NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus." (dmesg, journalctl -k): the driver's
+    // report of a GPU fault, with the process it hit when there is one ("pid=…, name=python3, …").
+    {"nvidia_xid",
+     R"(NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), (?:pid=(?P<pid>[^,\s]*), )?(?:name=(?P<name>[^,]*), )?(?P<detail>[^\n]{0,200}))",
+     codes::kCudaError, kErr, kCause, "GPU {pci}: NVIDIA Xid {xid}: {detail}",
+     "The GPU driver reported a fault of the GPU at PCI {pci}: the rank on that GPU hangs or fails, and its peers "
+     "time out. Xid 79 (fallen off the bus), 48, 63, 64, 92, 94, 95 (ECC and row remapping), 74 (NVLink), 119, 120 "
+     "(GSP firmware) and 154 (recovery needed) are the GPU or the node: drain the node, and reset the GPU or reboot "
+     "(`nvidia-smi -q` shows ECC and remapping state); if it recurs, the hardware needs service (PCIe link, power, "
+     "cooling). 13, 31, 43 and 45 are usually the program's own fault (an illegal address, a killed process) or the "
+     "echo of an earlier Xid: the rank's own error says which. NVIDIA's Xid catalogue names each one.",
+     "https://docs.nvidia.com/deploy/xid-errors/index.html"},
+    // The driver's own words when it loses a GPU, with or without an Xid ("NVRM: The NVIDIA GPU 0000:b3:00.0
+    // … has fallen off the bus and is not responding to commands.").
+    {"nvidia_gpu_fell_off_bus", R"((?:GPU has |has |\b)fallen off the bus)", codes::kCudaError, kErr, kCause,
+     "a GPU fell off the bus: the driver lost it",
+     "The GPU stopped answering on PCIe (power, cooling, the slot or riser, or the GPU itself): every rank on it "
+     "hangs or fails. Drain the node; it needs a reboot, and service if it recurs (`dmesg -T | grep -e NVRM -e AER` "
+     "says which GPU).",
+     "https://docs.nvidia.com/deploy/xid-errors/index.html"},
+    // nvidia-smi on a node whose GPU the driver lost: "Unable to determine the device handle for
+    // GPU0000:03:00.0: Unknown Error" (or "GPU is lost").
+    {"nvidia_smi_gpu_lost",
+     R"(Unable to determine the device handle for GPU ?(?P<pci>[0-9A-Fa-f:.]+): (?P<error>[^\n]{1,100}))",
+     codes::kCudaError, kErr, kCause, "nvidia-smi cannot reach GPU {pci}: {error}",
+     "The driver lost this GPU (it fell off the bus, or hangs after an Xid): a rank on it hangs or fails and the "
+     "others wait for it. The kernel log says why (`dmesg -T | grep -e NVRM -e Xid -e AER`); the GPU needs a reset "
+     "or the node a reboot, and service if it recurs. Drain the node meanwhile.",
+     "https://docs.nvidia.com/deploy/xid-errors/index.html"},
+    // PCIe Advanced Error Reporting: an uncorrected error takes the device (often the GPU) off the bus;
+    // corrected ones are retried by the link and only a sign of a marginal link.
+    {"pcie_aer_uncorrected",
+     R"((?P<port>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)?:? ?PCIe Bus Error: severity=(?P<severity>Uncorrect(?:ed|able)[^,]*), type=(?P<type>[^,\n]+))",
+     codes::kCudaError, kErr, kCause, "PCIe: an uncorrected {type} error at {port} ({severity})",
+     "A PCIe link failed in a way it could not correct: the device behind that port (often a GPU or a NIC) is gone or "
+     "was reset, and the ranks using it hang or fail. Reseat or replace the card, riser or cable, check power and "
+     "cooling, and drain the node until then (`lspci -tv` maps the port to its device).",
+     "https://docs.kernel.org/PCI/pcieaer-howto.html"},
+    {"pcie_aer_corrected",
+     R"((?P<port>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)?:? ?PCIe Bus Error: severity=Correct(?:ed|able), type=(?P<type>[^,\n]+))",
+     codes::kCudaError, kWarn, kCause, "PCIe: corrected {type} errors at {port}",
+     "The link retried and recovered, so these alone harm nothing; many of them (a storm) mean a marginal link "
+     "(a riser, a cable, a slot) that may fail outright: with a GPU lost or an Xid on the same node, this port is "
+     "where to look (`lspci -tv` maps it to its device).",
+     "https://docs.kernel.org/PCI/pcieaer-howto.html"},
     {"cuda_ecc", R"((?:uncorrectable ECC error|ECC error encountered))", codes::kCudaError, kErr, kCause,
      "CUDA: uncorrectable ECC error on the GPU",
      "A hardware memory error: drain this node and have the GPU checked (`nvidia-smi -q -d ECC`, kernel log Xid "

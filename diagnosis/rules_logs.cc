@@ -91,6 +91,22 @@ void WatchdogCulprits(Ctx& c) {
     if (!InDefaultGroup(e)) continue;
     first.emplace(e.rank, Report{&e, e.Field("op")});
   }
+  // torch >= 2.3 says "Timeout at NCCL work: N" beside the timeout line: where a rank printed both, the
+  // second is the same timeout and no finding of its own.
+  for (const LogEvent& e : c.job.events) {
+    if (e.kind != "torch_work_timed_out" || e.rank < 0) continue;
+    for (const LogEvent& w : c.job.events)
+      if (w.kind == "torch_watchdog" && w.rank == e.rank && w.Field("seq") == e.Field("seq") &&
+          (w.Field("pg").empty() || e.Field("pg").empty() || w.Field("pg") == e.Field("pg"))) {
+        c.quoted.insert(&e);
+        break;
+      }
+  }
+  // A paste that holds only those lines: they are the ranks' timeout reports (the collective unnamed).
+  if (first.empty())
+    for (const LogEvent& e : c.job.events)
+      if (e.kind == "torch_work_timed_out" && e.rank >= 0 && !e.Field("seq").empty() && InDefaultGroup(e))
+        first.emplace(e.rank, Report{&e, ""});
   if (first.empty()) return;
   // The collective most ranks report timing out in.
   std::map<std::string, std::vector<int>> by_seq;
@@ -122,12 +138,13 @@ void WatchdogCulprits(Ctx& c) {
     return;
   }
   const std::string op = first[reporters[0]].op;
+  const std::string collective = op.empty() ? "NCCL work " + seq : op + " SeqNum=" + seq;
   // "Exception (either an error or timeout) detected by watchdog at work: N, last enqueued NCCL work:
   // M": a rank whose watchdog saw work N fail had entered it, whether or not its timeout line is in
   // the logs at hand.
   for (const LogEvent& e : c.job.events)
-    if (e.kind == "torch_work_timeout" && e.rank >= 0 && e.Field("seq") == seq && !first.count(e.rank) &&
-        InDefaultGroup(e))
+    if ((e.kind == "torch_work_timeout" || e.kind == "torch_work_timed_out") && e.rank >= 0 && e.Field("seq") == seq &&
+        !first.count(e.rank) && InDefaultGroup(e))
       reporters.push_back(e.rank);
   std::sort(reporters.begin(), reporters.end());
   reporters.erase(std::unique(reporters.begin(), reporters.end()), reporters.end());
@@ -160,8 +177,7 @@ void WatchdogCulprits(Ctx& c) {
     if (known.code != codes::kRankMissing || known.ranks != missing) continue;
     known.severity = Severity::kError;
     known.remedy = remedy;
-    known.summary +=
-        "; " + RankWord(reporters) + " then timed out in " + op + " SeqNum=" + seq + " (PyTorch's watchdog)";
+    known.summary += "; " + RankWord(reporters) + " then timed out in " + collective + " (PyTorch's watchdog)";
     for (const LogEvent* e : timeout_lines) known.evidence.push_back(EventEvidence(*e));
     for (const LogEvent& e : c.job.events)
       if (waiting.count(e.rank) && (IsTimeout(e) || e.consequence)) c.echoes[&e] = "waited for " + RankWord(missing);
@@ -170,13 +186,15 @@ void WatchdogCulprits(Ctx& c) {
   Finding f;
   f.code = codes::kRankMissing;
   f.ranks = missing;
-  f.summary = RankWord(missing) + " never reached " + op + " SeqNum=" + seq + ": " + RankWord(reporters) +
+  f.summary = RankWord(missing) + " never reached " + collective + ": " + RankWord(reporters) +
               " timed out waiting in it (PyTorch's watchdog), " + (missing.size() == 1 ? "it" : "they") + " did not";
   for (int r : missing) {
     std::string where = "rank " + std::to_string(r) + ": ";
     if (auto it = first.find(r); it != first.end())
-      where += "timed out elsewhere (" + it->second.op + " SeqNum=" + it->second.e->Field("seq") + ") at " +
-               it->second.e->Where();
+      where += "timed out elsewhere (" +
+               (it->second.op.empty() ? "NCCL work " + it->second.e->Field("seq")
+                                      : it->second.op + " SeqNum=" + it->second.e->Field("seq")) +
+               ") at " + it->second.e->Where();
     else if (Failed(c.job.ranks[r]))
       where += "exited (" +
                std::string(c.job.ranks[r].signal ? std::string("signal ") + std::to_string(c.job.ranks[r].signal)
@@ -545,6 +563,16 @@ void Events(Ctx& c) {
       return !Ordered(*cause, e) || Before(*cause, e) || (cause->file == e.file && cause->line - e.line <= 20);
     });
   };
+  // PyTorch's reaction lines ("taking the entire process down", the heartbeat monitor's termination)
+  // follow the rank's own timeout or error: after one of those they are its echo; alone (a paste cut
+  // before the cause) they are the only sign the rank was ended, and stay errors.
+  const auto after_own_error = [&](const LogEvent& e) {
+    return std::any_of(c.job.events.begin(), c.job.events.end(), [&](const LogEvent& x) {
+      if (&x == &e || x.severity != Severity::kError || x.consequence || c.echoes.count(&x)) return false;
+      if (e.rank >= 0 ? x.rank != e.rank : x.file != e.file) return false;
+      return Ordered(x, e) && Before(x, e);
+    });
+  };
   for (const LogEvent& e : c.job.events)
     if (mismatch_known && e.code == codes::kCollectiveMismatch && !c.echoes.count(&e))
       c.echoes[&e] = "the ranks' collectives differ (above)";
@@ -649,7 +677,8 @@ void Events(Ctx& c) {
     } else if ((f.code == codes::kCommError || b.first->consequence) &&
                (c.HasCode(codes::kRankExited) || c.HasCode(codes::kCollectiveMismatch) ||
                 c.HasCode(codes::kRankMissing) ||
-                (b.first->consequence && f.severity == Severity::kError && caused(*b.first)))) {
+                (b.first->consequence && f.severity == Severity::kError &&
+                 (caused(*b.first) || after_own_error(*b.first))))) {
       // Connection errors after a rank died or the ranks diverged are the echo, not the cause.
       f.severity = Severity::kWarning;
       f.summary += " (a consequence of the error above)";

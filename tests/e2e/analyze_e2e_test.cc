@@ -656,6 +656,133 @@ TEST(AnalyzeE2eTest, ALaunchersExitCodeGetsTheRemedyOfThatCode) {
   EXPECT_EQ((*g)["remedy"].get<std::string>().find("OOM"), std::string::npos) << g->dump(2);
 }
 
+// torch >= 2.3 prints "Timeout at NCCL work: N" beside the watchdog's timeout line, and pastes often
+// hold only it and PyTorch's reaction lines (format: https://github.com/NVlabs/Sana/issues/206): the
+// ranks that print it timed out there, and the one that never does is the culprit. Where a rank printed
+// both lines, it is one timeout, not two findings.
+TEST(AnalyzeE2eTest, TimeoutAtNcclWorkLinesAreTimeoutsThatNameTheRankThatNeverArrived) {
+  auto log_of = [](bool with_watchdog_line) {
+    std::string text = "[rank0]:step 27 loss 2.31\n";
+    for (int r = 1; r < 4; ++r) {
+      const std::string p =
+          "[rank" + std::to_string(r) + "]:[E324 08:29:18.18087244" + std::to_string(r) + " ProcessGroupNCCL.cpp:";
+      if (with_watchdog_line)
+        text += p + "632] [PG 0 (default_pg) Rank " + std::to_string(r) +
+                "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=28, OpType=BARRIER, NumelIn=1, "
+                "NumelOut=1, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n";
+      text += p + "1709] [PG 0 (default_pg) Rank " + std::to_string(r) +
+              "] Timeout at NCCL work: 28, last enqueued NCCL work: 28, last completed NCCL work: 27.\n";
+      text += p + "621] [Rank " + std::to_string(r) +
+              "] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, "
+              "subsequent GPU operations might run on corrupted/incomplete data.\n";
+      text += p + "627] [Rank " + std::to_string(r) +
+              "] To avoid data inconsistency, we are taking the entire process down.\n";
+    }
+    return text;
+  };
+  for (bool with_watchdog_line : {false, true}) {
+    SCOPED_TRACE(with_watchdog_line ? "with the watchdog's line" : "the work lines alone");
+    auto a = Analyze({WriteLog("work-timeout.log", log_of(with_watchdog_line))});
+    EXPECT_EQ(a.exit_code, 1);
+    const auto& first = a.report["findings"][0];
+    EXPECT_EQ(first["code"], "RANK_MISSING") << a.report.dump(2);
+    EXPECT_EQ(Ranks(first), std::vector<int>{0});
+    EXPECT_NE(first["summary"].get<std::string>().find(with_watchdog_line ? "BARRIER SeqNum=28" : "NCCL work 28"),
+              std::string::npos)
+        << first.dump(2);
+    // Every other finding is the waiting ranks' echo: a warning, and one timeout per rank, not two.
+    int timeouts = 0;
+    for (const auto& f : a.report["findings"]) {
+      if (&f == &first) continue;
+      EXPECT_EQ(f["severity"], "warning") << f.dump(2);
+      timeouts +=
+          f["summary"].get<std::string>().find("atchdog: ") != std::string::npos;  // "(PyTorch|PyTorch's) watchdog: "
+    }
+    EXPECT_EQ(timeouts, 1) << a.report.dump(2);
+  }
+}
+
+// A paste that kept only PyTorch's reaction ("taking the entire process down") is still a rank that was
+// ended, never a green; a watchdog line word-wrapped after its head is still the timeout, and the
+// reaction after it its echo (https://github.com/CarperAI/trlx/issues/373).
+TEST(AnalyzeE2eTest, PyTorchsTakedownWithoutItsCauseIsAnErrorAndAfterItAnEcho) {
+  auto alone = Analyze({WriteLog(
+      "takedown.log",
+      "[E ProcessGroupNCCL.cpp:414] Some NCCL operations have failed or timed out. Due to the asynchronous nature of "
+      "CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid this inconsistency, we "
+      "are taking the entire process down.\n")});
+  EXPECT_EQ(alone.exit_code, 1);
+  const auto* f = FindingOf(alone.report, "WATCHDOG_TIMEOUT");
+  ASSERT_TRUE(f) << alone.report.dump(2);
+  EXPECT_EQ((*f)["severity"], "error");
+
+  auto cut = Analyze({WriteLog(
+      "cut.log",
+      "failure was: [Rank 0] Watchdog caught collective operation timeout: \nWorkNCCL(SeqNum=2059, OpType=ALLGATHER, "
+      "Timeout(ms)=1800000) ran for 1801398 \nmilliseconds before timing out.\nwandb: Waiting for W&B process to "
+      "finish... (failed 1).\n[E ProcessGroupNCCL.cpp:414] Some NCCL operations have failed or timed out. Due to the "
+      "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid "
+      "this inconsistency, we are taking the entire process down.\n")});
+  EXPECT_EQ(cut.exit_code, 1);
+  const auto& first = cut.report["findings"][0];
+  EXPECT_EQ(first["code"], "WATCHDOG_TIMEOUT") << cut.report.dump(2);
+  EXPECT_EQ(first["severity"], "error");
+  EXPECT_EQ(Ranks(first), std::vector<int>{0});
+  ASSERT_EQ(cut.report["findings"].size(), 2u) << cut.report.dump(2);
+  EXPECT_EQ(cut.report["findings"][1]["severity"], "warning");
+}
+
+// Faults of the GPU and of the fabric as users paste them (each cited beside its lines): never "no
+// problems found", and each names its node, GPU or peer.
+TEST(AnalyzeE2eTest, GpuAndFabricFaultsNameTheirNodeGpuOrPeer) {
+  // UCX over InfiniBand: two nodes' sends to one LID ran out of retries (https://github.com/openucx/ucx/issues/6669).
+  auto ucx = Analyze({WriteLog(
+      "ucx-retry.log",
+      "[g07r1n14:27251:0:27251] ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 "
+      "hw_synd 0/0)\n[g07r1n14:27251:0:27251] ib_mlx5_log.c:143  DCI QP 0x10f3a wqe[446]: SEND s-e [rqpn 0x32ca rlid "
+      "19352] [inl len 20]\n[i12r2n04:30536:0:30536] ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/IB "
+      "(synd 0x15 vend 0x81 hw_synd 0/0)\n[i12r2n04:30536:0:30536] ib_mlx5_log.c:143  DCI QP 0x17c58 wqe[384]: SEND "
+      "s-e [rqpn 0x32ca rlid 19352] [inl len 20]\n")});
+  EXPECT_EQ(ucx.exit_code, 1);
+  const auto* retry = FindingOf(ucx.report, "COMM_ERROR");
+  ASSERT_TRUE(retry) << ucx.report.dump(2);
+  EXPECT_EQ((*retry)["nodes"], nlohmann::json::array({"g07r1n14", "i12r2n04"})) << retry->dump(2);
+  EXPECT_NE((*retry)["summary"].get<std::string>().find("Transport retry count exceeded"), std::string::npos);
+  EXPECT_NE(ucx.report.dump().find("LID 19352"), std::string::npos) << ucx.report.dump(2);
+
+  // A GPU the driver lost: nvidia-smi's words and the PCIe errors of its root port
+  // (https://github.com/rwth-i6/returnn/issues/1486).
+  auto lost = Analyze({WriteLog(
+      "gpu-lost.log",
+      "zeyer@cn-234 ~ % nvidia-smi\nUnable to determine the device handle for GPU0000:03:00.0: Unknown Error\n...\n[  "
+      "+0.000316] pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0\n[  +0.000005] pcieport "
+      "0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)\n[  +0.000003] "
+      "pcieport 0000:00:03.0:   device [8086:6f08] error status/mask=00001000/00002000\n")});
+  EXPECT_EQ(lost.exit_code, 1);
+  const auto& gpu = lost.report["findings"][0];
+  EXPECT_EQ(gpu["code"], "CUDA_ERROR") << lost.report.dump(2);
+  EXPECT_EQ(gpu["severity"], "error");
+  EXPECT_NE(gpu["summary"].get<std::string>().find("0000:03:00.0"), std::string::npos) << gpu.dump(2);
+
+  // The driver's Xid event (https://github.com/wilicc/gpu-burn/issues/1).
+  auto xid =
+      Analyze({WriteLog("xid.log", "[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.\n")});
+  EXPECT_EQ(xid.exit_code, 1);
+  ASSERT_EQ(xid.report["findings"].size(), 1u) << xid.report.dump(2);
+  EXPECT_NE(xid.report["findings"][0]["summary"].get<std::string>().find("Xid 79"), std::string::npos);
+
+  // NCCL 2.8's socket warning without the function's name, to an IPv6 link-local address
+  // (https://github.com/wenet-e2e/wenet/issues/1891).
+  auto ll = Analyze({WriteLog("link-local.log",
+                              "voicec105:90736:91655 [0] include/socket.h:403 NCCL WARN Connect to "
+                              "fe80::c4eb:49ff:fe04:e32d%6<57335> failed : Network is unreachable\n")});
+  EXPECT_EQ(ll.exit_code, 1);
+  const auto* nccl = FindingOf(ll.report, "NCCL_ERROR");
+  ASSERT_TRUE(nccl) << ll.report.dump(2);
+  EXPECT_NE((*nccl)["summary"].get<std::string>().find("link-local"), std::string::npos) << nccl->dump(2);
+  EXPECT_EQ((*nccl)["nodes"], nlohmann::json::array({"voicec105"}));
+}
+
 TEST(AnalyzeE2eTest, UcxsCaughtSignalNamesTheNodeAndABusErrorNamesDevShm) {
   // NCCL in a container (https://github.com/NVIDIA/Megatron-LM/issues/516): UCX's handler prints the
   // node and pid; SIGBUS there is /dev/shm.
