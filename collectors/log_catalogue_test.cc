@@ -50,12 +50,16 @@ TEST_P(CatalogueEntryTest, TheEntryWinsForItsLineWithItsFields) {
 
 TEST_P(CatalogueEntryTest, BothPreScannersFindTheLine) {
   const Example& ex = GetParam();
-  std::vector<std::string> triggers;
-  for (const LogPattern& p : Catalogue()) triggers.push_back(TriggerOf(p.regex));
+  // Built once for every example: compiling the whole catalogue takes a while (longer under ASan).
+  static const std::vector<std::unique_ptr<LineScanner>> scanners = [] {
+    std::vector<std::string> triggers;
+    for (const LogPattern& p : Catalogue()) triggers.push_back(TriggerOf(p.regex));
+    std::vector<std::unique_ptr<LineScanner>> all;
+    all.push_back(MakeRe2Scanner(triggers));
+    if (auto hs = MakeHyperscanScanner(triggers, nullptr)) all.push_back(std::move(hs));  // absent without Hyperscan
+    return all;
+  }();
   std::string text = std::string("step 1 loss 0.5\n") + ex.line + "\nstep 2 loss 0.4\n";
-  std::vector<std::unique_ptr<LineScanner>> scanners;
-  scanners.push_back(MakeRe2Scanner(triggers));
-  if (auto hs = MakeHyperscanScanner(triggers, nullptr)) scanners.push_back(std::move(hs));  // absent without Hyperscan
   for (auto& scanner : scanners) {
     std::vector<std::string> lines;
     scanner->Scan(text, [&](size_t b, size_t e) {

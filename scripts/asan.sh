@@ -26,6 +26,7 @@ CXX=clang++ CC=clang cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Asan -
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build build-asan
+./scripts/seed_test_costs.sh build-asan
 ASAN_SKIP='^PythonTracerTest/|^TorchE2eTest[./]|^DeepSpeedE2eTest[./]|^RunE2eTest/RunPlacementTest[.]Pytorch|^AnalyzeE2eTest[.]RealMpirunTorch|^MpiTraceE2eTest[.]Mpi4py|^Launchers/MpiRunE2eTest[.]Mpi4py'
 MPIRUN='Mpirun|MpiBackend|Mpi[A-Z][a-z]*Test|MpiTraceE2eTest|MpiRunE2eTest'
 asan="abort_on_error=0:halt_on_error=1:detect_leaks=1:handle_segv=0:detect_stack_use_after_return=0"
