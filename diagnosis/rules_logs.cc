@@ -93,14 +93,17 @@ void WatchdogCulprits(Ctx& c) {
   }
   // torch >= 2.3 says "Timeout at NCCL work: N" beside the timeout line: where a rank printed both, the
   // second is the same timeout and no finding of its own.
+  std::map<std::pair<int, std::string>, std::vector<std::string>> watchdog_pgs;  // (rank, seq) → its lines' groups
+  for (const LogEvent& w : c.job.events)
+    if (w.kind == "torch_watchdog" && w.rank >= 0) watchdog_pgs[{w.rank, w.Field("seq")}].push_back(w.Field("pg"));
   for (const LogEvent& e : c.job.events) {
     if (e.kind != "torch_work_timed_out" || e.rank < 0) continue;
-    for (const LogEvent& w : c.job.events)
-      if (w.kind == "torch_watchdog" && w.rank == e.rank && w.Field("seq") == e.Field("seq") &&
-          (w.Field("pg").empty() || e.Field("pg").empty() || w.Field("pg") == e.Field("pg"))) {
-        c.quoted.insert(&e);
-        break;
-      }
+    auto it = watchdog_pgs.find({e.rank, e.Field("seq")});
+    if (it == watchdog_pgs.end()) continue;
+    const std::string pg = e.Field("pg");
+    if (std::any_of(it->second.begin(), it->second.end(),
+                    [&](const std::string& w) { return w.empty() || pg.empty() || w == pg; }))
+      c.quoted.insert(&e);
   }
   // A paste that holds only those lines: they are the ranks' timeout reports (the collective unnamed).
   if (first.empty())
@@ -137,8 +140,12 @@ void WatchdogCulprits(Ctx& c) {
     c.Add(std::move(f), false);
     return;
   }
+  // "ALLREDUCE SeqNum=7", or "NCCL work 28" where only the work line named it.
+  const auto collective_at = [](const std::string& op, const std::string& seq) {
+    return op.empty() ? "NCCL work " + seq : op + " SeqNum=" + seq;
+  };
   const std::string op = first[reporters[0]].op;
-  const std::string collective = op.empty() ? "NCCL work " + seq : op + " SeqNum=" + seq;
+  const std::string collective = collective_at(op, seq);
   // "Exception (either an error or timeout) detected by watchdog at work: N, last enqueued NCCL work:
   // M": a rank whose watchdog saw work N fail had entered it, whether or not its timeout line is in
   // the logs at hand.
@@ -191,10 +198,8 @@ void WatchdogCulprits(Ctx& c) {
   for (int r : missing) {
     std::string where = "rank " + std::to_string(r) + ": ";
     if (auto it = first.find(r); it != first.end())
-      where += "timed out elsewhere (" +
-               (it->second.op.empty() ? "NCCL work " + it->second.e->Field("seq")
-                                      : it->second.op + " SeqNum=" + it->second.e->Field("seq")) +
-               ") at " + it->second.e->Where();
+      where += "timed out elsewhere (" + collective_at(it->second.op, it->second.e->Field("seq")) + ") at " +
+               it->second.e->Where();
     else if (Failed(c.job.ranks[r]))
       where += "exited (" +
                std::string(c.job.ranks[r].signal ? std::string("signal ") + std::to_string(c.job.ranks[r].signal)

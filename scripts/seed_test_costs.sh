@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Seeds CTest's record of how long each test takes (BUILD_DIR/Testing/Temporary/CTestCostData.txt)
 # from tests/ctest_costs.txt, unless the build dir has its own. With it, `ctest -j` starts the longest
-# tests first; without it (a fresh clone: CI) it starts them in declaration order, and the slowest
-# e2e tests, declared last, run at the end on one core while the other idles.
+# tests first; without it (a fresh clone: CI) it starts them in declaration order, where a long test
+# that happens to start last leaves the other core idle until it ends.
 # Refresh the seed after adding slow tests: scripts/seed_test_costs.sh --save build
 set -euo pipefail
 cd "$(dirname "$0")/.."
